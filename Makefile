@@ -1,0 +1,75 @@
+# slurmx: two commands do all set-up on a fresh Debian machine — `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CLUSTER := docker-slurm/cluster
+# Versions `make test` covers; `make test-matrix` adds the newest.
+TEST_VERSIONS ?= 22.05 24.11
+MATRIX_VERSIONS ?= 22.05 24.11 26.05
+DEMO_VERSION ?= 24.11
+PYTEST_ARGS ?=
+
+.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix lint bench \
+        cluster-up cluster-down cluster-status clean
+
+all: test
+
+# apt packages the dockerized cluster needs (docker engine, debootstrap for the base image, ssh-keygen).
+system-deps:
+	@missing=""; for c in dockerd:docker.io debootstrap:debootstrap ssh-keygen:openssh-client; do \
+	  command -v $${c%%:*} >/dev/null || missing="$$missing $${c##*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root to apt-get install$$missing" >&2; exit 1; fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+
+$(BIN)/slurmx: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,plot]'
+	@touch $@
+
+venv: $(BIN)/slurmx
+
+deps: system-deps venv
+
+lint: venv
+	$(BIN)/ruff check slurmx tests bench
+	$(BIN)/ruff format --check slurmx tests bench || true
+	$(BIN)/mypy
+
+test-unit: venv
+	$(BIN)/pytest -q tests/unit tests/sim $(PYTEST_ARGS)
+
+# Integration tests run against each real Slurm version in turn; the fixture brings the cluster up (or reuses it).
+test-integration: deps
+	@set -e; for v in $(TEST_VERSIONS); do \
+	  echo "=== integration tests on Slurm $$v ==="; \
+	  SLURMX_TEST_SLURM=$$v $(BIN)/pytest -q tests/integration $(PYTEST_ARGS); \
+	  if [ -n "$$CI" ]; then $(CLUSTER) down --slurm $$v; fi; \
+	done
+
+test: lint test-unit test-integration
+
+test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
+test-matrix: test-unit test-integration
+
+bench: venv
+	@for b in bench/*.py; do $(BIN)/python $$b; done
+
+cluster-up: system-deps
+	$(CLUSTER) up --slurm $(DEMO_VERSION)
+
+cluster-down:
+	$(CLUSTER) down --slurm $(DEMO_VERSION)
+
+cluster-status:
+	$(CLUSTER) status --slurm $(DEMO_VERSION)
+
+demo: deps
+	$(BIN)/python -m slurmx.demo --slurm $(DEMO_VERSION)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,133 @@
+"""The closed set of actions a policy may return, and the `Plan` that carries them.
+
+A policy never talks to Slurm: it returns a plan, and the enforcer turns each action into Slurm calls.
+Keeping the set closed lets the enforcer be exhaustive and lets tests compare plans as plain values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import TypeVar
+
+from slurmx.core.resources import Resources
+
+__all__ = ["Action", "Cancel", "Hold", "Plan", "Preempt", "Release", "Resize", "SetPriority", "Start"]
+
+
+def _canonical(value: object) -> object:
+    """JSON-safe, order-independent form of an action field."""
+    if isinstance(value, Resources):
+        return value.dims()
+    if isinstance(value, tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+class _ActionId:
+    """Mixin: `action_id`, a short hash of the action's type and fields.
+
+    `reason` is left out on purpose: the same decision explained in other words is the same action,
+    which is what lets the enforcer skip actions it has already applied.
+    """
+
+    __slots__ = ()
+
+    @property
+    def action_id(self) -> str:
+        names = [f.name for f in fields(self) if f.name != "reason"]  # type: ignore[arg-type]
+        payload = {name: _canonical(getattr(self, name)) for name in names}
+        text = json.dumps([type(self).__name__, payload], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Start(_ActionId):
+    """Let the `kind` variant of a group run (optionally pinned to nodes); its siblings get cancelled."""
+
+    group_id: str
+    kind: str
+    nodes: tuple[str, ...] = ()
+    alloc: Resources | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt(_ActionId):
+    """Signal the running variant and requeue it after `grace_s`, freeing room for `beneficiary`."""
+
+    group_id: str
+    grace_s: int
+    beneficiary: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resize(_ActionId):
+    """Change the request of a pending group's variants (e.g. right-sizing after profiling)."""
+
+    group_id: str
+    cpus: int
+    mem_mb: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetPriority(_ActionId):
+    """Set the Slurm priority of a group's pending variants (ordering without starting them)."""
+
+    group_id: str
+    priority: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold(_ActionId):
+    """Keep a group's variants from being started by Slurm itself."""
+
+    group_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release(_ActionId):
+    """Undo `Hold`: hand the group back to Slurm's own scheduling."""
+
+    group_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel(_ActionId):
+    """Cancel every variant of a group."""
+
+    group_id: str
+    reason: str = ""
+
+
+Action = Start | Preempt | Resize | SetPriority | Hold | Release | Cancel
+
+A = TypeVar("A", Start, Preempt, Resize, SetPriority, Hold, Release, Cancel)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a policy wants done this round, in order, plus notes explaining what it could not do."""
+
+    actions: tuple[Action, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", tuple(self.actions))
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def __iter__(self) -> Iterator[Action]:
+        return iter(self.actions)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def of_type(self, cls: type[A]) -> tuple[A, ...]:
+        return tuple(a for a in self.actions if isinstance(a, cls))

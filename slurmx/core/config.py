@@ -1,0 +1,407 @@
+"""Site configuration: one YAML file describing the cluster, its resource kinds and how slurmx runs.
+
+Validation is strict (unknown keys are errors, every model is frozen) because a typo in a site file
+otherwise shows up hours later as a job in the wrong partition. Errors name the file and the dotted
+key path on one line, so they read well in a terminal and in a daemon log alike.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
+
+from slurmx.core.model import JobClass
+from slurmx.core.resources import Resources, parse_gres
+from slurmx.core.units import parse_duration, parse_mem
+
+__all__ = [
+    "ClassConfig",
+    "ClassesConfig",
+    "ClusterConfig",
+    "ConfigError",
+    "DaemonConfig",
+    "PolicyConfig",
+    "PreemptionConfig",
+    "ResourceKindConfig",
+    "SiteConfig",
+    "SubmitConfig",
+    "TransportConfig",
+    "load_site_config",
+    "parse_site_config",
+]
+
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+_GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
+_UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
+# Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
+_RESERVED_FLAGS = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "-p", "-c")
+
+
+class ConfigError(Exception):
+    """An invalid site file. `str()` is the first problem on one line; `.errors` holds all of them."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = [" ".join(e.splitlines()) for e in errors] or ["invalid configuration"]
+        super().__init__(self.errors[0])
+
+    def __str__(self) -> str:
+        return self.errors[0]
+
+
+def _duration(value: Any) -> Any:
+    """Strings go through `parse_duration`; YAML numbers are seconds (`1:30` is read by YAML as 90)."""
+    return parse_duration(value) if isinstance(value, str | int | float) else value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Model):
+    name: str = Field(min_length=1)
+    slurm_version: Literal["22.05", "24.11", "26.05"] | None = None
+
+    @field_validator("slurm_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # Unquoted `24.11` is a float in YAML.
+        return f"{value:.2f}" if isinstance(value, float) else value
+
+
+class ResourceKindConfig(_Model):
+    """How to request one resource kind: partition, per-job amount, and submission extras."""
+
+    partition: str
+    cpus: int = Field(ge=1)
+    mem_mb: int = Field(validation_alias="mem", ge=1)
+    gres: str | None = None
+    template: str | None = None
+    extra_flags: tuple[str, ...] = ()
+    time_s: int | None = Field(None, validation_alias="time", gt=0)
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition(cls, value: Any) -> Any:
+        if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
+            raise ValueError(f"expected a single partition name, got {value!r}")
+        return value
+
+    @field_validator("mem_mb", mode="before")
+    @classmethod
+    def _mem(cls, value: Any) -> Any:
+        return parse_mem(value) if isinstance(value, str | int | float) else value
+
+    @field_validator("gres", mode="before")
+    @classmethod
+    def _gres(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"expected NAME:COUNT, got {value!r}")
+        items = [item.strip() for item in value.split(",")]
+        for item in items:
+            if not _GRES_RE.match(item):
+                raise ValueError(f"expected NAME:COUNT, got {item!r}")
+        return ",".join(items)
+
+    @field_validator("time_s", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> Any:
+        return _duration(value)
+
+    @field_validator("extra_flags")
+    @classmethod
+    def _flags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for flag in value:
+            if not flag.startswith("-"):
+                raise ValueError(f"expected an sbatch option like --constraint=x, got {flag!r}")
+            name = flag.split("=", 1)[0]
+            if name in _RESERVED_FLAGS or (len(name) > 2 and name[:2] in ("-p", "-c") and name[1] != "-"):
+                raise ValueError(f"{name} is set by slurmx from the kind and class; remove it")
+        return value
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(self.cpus, self.mem_mb, parse_gres(self.gres))
+
+
+class ClassConfig(_Model):
+    qos: str = Field(min_length=1)
+
+
+class ClassesConfig(_Model):
+    te: ClassConfig = ClassConfig(qos="te")
+    be: ClassConfig = ClassConfig(qos="be")
+
+
+class PolicyConfig(_Model):
+    name: str = Field("fifo", pattern=r"^[a-z][a-z0-9_]*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class PreemptionConfig(_Model):
+    signal: str = "USR2"
+    grace_s: int = Field(120, validation_alias="grace", ge=0)
+    max_per_job: int = Field(3, ge=0)
+    requeue_exit_code: int = Field(99, ge=1, le=255)
+    mode: Literal["requeue", "requeuehold"] = "requeue"
+
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _signal(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError(f"expected a signal name like USR2, got {value!r}")
+        name = value.strip().upper().removeprefix("SIG")
+        if name in _UNCATCHABLE_SIGNALS:
+            raise ValueError(f"SIG{name} cannot be caught, so jobs get no grace; use e.g. USR2 or TERM")
+        if f"SIG{name}" not in signal.Signals.__members__ or name.startswith("RT"):
+            raise ValueError(f"unknown signal {value!r}; expected a name like USR2 or TERM")
+        return name
+
+    @field_validator("grace_s", mode="before")
+    @classmethod
+    def _grace(cls, value: Any) -> Any:
+        return _duration(value)
+
+
+class DaemonConfig(_Model):
+    interval_s: int = Field(5, validation_alias="interval", gt=0)
+    state_dir: Path = Path("/var/lib/slurmx")
+    socket: Path | None = None
+    start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0)
+
+    @field_validator("interval_s", "start_timeout_s", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> Any:
+        return _duration(value)
+
+
+class SubmitConfig(_Model):
+    mode: Literal["managed", "race", "pick"] = "managed"
+    templates_dir: Path | None = None
+
+
+class TransportConfig(_Model):
+    kind: Literal["local", "ssh", "docker"] = "local"
+    host: str | None = Field(None, validate_default=True)
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    key_file: str | None = None
+    container: str | None = Field(None, validate_default=True)
+    docker_user: str | None = None
+    timeout_s: int = Field(30, validation_alias="timeout", gt=0)
+    retries: int = Field(5, ge=0)
+    backoff_s: int = Field(1, validation_alias="backoff", ge=0)
+    implementation: Literal["cli", "pyslurm"] = "cli"
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("kind") == "ssh" and not value:
+            raise ValueError("required when transport kind is 'ssh'")
+        return value
+
+    @field_validator("container")
+    @classmethod
+    def _container(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("kind") == "docker" and not value:
+            raise ValueError("required when transport kind is 'docker'")
+        return value
+
+    @field_validator("timeout_s", "backoff_s", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> Any:
+        return _duration(value)
+
+
+class SiteConfig(_Model):
+    """The whole site file. Kinds keep the file's order, which is also the default variant order."""
+
+    cluster: ClusterConfig
+    resources: dict[str, ResourceKindConfig]
+    classes: ClassesConfig = ClassesConfig()
+    policy: PolicyConfig = PolicyConfig()
+    preemption: PreemptionConfig = PreemptionConfig()
+    daemon: DaemonConfig = DaemonConfig()
+    submit: SubmitConfig = SubmitConfig()
+    transport: TransportConfig = TransportConfig()
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _kind_names(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if not value:
+                raise ValueError("at least one resource kind is required, e.g. cpu: {partition: ..., ...}")
+            for name in value:
+                if not isinstance(name, str) or not _KIND_RE.match(name):
+                    raise ValueError(f"invalid kind name {name!r}; expected lower-case like cpu or gpu_a100")
+        return value
+
+    @field_validator("resources")
+    @classmethod
+    def _default_templates(cls, value: dict[str, ResourceKindConfig]) -> dict[str, ResourceKindConfig]:
+        return {
+            name: kind if kind.template else kind.model_copy(update={"template": f"{name}.sh.j2"})
+            for name, kind in value.items()
+        }
+
+    def kind(self, name: str) -> ResourceKindConfig:
+        try:
+            return self.resources[name]
+        except KeyError:
+            known = ", ".join(self.resources)
+            raise KeyError(f"unknown resource kind {name!r}; site defines: {known}") from None
+
+    def kind_names(self) -> tuple[str, ...]:
+        return tuple(self.resources)
+
+    def qos_for(self, job_class: JobClass | str) -> str:
+        config: ClassConfig = getattr(self.classes, JobClass(job_class).value)
+        return config.qos
+
+    def resources_for(self, kind: str) -> Resources:
+        return self.kind(kind).resources
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading and error reporting
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_site_config(path: str | Path) -> SiteConfig:
+    """Read and validate a site file; every failure is a `ConfigError` naming the file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{source}: file not found; pass --site PATH or set SLURMX_SITE"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError([f"{source}: {where}{exc.problem or exc.context or 'invalid YAML'}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{source}: invalid YAML: {exc}"]) from None
+    if data is None:
+        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(_keys(SiteConfig))}"])
+    return parse_site_config(data, source)
+
+
+def parse_site_config(data: Mapping[str, Any], source: str = "<site>") -> SiteConfig:
+    """Validate already-parsed data (e.g. from tests or another loader)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
+    try:
+        return SiteConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError([_format_error(source, err) for err in exc.errors()]) from None
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _format_error(source: str, err: ErrorDetails) -> str:
+    loc = tuple(err["loc"])
+    path = _dotted(loc)
+    prefix = f"{source}: {path}: " if path else f"{source}: "
+    return prefix + _message(err, loc)
+
+
+def _message(err: ErrorDetails, loc: tuple[int | str, ...]) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        valid = f"; valid keys: {', '.join(_keys(model))}" if model is not None else ""
+        return f"unknown key{valid}"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {value!r}"
+    if kind in ("model_type", "dict_type"):
+        return f"expected a mapping, got {value!r}"
+    if kind in ("tuple_type", "list_type"):
+        return f"expected a list, got {value!r}"
+    if kind == "string_type":
+        return f"expected a string, got {value!r}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected a whole number, got {value!r}"
+    if kind in _BOUND_OPS:
+        op = _BOUND_OPS[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"must be {op} {bound}, got {value!r}"
+    if kind == "string_pattern_mismatch":
+        return f"expected a name matching {ctx.get('pattern')}, got {value!r}"
+    return str(err["msg"])
+
+
+_BOUND_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    """The YAML spelling of a model's keys, in declaration order."""
+    return [
+        info.validation_alias if isinstance(info.validation_alias, str) else name
+        for name, info in model.model_fields.items()
+    ]
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model validating the mapping at `loc`, found by walking field annotations from SiteConfig."""
+    current: Any = SiteConfig
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        by_key = {key: info for key, info in zip(_keys(current), current.model_fields.values(), strict=True)}
+        if part not in by_key:
+            return None
+        current = _unwrap(by_key[part].annotation)
+        if get_origin(current) is dict:
+            if not parts:
+                return None
+            parts.pop(0)  # the free-form key, e.g. the kind name
+            current = _unwrap(get_args(current)[1])
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`X | None` -> X."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation

@@ -1,0 +1,375 @@
+"""Immutable domain model: the cluster snapshot a policy reads.
+
+Policies are pure functions of a `ClusterView`, so everything here is a frozen value: a policy cannot
+change the world behind the daemon's back, and two runs on the same view give the same plan.
+Resource kinds ("cpu", "gpu", "accel", ...) are site-defined names, hence plain strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from slurmx.core.resources import Resources
+
+__all__ = [
+    "ClusterView",
+    "Group",
+    "GroupState",
+    "JobClass",
+    "KindName",
+    "Node",
+    "Partition",
+    "Variant",
+    "VariantState",
+]
+
+KindName = str
+
+
+class JobClass(StrEnum):
+    """Service class of a group; a site maps each to a Slurm QOS."""
+
+    TE = "te"  # trial-and-error: interactive-ish, latency sensitive
+    BE = "be"  # best-effort: throughput work that may be preempted
+
+
+class GroupState(StrEnum):
+    """Lifecycle of a whole group, as slurmx reports it to the user."""
+
+    PENDING = "pending"
+    PROFILING = "profiling"
+    STARTING = "starting"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    REQUEUED = "requeued"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class VariantState(StrEnum):
+    """The Slurm job states slurmx distinguishes for one variant (one Slurm job)."""
+
+    PENDING = "pending"
+    HELD = "held"
+    RUNNING = "running"
+    COMPLETING = "completing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    PREEMPTED = "preempted"
+    NODE_FAIL = "node_fail"
+    OUT_OF_MEMORY = "out_of_memory"
+    REQUEUED = "requeued"
+    SUSPENDED = "suspended"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def from_slurm(cls, state: str) -> VariantState:
+        """Map squeue/sacct spellings ("CANCELLED by 0", "R", "REQUEUE_HOLD") to a state.
+
+        Anything unrecognised is UNKNOWN rather than an error: newer Slurm versions add states,
+        and the daemon must keep running on them.
+        """
+        words = state.strip().split()
+        if not words:
+            return cls.UNKNOWN
+        token = words[0].rstrip("+*").upper()
+        return _SLURM_STATES.get(token, cls.UNKNOWN)
+
+    @property
+    def is_active(self) -> bool:
+        """Still owned by Slurm's queue: may run, runs, or will run again."""
+        return self in _ACTIVE
+
+    @property
+    def is_finished(self) -> bool:
+        """Terminal for this Slurm job; it will not run again without a new submission or requeue."""
+        return self in _FINISHED
+
+
+_ACTIVE = frozenset(
+    {
+        VariantState.PENDING,
+        VariantState.HELD,
+        VariantState.RUNNING,
+        VariantState.COMPLETING,
+        VariantState.REQUEUED,
+        VariantState.SUSPENDED,
+    }
+)
+_FINISHED = frozenset(
+    {
+        VariantState.COMPLETED,
+        VariantState.FAILED,
+        VariantState.CANCELLED,
+        VariantState.TIMEOUT,
+        VariantState.PREEMPTED,
+        VariantState.NODE_FAIL,
+        VariantState.OUT_OF_MEMORY,
+    }
+)
+_OCCUPYING = frozenset({VariantState.RUNNING, VariantState.COMPLETING})
+
+# Long names from squeue -o %T / sacct, and the compact codes from squeue -o %t.
+_SLURM_STATES: dict[str, VariantState] = {
+    "PENDING": VariantState.PENDING,
+    "PD": VariantState.PENDING,
+    "REQUEUE_HOLD": VariantState.HELD,
+    "RH": VariantState.HELD,
+    "SPECIAL_EXIT": VariantState.HELD,  # Slurm holds the job after a special exit
+    "SE": VariantState.HELD,
+    "RUNNING": VariantState.RUNNING,
+    "R": VariantState.RUNNING,
+    "CONFIGURING": VariantState.RUNNING,  # nodes allocated and booting: the variant has started
+    "CF": VariantState.RUNNING,
+    "RESIZING": VariantState.RUNNING,
+    "RS": VariantState.RUNNING,
+    "SIGNALING": VariantState.RUNNING,
+    "SI": VariantState.RUNNING,
+    "COMPLETING": VariantState.COMPLETING,
+    "CG": VariantState.COMPLETING,
+    "STAGE_OUT": VariantState.COMPLETING,
+    "SO": VariantState.COMPLETING,
+    "COMPLETED": VariantState.COMPLETED,
+    "CD": VariantState.COMPLETED,
+    "FAILED": VariantState.FAILED,
+    "F": VariantState.FAILED,
+    "BOOT_FAIL": VariantState.FAILED,
+    "BF": VariantState.FAILED,
+    "CANCELLED": VariantState.CANCELLED,
+    "CA": VariantState.CANCELLED,
+    "REVOKED": VariantState.CANCELLED,  # a federation sibling started elsewhere
+    "RV": VariantState.CANCELLED,
+    "TIMEOUT": VariantState.TIMEOUT,
+    "TO": VariantState.TIMEOUT,
+    "DEADLINE": VariantState.TIMEOUT,
+    "DL": VariantState.TIMEOUT,
+    "PREEMPTED": VariantState.PREEMPTED,
+    "PR": VariantState.PREEMPTED,
+    "NODE_FAIL": VariantState.NODE_FAIL,
+    "NF": VariantState.NODE_FAIL,
+    "OUT_OF_MEMORY": VariantState.OUT_OF_MEMORY,
+    "OOM": VariantState.OUT_OF_MEMORY,
+    "REQUEUED": VariantState.REQUEUED,
+    "RQ": VariantState.REQUEUED,
+    "REQUEUE_FED": VariantState.REQUEUED,
+    "RF": VariantState.REQUEUED,
+    "SUSPENDED": VariantState.SUSPENDED,
+    "S": VariantState.SUSPENDED,
+    "STOPPED": VariantState.SUSPENDED,
+    "ST": VariantState.SUSPENDED,
+}
+
+# Node state flags that make a node unfit for new work. Slurm writes compound states ("IDLE+DRAIN",
+# "MIXED+NOT_RESPONDING") and sinfo's compact forms ("drng", "down*"); a trailing "*" means not responding.
+_UNUSABLE_NODE_FLAGS = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "DRNG",
+        "DRAIN_PENDING",
+        "FAIL",
+        "FAILING",
+        "FAILG",
+        "NOT_RESPONDING",
+        "NO_RESPOND",
+    }
+)
+
+
+def _clip(res: Resources) -> Resources:
+    return Resources(max(res.cpus, 0), max(res.mem_mb, 0), {k: max(v, 0) for k, v in res.gres.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One compute node: what it has, what Slurm has handed out, and its state string."""
+
+    name: str
+    partitions: tuple[str, ...]
+    capacity: Resources
+    allocated: Resources
+    state: str
+    features: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partitions", tuple(self.partitions))
+        object.__setattr__(self, "features", tuple(self.features))
+
+    @property
+    def free(self) -> Resources:
+        """Unallocated resources, clipped at zero: Slurm can report more allocated than configured."""
+        return _clip(self.capacity - self.allocated)
+
+    @property
+    def is_usable(self) -> bool:
+        """False for down, draining, failed or unresponsive nodes: they take no new work."""
+        text = self.state.strip().upper()
+        if not text or text.endswith("*"):  # no state reported, or "*" = not responding
+            return False
+        flags = {part.strip().rstrip("~#!%$@^-") for part in text.split("+")}
+        return not (flags & _UNUSABLE_NODE_FLAGS)
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A Slurm partition; `kind` is the slurmx resource kind served by it, if any."""
+
+    name: str
+    nodes: tuple[str, ...]
+    kind: KindName | None = None
+    max_time_s: int | None = None
+    default: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One resource-kind incarnation of a group: a single Slurm job (or one not yet submitted)."""
+
+    group_id: str
+    kind: KindName
+    job_id: int | None
+    state: VariantState
+    request: Resources
+    partition: str
+    nodes: tuple[str, ...] = ()
+    estimate_s: float | None = None
+    priority: int | None = None
+    submit_time: float | None = None
+    start_time: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+
+    @property
+    def is_occupying(self) -> bool:
+        """Holds resources right now (running, or still tearing down)."""
+        return self.state in _OCCUPYING
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One user job: the variants slurmx submitted for it, of which at most one should run."""
+
+    group_id: str
+    name: str
+    user: str
+    job_class: JobClass
+    variants: tuple[Variant, ...]
+    work: float | None = None
+    grace_s: int = 120
+    preemptions: int = 0
+    submit_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variants", tuple(self.variants))
+
+    def variant(self, kind: KindName) -> Variant | None:
+        return next((v for v in self.variants if v.kind == kind), None)
+
+    def running_variant(self) -> Variant | None:
+        return next((v for v in self.variants if v.is_occupying), None)
+
+    def kinds(self) -> tuple[KindName, ...]:
+        return tuple(v.kind for v in self.variants)
+
+    def chosen_variant(self) -> Variant | None:
+        """The variant that ran (or runs): the latest started one, else a non-cancelled finished one.
+
+        Siblings that never started are cancelled once one variant wins, so they do not decide the outcome.
+        """
+        started = [v for v in self.variants if v.is_occupying or v.start_time is not None]
+        if started:
+            return max(started, key=lambda v: v.start_time if v.start_time is not None else float("inf"))
+        ended = [v for v in self.variants if v.state.is_finished and v.state is not VariantState.CANCELLED]
+        return ended[0] if ended else None
+
+    @property
+    def state(self) -> GroupState:
+        """Derived from the variants, so it can never disagree with what Slurm reports."""
+        if any(v.is_occupying for v in self.variants):
+            return GroupState.RUNNING
+        chosen = self.chosen_variant()
+        if chosen is not None and chosen.state.is_finished:
+            return _GROUP_OUTCOME[chosen.state]
+        if any(v.state is VariantState.REQUEUED for v in self.variants):
+            return GroupState.REQUEUED
+        if self.variants and all(v.state is VariantState.CANCELLED for v in self.variants):
+            return GroupState.CANCELLED
+        return GroupState.PENDING
+
+
+# slurmx always requeues preempted work (preemption.mode), so a preempted variant means "will run again".
+_GROUP_OUTCOME: dict[VariantState, GroupState] = {
+    VariantState.COMPLETED: GroupState.COMPLETED,
+    VariantState.CANCELLED: GroupState.CANCELLED,
+    VariantState.PREEMPTED: GroupState.REQUEUED,
+    VariantState.FAILED: GroupState.FAILED,
+    VariantState.TIMEOUT: GroupState.FAILED,
+    VariantState.NODE_FAIL: GroupState.FAILED,
+    VariantState.OUT_OF_MEMORY: GroupState.FAILED,
+}
+
+
+def _by_submit(groups: Iterable[Group]) -> tuple[Group, ...]:
+    return tuple(sorted(groups, key=lambda g: (g.submit_time, g.group_id)))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Immutable snapshot of the cluster at `now`: the sole input of a policy.
+
+    `kinds` maps each resource kind to the partition serving it. The mappings are read-only proxies
+    over private copies, so neither the policy nor the caller can mutate the snapshot afterwards.
+    """
+
+    now: float
+    nodes: Mapping[str, Node]
+    partitions: Mapping[str, Partition]
+    groups: Mapping[str, Group]
+    kinds: Mapping[KindName, str]
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "partitions", "groups", "kinds"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def pending_groups(self) -> tuple[Group, ...]:
+        """Groups waiting to start (including requeued ones), oldest first."""
+        return _by_submit(
+            g for g in self.groups.values() if g.state in (GroupState.PENDING, GroupState.REQUEUED)
+        )
+
+    def running_groups(self) -> tuple[Group, ...]:
+        """Groups holding resources, oldest first."""
+        return _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)
+
+    def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
+        """Nodes of the partition serving `kind`, by name; empty when the site has no such kind."""
+        partition_name = self.kinds.get(kind)
+        if partition_name is None:
+            return ()
+        partition = self.partitions.get(partition_name)
+        listed = set(partition.nodes) if partition is not None else set()
+        return tuple(
+            node
+            for name, node in sorted(self.nodes.items())
+            if name in listed or partition_name in node.partitions
+        )
+
+    def free_total(self, kind: KindName) -> Resources:
+        """Sum of free resources over the usable nodes of `kind` (an upper bound: jobs need one node)."""
+        total = Resources()
+        for node in self.nodes_of_kind(kind):
+            if node.is_usable:
+                total = total + node.free
+        return total

@@ -1,0 +1,92 @@
+"""Parsing of Slurm-style quantities: memory sizes and durations.
+
+Slurm writes memory in megabytes by default (`--mem=1500` is 1500 MB) and durations as
+`[days-]hours:minutes:seconds`; people also write `32G`, `90s` or `5m`. One parser for each, so the spec,
+the site config and Slurm's own output agree on what a number means.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem"]
+
+
+class UnitError(ValueError):
+    """A quantity that cannot be read; the message says what was expected."""
+
+
+_MEM_FACTORS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
+_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_mem(value: str | int | float) -> int:
+    """Memory in whole megabytes. A bare number is megabytes, as in `sbatch --mem`."""
+    if isinstance(value, bool):
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise UnitError(f"memory cannot be negative, got {value!r}")
+        return int(value)
+    match = _MEM_RE.match(value)
+    if not match:
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
+    number, suffix = float(match.group(1)), (match.group(2) or "M").upper()
+    return round(number * _MEM_FACTORS_MB[suffix])
+
+
+def format_mem(mb: int) -> str:
+    """The shortest exact Slurm spelling: 32768 -> '32G', 1500 -> '1500M'."""
+    if mb and mb % (1024 * 1024) == 0:
+        return f"{mb // (1024 * 1024)}T"
+    if mb and mb % 1024 == 0:
+        return f"{mb // 1024}G"
+    return f"{mb}M"
+
+
+_SUFFIX_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SUFFIX_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
+_SLURM_TIME_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
+
+
+def parse_duration(value: str | int | float) -> int:
+    """Duration in whole seconds.
+
+    Accepts `90s`, `5m`, `2h`, `1d`, and Slurm's `--time` forms: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`,
+    `D-HH:MM`, `D-HH:MM:SS`. A bare number is minutes, exactly as `sbatch --time=30` reads it;
+    an int or float given programmatically is seconds.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise UnitError(f"a duration cannot be negative, got {value!r}")
+        return int(value)
+    text = value.strip()
+    if text.upper() in {"UNLIMITED", "INFINITE"}:
+        raise UnitError(f"expected a finite duration, got {value!r}")
+    suffixed = _SUFFIX_RE.match(text)
+    if suffixed:
+        return round(float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2).lower()])
+    match = _SLURM_TIME_RE.match(text)
+    if not match:
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")
+    days_s, first, second, third = match.groups()
+    a, b, c = int(first), int(second or 0), int(third or 0)
+    if days_s is not None:
+        # D-HH, D-HH:MM, D-HH:MM:SS
+        return int(days_s) * 86400 + a * 3600 + b * 60 + c
+    if third is not None:
+        return a * 3600 + b * 60 + c  # HH:MM:SS
+    if second is not None:
+        return a * 60 + b  # MM:SS
+    return a * 60  # MM
+
+
+def format_duration(seconds: int) -> str:
+    """Slurm's `D-HH:MM:SS` (days only when needed)."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    core = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{core}" if days else core
