@@ -1,0 +1,262 @@
+"""The Slurm adapter: one protocol for everything slurmx asks of Slurm, and its command-line implementation.
+
+Every control call takes many job ids at once (one `scontrol hold 1,2,3` instead of three), because the daemon
+acts on batches. Reads and idempotent controls are retried with exponential backoff while slurmctld is
+unreachable; a submission is retried only when Slurm says it never reached the controller, so a retry can
+never duplicate a job.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from slurmx.core.model import Node, Partition
+from slurmx.core.units import format_mem
+from slurmx.slurm.errors import (
+    InvalidJobError,
+    SlurmCommandError,
+    SlurmError,
+    SlurmParseError,
+    SlurmUnavailable,
+)
+from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_partitions, parse_version
+from slurmx.slurm.records import AccountingRecord, SlurmJob
+from slurmx.slurm.transport import CommandResult, Transport
+
+__all__ = ["CliSlurm", "JobUpdate", "RetryPolicy", "SlurmAdapter"]
+
+T = TypeVar("T")
+
+_UNAVAILABLE = re.compile(
+    r"Unable to contact slurm controller|Connection refused|Socket timed out|Zero Bytes were transmitted"
+    r"|Communication connection failure|Unable to connect to database|slurmdbd: Connection|"
+    r"Slurm backup controller in standby mode|Transport endpoint is not connected",
+    re.IGNORECASE,
+)
+_NEVER_SENT = re.compile(r"Unable to contact slurm controller \(connect failure\)|Connection refused", re.I)
+_INVALID_JOB = re.compile(r"Invalid job id|Invalid job ID|Job has already finished|does not exist", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """Fields `scontrol update` may change on a job; None leaves a field alone."""
+
+    partition: str | None = None
+    gres: str | None = None  # "gpu:1", "" clears
+    cpus: int | None = None
+    mem_mb: int | None = None
+    priority: int | None = None
+    nice: int | None = None
+    nodelist: str | None = None  # "" clears
+    comment: str | None = None
+
+    def assignments(self) -> list[str]:
+        """`Key=value` words in the order Slurm accepts them one by one (partition before the GRES it allows)."""
+        words = []
+        if self.partition is not None:
+            words.append(f"Partition={self.partition}")
+        if self.gres is not None:
+            words.append(f"Gres={self.gres}")
+        if self.cpus is not None:
+            words.append(f"NumCPUs={self.cpus}")
+        if self.mem_mb is not None:
+            words.append(f"MinMemoryNode={format_mem(self.mem_mb)}")
+        if self.priority is not None:
+            words.append(f"Priority={self.priority}")
+        if self.nice is not None:
+            words.append(f"Nice={self.nice}")
+        if self.comment is not None:
+            words.append(f"Comment={self.comment}")
+        return words
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long to keep trying while slurmctld is unreachable: `retries` more attempts, doubling the wait."""
+
+    retries: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    timeout_s: float = 30.0
+
+
+class SlurmAdapter(Protocol):
+    """What slurmx needs from Slurm. Implementations: `CliSlurm` (any transport); pyslurm (optional)."""
+
+    def version(self) -> str: ...
+    def submit(self, script: str, options: Sequence[str]) -> int: ...
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]: ...
+    def nodes(self) -> list[Node]: ...
+    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]: ...
+    def accounting(self, job_ids: Iterable[int] | None = None, since: str = "now-1day") -> list[AccountingRecord]: ...
+    def hold(self, job_ids: Iterable[int]) -> None: ...
+    def release(self, job_ids: Iterable[int]) -> None: ...
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None: ...
+    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None: ...
+    def cancel(self, job_ids: Iterable[int]) -> None: ...
+    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None: ...
+
+
+def _ids(job_ids: Iterable[int]) -> list[str]:
+    ids = [str(int(j)) for j in dict.fromkeys(job_ids)]
+    return ids
+
+
+class CliSlurm:
+    """The adapter over Slurm's own command-line clients (squeue, sacct, scontrol, sbatch, scancel)."""
+
+    def __init__(self, transport: Transport, retry: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.transport = transport
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._version: str | None = None
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    def _call(self, argv: Sequence[str], stdin: str | None = None, *, retry: bool = True,
+              retry_if: re.Pattern[str] = _UNAVAILABLE) -> CommandResult:
+        """Run one command; classify failures into the error tree; back off while Slurm is unreachable."""
+        delay = self.retry.backoff_s
+        attempts = self.retry.retries + 1 if retry else 1
+        for attempt in range(attempts):
+            try:
+                result = self.transport.run(argv, stdin=stdin, timeout=self.retry.timeout_s)
+            except SlurmUnavailable:
+                if attempt + 1 >= attempts or retry_if is _NEVER_SENT:
+                    raise
+            else:
+                if result.returncode == 0:
+                    return result
+                error = self._classify(argv, result)
+                if not isinstance(error, SlurmUnavailable) or attempt + 1 >= attempts:
+                    raise error
+                if not retry_if.search(result.stderr + result.stdout):
+                    raise error
+            self._sleep(delay)
+            delay = min(delay * 2, self.retry.max_backoff_s)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _classify(argv: Sequence[str], result: CommandResult) -> SlurmError:
+        text = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
+        message = next((line for line in text if "error" in line.lower()), text[0])
+        if len(text) > 1 and message != text[-1]:
+            message = f"{message} ({text[-1]})"
+        whole = "\n".join(text)
+        if _UNAVAILABLE.search(whole):
+            return SlurmUnavailable(argv, result.returncode, message)
+        if _INVALID_JOB.search(whole):
+            return InvalidJobError(argv, result.returncode, message)
+        return SlurmCommandError(argv, result.returncode, message)
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def version(self) -> str:
+        """Slurm's major.minor on the far side of the transport ('22.05'); cached."""
+        if self._version is None:
+            self._version = parse_version(self._call(["scontrol", "--version"]).stdout)
+        return self._version
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        """Jobs squeue knows (pending, running and recently finished), optionally only these ids / this user.
+
+        Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options.
+        """
+        argv = ["squeue", "--json"]
+        if user:
+            argv.append(f"--user={user}")
+        jobs = parse_jobs(self._call(argv).stdout, argv)
+        if job_ids is not None:
+            wanted = {int(j) for j in job_ids}
+            jobs = [j for j in jobs if j.job_id in wanted]
+        if user:
+            jobs = [j for j in jobs if j.user == user]
+        return jobs
+
+    def nodes(self) -> list[Node]:
+        """Every node with capacity, allocation and state (`scontrol show nodes --json`; 22.05: `sinfo --json`)."""
+        argv = ["sinfo", "--json"] if self.version() < "23.02" else ["scontrol", "show", "nodes", "--json"]
+        return parse_nodes(self._call(argv).stdout, argv)
+
+    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
+        """Partitions with their nodes; `kinds` maps partition -> slurmx resource kind."""
+        return parse_partitions(self._call(["scontrol", "show", "partition", "-o"]).stdout, kinds)
+
+    def accounting(self, job_ids: Iterable[int] | None = None, since: str = "now-1day") -> list[AccountingRecord]:
+        """Finished and running jobs from slurmdbd (`sacct --json`)."""
+        argv = ["sacct", "--json", "--allusers", f"--starttime={since}"]
+        ids = _ids(job_ids) if job_ids is not None else None
+        if ids is not None:
+            if not ids:
+                return []
+            argv.append("--jobs=" + ",".join(ids))
+        records = parse_accounting(self._call(argv).stdout, argv)
+        if ids is not None:
+            wanted = {int(i) for i in ids}
+            records = [r for r in records if r.job_id in wanted]
+        return records
+
+    # ------------------------------------------------------------------------------------------ writes
+
+    def submit(self, script: str, options: Sequence[str]) -> int:
+        """`sbatch --parsable OPTIONS` with the script on stdin -> job id."""
+        if not script.startswith("#!"):
+            raise SlurmCommandError(["sbatch"], None, "a batch script must start with '#!' (e.g. #!/bin/bash)")
+        argv = ["sbatch", "--parsable", *options]
+        out = self._call(argv, stdin=script, retry_if=_NEVER_SENT).stdout.strip()
+        first = out.splitlines()[-1].split(";")[0].strip() if out else ""
+        if not first.isdigit():
+            raise SlurmParseError(argv, 0, f"sbatch printed no job id: {out[:120]!r}")
+        return int(first)
+
+    def _control(self, verb: Sequence[str], job_ids: Iterable[int]) -> None:
+        ids = _ids(job_ids)
+        if ids:
+            self._call(["scontrol", *verb, ",".join(ids)])
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        self._control(["hold"], job_ids)
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        self._control(["release"], job_ids)
+
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
+        """Put running (or just finished) jobs back in the queue; `hold` keeps them held until released."""
+        self._control(["requeuehold" if hold else "requeue"], job_ids)
+
+    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
+        """Send a signal to the batch shell only (`--batch`), or to the batch shell and every step (`--full`)."""
+        ids = _ids(job_ids)
+        if ids:
+            scope = "--batch" if batch_only else "--full"
+            self._call(["scancel", f"--signal={signal.removeprefix('SIG')}", scope, *ids])
+
+    def cancel(self, job_ids: Iterable[int]) -> None:
+        ids = _ids(job_ids)
+        if ids:
+            self._call(["scancel", *ids])
+
+    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
+        """Apply `change` to every job, one field per call: Slurm validates a combined update against the job's
+        old partition, so `Partition=gpu Gres=gpu:1` together fails where the two in turn succeed."""
+        ids = _ids(job_ids)
+        if not ids:
+            return
+        for word in change.assignments():
+            self._call(["scontrol", "update", f"JobId={','.join(ids)}", word])
+        if change.nodelist is not None:
+            for job_id in ids:  # Slurm rejects ReqNodeList on a list of jobs
+                self._call(["scontrol", "update", f"JobId={job_id}", f"ReqNodeList={change.nodelist}"])
+
+    def ping(self) -> bool:
+        """True when slurmctld answers (no retries: this is the probe the daemon backs off on)."""
+        try:
+            self._call(["scontrol", "ping"], retry=False)
+        except SlurmError:
+            return False
+        return True

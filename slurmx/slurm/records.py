@@ -1,0 +1,78 @@
+"""What Slurm reports about jobs and finished jobs, in one shape whatever the Slurm version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurmx.core.model import VariantState
+from slurmx.core.resources import Resources
+
+__all__ = ["AccountingRecord", "SlurmJob"]
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    """One job as squeue shows it. Times are epoch seconds (None when Slurm has not set them)."""
+
+    job_id: int
+    name: str
+    user: str
+    user_id: int
+    state: VariantState
+    state_text: str
+    reason: str
+    partition: str
+    qos: str
+    comment: str
+    nodes: str
+    request: Resources
+    allocated: Resources
+    priority: int
+    nice: int
+    held: bool
+    restart_count: int
+    time_limit_s: int | None
+    submit_time: int | None
+    start_time: int | None
+    end_time: int | None
+    required_nodes: str = ""
+
+    @property
+    def slurmx_tags(self) -> dict[str, str]:
+        """Fields of a `slurmx:g=<group>,v=<variant>,...` comment ({} for jobs slurmx did not submit)."""
+        return parse_comment_tags(self.comment)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingRecord:
+    """One job from sacct: what it asked for, what it got, how long it ran, how it ended."""
+
+    job_id: int
+    name: str
+    user: str
+    state: VariantState
+    state_text: str
+    partition: str
+    qos: str
+    nodes: str
+    comment: str
+    request: Resources
+    allocated: Resources
+    submit_time: int | None
+    start_time: int | None
+    end_time: int | None
+    elapsed_s: int
+    exit_code: int | None
+    max_rss_mb: int | None
+    restart_count: int
+
+
+def parse_comment_tags(comment: str) -> dict[str, str]:
+    if not comment.startswith("slurmx:"):
+        return {}
+    tags: dict[str, str] = {}
+    for item in comment[len("slurmx:") :].split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            tags[key.strip()] = value.strip()
+    return tags

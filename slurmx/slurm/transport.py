@@ -1,0 +1,181 @@
+"""Transports: the one narrow seam through which slurmx runs Slurm commands.
+
+`run(argv, stdin) -> CommandResult`. A transport never interprets output and never uses a shell on the
+local side; the SSH transport quotes every argument for the remote shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from slurmx.slurm.errors import SlurmTimeout, TransportError
+
+__all__ = [
+    "CommandResult",
+    "DockerExecTransport",
+    "LocalTransport",
+    "ReplayTransport",
+    "SshTransport",
+    "Transport",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Transport(Protocol):
+    """Runs one command where Slurm's clients live and returns what it printed."""
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult: ...
+
+    def describe(self) -> str: ...
+
+
+def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float) -> CommandResult:
+    try:
+        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except FileNotFoundError as exc:
+        raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
+                             "and on PATH?") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
+    return CommandResult(tuple(shown), proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTransport:
+    """Slurm clients on this machine (the login node or the controller)."""
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        return _run_local(argv, argv, stdin, timeout)
+
+    def describe(self) -> str:
+        return "local"
+
+
+@dataclass(frozen=True, slots=True)
+class DockerExecTransport:
+    """Slurm clients inside a container: how the host reaches a Slurm of another version than its own."""
+
+    container: str
+    user: str | None = None
+    docker: str = "docker"
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        prefix = [self.docker, "exec", "-i"]
+        if self.user:
+            prefix += ["-u", self.user]
+        result = _run_local([*prefix, self.container, *argv], argv, stdin, timeout)
+        if not result.stdout and result.stderr.startswith(("Error response from daemon", "OCI runtime exec")):
+            raise TransportError(argv, result.returncode, f"docker exec into {self.container}: "
+                                 f"{result.stderr.strip().removeprefix('Error response from daemon: ')}")
+        return result
+
+    def describe(self) -> str:
+        return f"docker exec {self.container}" + (f" as {self.user}" if self.user else "")
+
+
+class SshTransport:
+    """Slurm clients on a remote login node, over SSH (paramiko).
+
+    The host key must already be in known_hosts: an unknown host is an error, never auto-accepted, because
+    the daemon would otherwise hand job control to whoever answers on that address.
+    """
+
+    def __init__(self, host: str, port: int = 22, user: str | None = None, known_hosts: str | None = None,
+                 key_file: str | None = None, connect_timeout: float = 10.0) -> None:
+        self.host, self.port, self.user = host, port, user
+        self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
+        self.key_file = os.path.expanduser(key_file) if key_file else None
+        self.connect_timeout = connect_timeout
+        self._client: object | None = None
+
+    def describe(self) -> str:
+        return f"ssh {self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+    def _connect(self, shown: Sequence[str]) -> object:
+        import paramiko
+
+        if self._client is not None:
+            transport = self._client.get_transport()  # type: ignore[attr-defined]
+            if transport is not None and transport.is_active():
+                return self._client
+        client = paramiko.SSHClient()
+        if self.known_hosts:
+            if not Path(self.known_hosts).exists():
+                raise TransportError(shown, None, f"known_hosts file {self.known_hosts} does not exist")
+            client.load_host_keys(self.known_hosts)
+        else:
+            client.load_system_host_keys()
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(self.host, port=self.port, username=self.user, key_filename=self.key_file,
+                           timeout=self.connect_timeout, allow_agent=self.key_file is None,
+                           look_for_keys=self.key_file is None)
+        except paramiko.SSHException as exc:
+            text = str(exc)
+            if "not found in known_hosts" in text:
+                text = (f"host key of {self.host}:{self.port} is not in {self.known_hosts or 'known_hosts'}; "
+                        "add it with ssh-keyscan after checking its fingerprint")
+            raise TransportError(shown, None, f"ssh to {self.host}:{self.port}: {text}") from None
+        except OSError as exc:
+            raise TransportError(shown, None, f"ssh to {self.host}:{self.port}: {exc}") from None
+        self._client = client
+        return client
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        import socket
+
+        client = self._connect(argv)
+        command = shlex.join(argv)
+        try:
+            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)  # type: ignore[attr-defined]
+            if stdin is not None:
+                chan_in.write(stdin)
+                chan_in.channel.shutdown_write()
+            out = chan_out.read().decode()
+            err = chan_err.read().decode()
+            code = chan_out.channel.recv_exit_status()
+        except socket.timeout:
+            raise SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}") from None
+        return CommandResult(tuple(argv), code, out, err)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()  # type: ignore[attr-defined]
+            self._client = None
+
+
+class ReplayTransport:
+    """A scripted transport that replays output recorded from real Slurm versions (tests only).
+
+    Answers are matched on the command's leading words; every call is kept in `calls` for assertions.
+    """
+
+    def __init__(self, answers: dict[tuple[str, ...], CommandResult | list[CommandResult]]) -> None:
+        self._answers = {k: (v if isinstance(v, list) else [v]) for k, v in answers.items()}
+        self.calls: list[tuple[tuple[str, ...], str | None]] = []
+
+    def describe(self) -> str:
+        return "replay"
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        self.calls.append((tuple(argv), stdin))
+        for size in range(len(argv), 0, -1):
+            queue = self._answers.get(tuple(argv[:size]))
+            if queue:
+                result = queue.pop(0) if len(queue) > 1 else queue[0]
+                return CommandResult(tuple(argv), result.returncode, result.stdout, result.stderr)
+        raise TransportError(argv, None, "no recorded answer for this command")
