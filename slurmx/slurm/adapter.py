@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from slurmx.core.model import Node, Partition
-from slurmx.core.units import format_mem
 from slurmx.slurm.errors import (
     InvalidJobError,
     SlurmCommandError,
@@ -64,7 +63,7 @@ class JobUpdate:
         if self.cpus is not None:
             words.append(f"NumCPUs={self.cpus}")
         if self.mem_mb is not None:
-            words.append(f"MinMemoryNode={format_mem(self.mem_mb)}")
+            words.append(f"MinMemoryNode={self.mem_mb}")  # scontrol wants plain MB here, not 700M
         if self.priority is not None:
             words.append(f"Priority={self.priority}")
         if self.nice is not None:

@@ -1,0 +1,101 @@
+"""Integration fixtures: a real dockerized Slurm cluster, brought up once per session or reused.
+
+The Slurm version comes from SLURMX_TEST_SLURM (default 24.11); `make test` runs this suite once per version.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from slurmx.slurm import CliSlurm, RetryPolicy
+from slurmx.slurm.transport import DockerExecTransport
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "docker-slurm" / "cluster"
+ROOT = Path(os.environ.get("SLURMX_CLUSTER_ROOT", "/var/tmp/slurmx-cluster"))
+PORT_BASE = {"22.05": 16800, "24.11": 16900, "26.05": 17000}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    version: str
+
+    @property
+    def tag(self) -> str:
+        return self.version.replace(".", "")
+
+    def container(self, role: str) -> str:
+        return f"slurmx-{self.tag}-{role}"
+
+    @property
+    def dir(self) -> Path:
+        return ROOT / self.version
+
+    @property
+    def shared(self) -> Path:
+        return self.dir / "shared"
+
+    @property
+    def ssh_port(self) -> int:
+        return PORT_BASE[self.version] + 22
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    version = os.environ.get("SLURMX_TEST_SLURM", "24.11")
+    proc = subprocess.run([str(CLUSTER), "up", "--slurm", version], capture_output=True, text=True,
+                          timeout=3600, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"cluster up --slurm {version} failed:\n{proc.stderr[-3000:]}")
+    return Cluster(version)
+
+
+@pytest.fixture(scope="session")
+def slurm(cluster: Cluster) -> CliSlurm:
+    """The adapter as an ordinary user (alice) on the login node, through `docker exec`."""
+    return CliSlurm(DockerExecTransport(cluster.container("login"), "alice"),
+                    RetryPolicy(retries=3, backoff_s=1.0, timeout_s=60))
+
+
+@pytest.fixture(scope="session")
+def admin(cluster: Cluster) -> CliSlurm:
+    """The adapter as root (Slurm's operator here): what slurmxd runs as; needed for Priority updates."""
+    return CliSlurm(DockerExecTransport(cluster.container("login"), "root"),
+                    RetryPolicy(retries=3, backoff_s=1.0, timeout_s=60))
+
+
+@pytest.fixture
+def tag() -> str:
+    """A name unique to one test, so jobs of different tests never meet."""
+    return "it" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def cleanup(slurm: CliSlurm, admin: CliSlurm) -> Iterator[list[int]]:
+    """Jobs a test appends here are cancelled afterwards, whatever happened."""
+    ids: list[int] = []
+    yield ids
+    if ids:
+        admin.cancel(ids)
+
+
+def wait_until(probe: Callable[[], T | None], timeout: float, what: str, every: float = 1.0) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
