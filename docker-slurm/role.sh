@@ -26,14 +26,24 @@ start_munge() {
 case "$role" in
   db)
     start_munge
-    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
+    # Clients look for the socket in /run/mysqld (MariaDB <= 11.8) or /run/mariadbd (newer): serve both.
+    mkdir -p /run/mysqld /run/mariadbd && chown mysql:mysql /run/mysqld /run/mariadbd
+    ln -sf /run/mysqld/mysqld.sock /run/mariadbd/mysqld.sock
     [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
-    mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock >/var/log/slurm/mariadb.log 2>&1 &
-    for _ in $(seq 60); do mariadb -e 'select 1' >/dev/null 2>&1 && break; sleep 1; done
-    mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmx';
+    mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock \
+      --loose-innodb-snapshot-isolation=OFF --innodb-lock-wait-timeout=900 >/var/log/slurm/mariadb.log 2>&1 &
+    for _ in $(seq 60); do mariadb --socket=/run/mysqld/mysqld.sock -e 'select 1' >/dev/null 2>&1 && break; sleep 1; done
+    mariadb --socket=/run/mysqld/mysqld.sock -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmx';
                 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
     log "mariadb ready; starting slurmdbd"
-    exec slurmdbd -D -s
+    # slurmdbd 26.05 sometimes fails its very first query against a just-started MariaDB 11.8
+    # ("Number of columns in result ... exceeds maximum"); a second start succeeds, so allow a few.
+    for attempt in 1 2 3 4 5; do
+      slurmdbd -D -s && exit 0
+      log "slurmdbd exited (attempt $attempt); restarting"
+      sleep 2
+    done
+    exit 1
     ;;
   ctld)
     start_munge

@@ -49,7 +49,9 @@ def load_json(text: str, argv: Sequence[str]) -> dict[str, Any]:
         raise SlurmParseError(argv, 0, f"expected JSON ({exc}); output began: {head}") from None
     if not isinstance(data, dict):
         raise SlurmParseError(argv, 0, f"expected a JSON object, got {type(data).__name__}")
-    errors = [e for e in data.get("errors") or [] if isinstance(e, dict)]
+    # 22.05's sacct reports an empty result as the error "Nothing found"; that is an answer, not a failure.
+    errors = [e for e in data.get("errors") or []
+              if isinstance(e, dict) and e.get("description") != "Nothing found"]
     if errors:
         first = errors[0]
         text_ = first.get("description") or first.get("error") or str(first)
