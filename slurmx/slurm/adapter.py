@@ -101,8 +101,8 @@ class SlurmAdapter(Protocol):
 
 
 def _ids(job_ids: Iterable[int]) -> list[str]:
-    ids = [str(int(j)) for j in dict.fromkeys(job_ids)]
-    return ids
+    """Distinct ids in first-seen order, as Slurm wants them."""
+    return [str(j) for j in dict.fromkeys(int(j) for j in job_ids)]
 
 
 class CliSlurm:
@@ -166,6 +166,10 @@ class CliSlurm:
 
         Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options.
         """
+        if job_ids is not None and not isinstance(job_ids, list | tuple | set | frozenset):
+            job_ids = list(job_ids)
+        if job_ids is not None and not job_ids:
+            return []
         argv = ["squeue", "--json"]
         if user:
             argv.append(f"--user={user}")
@@ -213,10 +217,10 @@ class CliSlurm:
             raise SlurmParseError(argv, 0, f"sbatch printed no job id: {out[:120]!r}")
         return int(first)
 
-    def _control(self, verb: Sequence[str], job_ids: Iterable[int]) -> None:
+    def _control(self, verb: Sequence[str], job_ids: Iterable[int], *, idempotent: bool = True) -> None:
         ids = _ids(job_ids)
         if ids:
-            self._call(["scontrol", *verb, ",".join(ids)])
+            self._call(["scontrol", *verb, ",".join(ids)], retry_if=_UNAVAILABLE if idempotent else _NEVER_SENT)
 
     def hold(self, job_ids: Iterable[int]) -> None:
         self._control(["hold"], job_ids)
@@ -226,14 +230,16 @@ class CliSlurm:
 
     def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
         """Put running (or just finished) jobs back in the queue; `hold` keeps them held until released."""
-        self._control(["requeuehold" if hold else "requeue"], job_ids)
+        # Not idempotent: a retry after a lost answer could requeue a job that already restarted.
+        self._control(["requeuehold" if hold else "requeue"], job_ids, idempotent=False)
 
     def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
         """Send a signal to the batch shell only (`--batch`), or to the batch shell and every step (`--full`)."""
         ids = _ids(job_ids)
         if ids:
             scope = "--batch" if batch_only else "--full"
-            self._call(["scancel", f"--signal={signal.removeprefix('SIG')}", scope, *ids])
+            # Not idempotent either: a retry after a lost answer would deliver the signal twice.
+            self._call(["scancel", f"--signal={signal.removeprefix('SIG')}", scope, *ids], retry_if=_NEVER_SENT)
 
     def cancel(self, job_ids: Iterable[int]) -> None:
         ids = _ids(job_ids)

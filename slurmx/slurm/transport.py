@@ -136,7 +136,6 @@ class SshTransport:
         return client
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
-        import socket
 
         client = self._connect(argv)
         command = shlex.join(argv)
@@ -148,7 +147,7 @@ class SshTransport:
             out = chan_out.read().decode()
             err = chan_err.read().decode()
             code = chan_out.channel.recv_exit_status()
-        except socket.timeout:
+        except TimeoutError:
             raise SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}") from None
         return CommandResult(tuple(argv), code, out, err)
 

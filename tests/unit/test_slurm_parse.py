@@ -498,9 +498,6 @@ def test_accounting_without_job_id(version: str) -> None:
         parse_accounting(json.dumps(data))
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="bug: parse.py catches KeyError/TypeError/ValueError/UnitError but not "
-                          "AttributeError, so a record that is not an object escapes unwrapped")
 @pytest.mark.parametrize(("parser", "text"), [
     (parse_jobs, '{"jobs": [17]}'),
     (parse_nodes, '{"nodes": ["c1"]}'),
