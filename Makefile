@@ -37,7 +37,6 @@ deps: system-deps venv
 
 lint: venv
 	$(BIN)/ruff check slurmx tests bench
-	$(BIN)/ruff format --check slurmx tests bench || true
 	$(BIN)/mypy
 
 test-unit: venv

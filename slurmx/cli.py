@@ -48,7 +48,8 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--site", "site_path", metavar="PATH", help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
+@click.option("--site", "site_path", metavar="PATH",
+              help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
 @click.option("--container", metavar="NAME", help="Reach Slurm through `docker exec NAME` (overrides transport).")
 @click.version_option(package_name="slurmx")
 @click.pass_context
