@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import re
 import signal
-import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from pydantic_core import ErrorDetails
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import parse_duration, parse_mem
+from slurmx.core.validation import ConfigError, load_yaml, validate_model
 
 __all__ = [
     "ClassConfig",
@@ -43,17 +41,6 @@ _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
 _RESERVED_FLAGS = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "-p", "-c")
-
-
-class ConfigError(Exception):
-    """An invalid site file. `str()` is the first problem on one line; `.errors` holds all of them."""
-
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = [" ".join(e.splitlines()) for e in errors] or ["invalid configuration"]
-        super().__init__(self.errors[0])
-
-    def __str__(self) -> str:
-        return self.errors[0]
 
 
 def _duration(value: Any) -> Any:
@@ -272,136 +259,14 @@ class SiteConfig(_Model):
         return self.kind(kind).resources
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Loading and error reporting
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def load_site_config(path: str | Path) -> SiteConfig:
     """Read and validate a site file; every failure is a `ConfigError` naming the file."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{source}: file not found; pass --site PATH or set SLURMX_SITE"]) from None
-    except OSError as exc:
-        raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError([f"{source}: {where}{exc.problem or exc.context or 'invalid YAML'}"]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{source}: invalid YAML: {exc}"]) from None
-    if data is None:
-        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(_keys(SiteConfig))}"])
-    return parse_site_config(data, source)
+    data = load_yaml(path, SiteConfig, "pass --site PATH or set SLURMX_SITE")
+    return validate_model(SiteConfig, data, str(path))
 
 
 def parse_site_config(data: Mapping[str, Any], source: str = "<site>") -> SiteConfig:
     """Validate already-parsed data (e.g. from tests or another loader)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
-    try:
-        return SiteConfig.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError([_format_error(source, err) for err in exc.errors()]) from None
-
-
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _format_error(source: str, err: ErrorDetails) -> str:
-    loc = tuple(err["loc"])
-    path = _dotted(loc)
-    prefix = f"{source}: {path}: " if path else f"{source}: "
-    return prefix + _message(err, loc)
-
-
-def _message(err: ErrorDetails, loc: tuple[int | str, ...]) -> str:
-    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
-    if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        valid = f"; valid keys: {', '.join(_keys(model))}" if model is not None else ""
-        return f"unknown key{valid}"
-    if kind == "value_error" and "error" in ctx:
-        return str(ctx["error"])
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "literal_error":
-        return f"expected {ctx.get('expected')}, got {value!r}"
-    if kind in ("model_type", "dict_type"):
-        return f"expected a mapping, got {value!r}"
-    if kind in ("tuple_type", "list_type"):
-        return f"expected a list, got {value!r}"
-    if kind == "string_type":
-        return f"expected a string, got {value!r}"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected a whole number, got {value!r}"
-    if kind in _BOUND_OPS:
-        op = _BOUND_OPS[kind]
-        bound = next(iter(ctx.values()), "?")
-        return f"must be {op} {bound}, got {value!r}"
-    if kind == "string_pattern_mismatch":
-        return f"expected a name matching {ctx.get('pattern')}, got {value!r}"
-    return str(err["msg"])
-
-
-_BOUND_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
-
-
-def _keys(model: type[BaseModel]) -> list[str]:
-    """The YAML spelling of a model's keys, in declaration order."""
-    return [
-        info.validation_alias if isinstance(info.validation_alias, str) else name
-        for name, info in model.model_fields.items()
-    ]
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The model validating the mapping at `loc`, found by walking field annotations from SiteConfig."""
-    current: Any = SiteConfig
-    parts = list(loc)
-    while parts:
-        part = parts.pop(0)
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        by_key = {key: info for key, info in zip(_keys(current), current.model_fields.values(), strict=True)}
-        if part not in by_key:
-            return None
-        current = _unwrap(by_key[part].annotation)
-        if get_origin(current) is dict:
-            if not parts:
-                return None
-            parts.pop(0)  # the free-form key, e.g. the kind name
-            current = _unwrap(get_args(current)[1])
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """`X | None` -> X."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        return args[0] if len(args) == 1 else annotation
-    return annotation
+    return validate_model(SiteConfig, data, source)

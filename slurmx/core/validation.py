@@ -1,0 +1,163 @@
+"""Strict YAML loading and one-line validation errors, shared by the site config and the job spec.
+
+A typo in a site file or a job spec otherwise shows up hours later as a job in the wrong partition, so
+unknown keys are errors and every error names the file and the dotted key path on one line.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+__all__ = ["ConfigError", "load_yaml", "model_keys", "validate_model"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(Exception):
+    """An invalid file. `str()` is the first problem on one line; `.errors` holds all of them."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = [" ".join(e.splitlines()) for e in errors] or ["invalid configuration"]
+        super().__init__(self.errors[0])
+
+    def __str__(self) -> str:
+        return self.errors[0]
+
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(path: str | Path, root: type[BaseModel], missing_hint: str) -> Any:
+    """Read a YAML file strictly (duplicate keys rejected); every failure is a `ConfigError` naming the file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{source}: file not found; {missing_hint}"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError([f"{source}: {where}{exc.problem or exc.context or 'invalid YAML'}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{source}: invalid YAML: {exc}"]) from None
+    if data is None:
+        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(model_keys(root))}"])
+    return data
+
+
+def validate_model(root: type[M], data: Any, source: str) -> M:
+    """Validate parsed data against `root`; errors become one-line `<source>: <key.path>: <problem>`."""
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
+    try:
+        return root.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError([_format_error(root, source, err) for err in exc.errors()]) from None
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _format_error(root: type[BaseModel], source: str, err: ErrorDetails) -> str:
+    loc = tuple(err["loc"])
+    path = _dotted(loc)
+    prefix = f"{source}: {path}: " if path else f"{source}: "
+    return prefix + _message(root, err, loc)
+
+
+def _message(root: type[BaseModel], err: ErrorDetails, loc: tuple[int | str, ...]) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(root, loc[:-1])
+        valid = f"; valid keys: {', '.join(model_keys(model))}" if model is not None else ""
+        return f"unknown key{valid}"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {value!r}"
+    if kind in ("model_type", "dict_type"):
+        return f"expected a mapping, got {value!r}"
+    if kind in ("tuple_type", "list_type"):
+        return f"expected a list, got {value!r}"
+    if kind == "string_type":
+        return f"expected a string, got {value!r}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected a whole number, got {value!r}"
+    if kind in _BOUND_OPS:
+        op = _BOUND_OPS[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"must be {op} {bound}, got {value!r}"
+    if kind == "string_pattern_mismatch":
+        return f"expected a name matching {ctx.get('pattern')}, got {value!r}"
+    return str(err["msg"])
+
+
+_BOUND_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def model_keys(model: type[BaseModel]) -> list[str]:
+    """The YAML spelling of a model's keys, in declaration order."""
+    return [
+        info.validation_alias if isinstance(info.validation_alias, str) else name
+        for name, info in model.model_fields.items()
+    ]
+
+
+def _model_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model validating the mapping at `loc`, found by walking field annotations from the root."""
+    current: Any = root
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        by_key = {key: info for key, info in zip(model_keys(current), current.model_fields.values(), strict=True)}
+        if part not in by_key:
+            return None
+        current = _unwrap(by_key[part].annotation)
+        if get_origin(current) is dict:
+            if not parts:
+                return None
+            parts.pop(0)  # the free-form key, e.g. the kind name
+            current = _unwrap(get_args(current)[1])
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`X | None` -> X."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
