@@ -10,7 +10,7 @@ MATRIX_VERSIONS ?= 22.05 24.11 26.05
 DEMO_VERSION ?= 24.11
 PYTEST_ARGS ?=
 
-.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix lint bench \
+.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix test-native lint bench \
         cluster-up cluster-down cluster-status clean
 
 all: test
@@ -54,6 +54,10 @@ test: lint test-unit test-integration
 
 test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
 test-matrix: test-unit test-integration
+
+# The native cluster (host daemons, Debian bookworm's Slurm 22.05, no Docker): needs root; brings it up and down.
+test-native: venv
+	SLURMX_TEST_NATIVE=1 $(BIN)/pytest -q tests/integration/test_native_cluster.py $(PYTEST_ARGS)
 
 bench: venv
 	@for b in bench/*.py; do $(BIN)/python $$b; done

@@ -21,6 +21,7 @@ from rich.table import Table
 from slurmx.core.config import ConfigError, SiteConfig, load_site_config
 from slurmx.core.units import UnitError, format_mem
 from slurmx.slurm import SlurmAdapter, SlurmError, adapter_from_config
+from slurmx.submit.submitter import SubmitError
 
 __all__ = ["daemon_main", "main"]
 
@@ -31,13 +32,22 @@ DEFAULT_SITE = "/etc/slurmx/site.yaml"
 class Context:
     site_path: str | None
     container: str | None
+    host: str | None = None
 
     def site(self) -> SiteConfig:
         path = self.site_path or os.environ.get("SLURMX_SITE") or DEFAULT_SITE
         site = load_site_config(path)
+        update: dict[str, Any] = {}
         if self.container:
-            transport = site.transport.model_copy(update={"kind": "docker", "container": self.container})
-            site = site.model_copy(update={"transport": transport})
+            update = {"kind": "docker", "container": self.container}
+        if self.host:
+            user, _, hostport = self.host.rpartition("@")
+            host, _, port = hostport.partition(":")
+            if not host or (port and not port.isdigit()):
+                raise click.BadParameter(f"expected [USER@]HOST[:PORT], got {self.host!r}", param_hint="--host")
+            update = {"kind": "ssh", "host": host, "user": user or None, "port": int(port or 22)}
+        if update:
+            site = site.model_copy(update={"transport": site.transport.model_copy(update=update)})
         return site
 
     def adapter(self) -> SlurmAdapter:
@@ -51,11 +61,13 @@ pass_ctx = click.make_pass_decorator(Context)
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
 @click.option("--container", metavar="NAME", help="Reach Slurm through `docker exec NAME` (overrides transport).")
+@click.option("--host", metavar="[USER@]HOST[:PORT]",
+              help="Reach Slurm over SSH on a login node (host key checked against known_hosts).")
 @click.version_option(package_name="slurmx")
 @click.pass_context
-def cli(ctx: click.Context, site_path: str | None, container: str | None) -> None:
+def cli(ctx: click.Context, site_path: str | None, container: str | None, host: str | None) -> None:
     """slurmx: one job, many resource variants, scheduled by policies from the literature."""
-    ctx.obj = Context(site_path, container)
+    ctx.obj = Context(site_path, container, host)
 
 
 @cli.command()
@@ -139,6 +151,148 @@ def doctor(ctx: Context) -> None:
         raise click.ClickException(f"{problems} problem(s) between the site config and the cluster")
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--variants", metavar="KIND,...", help="Resource kinds to submit (default: the spec's, else all).")
+@click.option("--mode", type=click.Choice(["managed", "race", "pick"]), help="Default: the site's submit.mode.")
+@click.option("--pick", metavar="KIND", help="Submit only this variant.")
+@click.option("--dry-run", is_flag=True, help="Print each variant's options and script; submit nothing.")
+@click.option("--parsable", is_flag=True, help="Print the group id only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the submitted group as JSON.")
+@click.argument("words", nargs=-1, type=click.UNPROCESSED)
+@pass_ctx
+def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool,
+           parsable: bool, as_json: bool, words: tuple[str, ...]) -> None:
+    """Submit a job spec (.yaml) or an sbatch script as one group of variants.
+
+    \b
+    slurmx submit job.yaml
+    slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5
+    """
+    from slurmx.submit.directives import split_command_line
+    from slurmx.submit.entry import build_spec
+    from slurmx.submit.submitter import plan_group, submit_group
+
+    options, path, args = split_command_line(words)
+    if path is None:
+        raise click.UsageError("give a job spec (.yaml) or a batch script to submit")
+    site = ctx.site()
+    only = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
+    spec, notes = build_spec(path, options, args, site, only)
+    for note in notes:
+        click.echo(f"slurmx: note: {note}", err=True)
+    if dry_run:
+        gid, chosen, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=path)
+        for variant in rendered:
+            click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
+            click.echo(variant.script)
+        return
+    group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
+    if parsable:
+        click.echo(group.group_id)
+    elif as_json:
+        click.echo(json.dumps({"group": group.group_id, "name": group.name, "mode": group.mode,
+                               "variants": dict(group.variants), "spool": group.spool_dir}))
+    else:
+        jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
+        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}")
+
+
+def _status_rows(groups: list[Any]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("GROUP", "NAME", "USER", "CLASS", "STATE", "VARIANT", "JOBID", "VSTATE", "NODES", "WHY"):
+        table.add_column(col)
+    for group in groups:
+        for i, v in enumerate(group.variants):
+            first = i == 0
+            state = group.state.value + ("" if group.valid else " (INVALID: mixed users)")
+            table.add_row(group.group_id if first else "", group.name if first else "", group.user if first else "",
+                          group.job_class if first else "", state if first else "", v.kind, str(v.job_id),
+                          v.state.value, v.nodes or "-", v.why)
+    return table
+
+
+def _group_json(group: Any) -> dict[str, Any]:
+    return {"group": group.group_id, "name": group.name, "user": group.user, "class": group.job_class,
+            "state": group.state.value, "valid": group.valid,
+            "running": group.running.kind if group.running else None,
+            "variants": [{"kind": v.kind, "job_id": v.job_id, "state": v.state.value, "reason": v.reason,
+                          "why": v.why, "nodes": v.nodes, "partition": v.partition,
+                          "restart_count": v.restart_count} for v in group.variants]}
+
+
+@cli.command()
+@click.argument("group_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
+    """One group's variants, their states, which one runs and why the others wait (all of yours without GROUP)."""
+    from slurmx.submit.groups import find_group, list_groups
+
+    if group_id:
+        found = find_group(ctx.adapter(), group_id)
+        if found is None:
+            raise click.ClickException(f"no group {group_id} in squeue or the last 7 days of accounting")
+        groups = [found]
+    else:
+        groups = list_groups(ctx.adapter(), user=_me(ctx))
+    if as_json:
+        click.echo(json.dumps([_group_json(g) for g in groups], indent=2))
+    else:
+        Console().print(_status_rows(groups))
+
+
+def _me(ctx: Context) -> str | None:
+    """The user whose groups `slurmx groups` shows: the transport's user, else the local one."""
+    site = ctx.site()
+    if site.transport.kind == "docker":
+        return site.transport.docker_user
+    if site.transport.kind == "ssh" and site.transport.user:
+        return site.transport.user
+    import getpass
+
+    return getpass.getuser()
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--all", "all_users", is_flag=True, help="Every user's groups, not only mine.")
+@pass_ctx
+def groups(ctx: Context, as_json: bool, all_users: bool) -> None:
+    """My groups (pending, running and recently finished)."""
+    from slurmx.submit.groups import list_groups
+
+    found = list_groups(ctx.adapter(), user=None if all_users else _me(ctx))
+    if as_json:
+        click.echo(json.dumps([_group_json(g) for g in found], indent=2))
+    else:
+        Console().print(_status_rows(found))
+
+
+@cli.command()
+@click.argument("group_id")
+@pass_ctx
+def cancel(ctx: Context, group_id: str) -> None:
+    """Cancel every variant of a group."""
+    from slurmx.submit.groups import cancel_group, find_group
+
+    adapter = ctx.adapter()
+    found = find_group(adapter, group_id, since="now-1day")
+    if found is None:
+        raise click.ClickException(f"no group {group_id} in squeue or the last day of accounting")
+    cancelled = cancel_group(adapter, found)
+    click.echo(f"Cancelled group {group_id}: jobs {', '.join(map(str, cancelled)) or 'none active'}")
+
+
+@cli.command()
+@click.option("--path", "lang", type=click.Choice(["bash"]), required=True,
+              help="Print the path of the hook file for this language.")
+def hook(lang: str) -> None:
+    """Where the job-side hook lives: `source "$(slurmx hook --path bash)"` in a job script."""
+    from importlib import resources
+
+    click.echo(str(resources.files("slurmx.hooks").joinpath("hook.sh")))
+
+
 @cli.group()
 def config() -> None:
     """Site config tools."""
@@ -157,7 +311,7 @@ def _run(entry: Callable[..., Any], prog: str) -> None:
     """Turn expected failures into one line on stderr and exit status 1."""
     try:
         entry(prog_name=prog, standalone_mode=False)
-    except (ConfigError, SlurmError, UnitError) as exc:
+    except (ConfigError, SlurmError, UnitError, SubmitError) as exc:
         click.echo(f"{prog}: {exc}", err=True)
         sys.exit(1)
     except click.ClickException as exc:

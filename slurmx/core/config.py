@@ -140,6 +140,8 @@ class PreemptionConfig(_Model):
     max_per_job: int = Field(3, ge=0)
     requeue_exit_code: int = Field(99, ge=1, le=255)
     mode: Literal["requeue", "requeuehold"] = "requeue"
+    # What the job-side hook does after its checkpoint callback: exit with requeue_exit_code, or wait.
+    on_signal: Literal["exit", "wait"] = "exit"
 
     @field_validator("signal", mode="before")
     @classmethod
@@ -174,6 +176,24 @@ class DaemonConfig(_Model):
 class SubmitConfig(_Model):
     mode: Literal["managed", "race", "pick"] = "managed"
     templates_dir: Path | None = None
+    # Shared storage seen at the same path by the submitter and every node: outputs, progress, race markers.
+    spool_dir: str = "/var/tmp/slurmx/spool"
+    # Race mode: how long a starting variant waits for siblings that start at the same moment.
+    race_settle_s: int = Field(2, validation_alias="race_settle", ge=0)
+
+    @field_validator("race_settle_s", mode="before")
+    @classmethod
+    def _settle(cls, value: Any) -> Any:
+        return _duration(value)
+
+    @field_validator("spool_dir")
+    @classmethod
+    def _spool(cls, value: str) -> str:
+        # It lands in #SBATCH --output, which expands neither ~ nor variables, and in every job script.
+        if not value.startswith("/") or re.search(r"[\s'\"\\`$;&|<>(){}*?]", value):
+            raise ValueError(f"expected an absolute path on shared storage without spaces or shell "
+                             f"characters, got {value!r}")
+        return value.rstrip("/") or "/"
 
 
 class TransportConfig(_Model):

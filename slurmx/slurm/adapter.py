@@ -170,7 +170,7 @@ class CliSlurm:
             job_ids = list(job_ids)
         if job_ids is not None and not job_ids:
             return []
-        argv = ["squeue", "--json"]
+        argv = ["squeue", "--json", "--states=all"]  # finished jobs too, until MinJobAge forgets them
         if user:
             argv.append(f"--user={user}")
         jobs = parse_jobs(self._call(argv).stdout, argv)

@@ -75,7 +75,7 @@ def test_read_retries_with_backoff_then_succeeds(version: str) -> None:
     )
     jobs = slurm.jobs()
     assert sleeps == [1.0, 2.0, 4.0]
-    assert argvs(transport) == [("squeue", "--json")] * 4
+    assert argvs(transport) == [("squeue", "--json", "--states=all")] * 4
     assert {j.name for j in jobs} >= {"rec@gpu", "run@gpu", "run@cpu"}
 
 
@@ -109,9 +109,9 @@ def test_gives_up_after_retries() -> None:
     assert sleeps == [1.0, 2.0, 4.0]  # no wait after the last attempt
     text = str(info.value)
     assert "\n" not in text
-    assert text == ("squeue --json: exit 1: "
+    assert text == ("squeue --json --states=all: exit 1: "
                     "slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
-    assert info.value.argv == ("squeue", "--json")
+    assert info.value.argv == ("squeue", "--json", "--states=all")
     assert info.value.returncode == 1
 
 
@@ -158,7 +158,7 @@ def test_invalid_job_from_recorded_error(version: str) -> None:
      "scancel: error: Kill job error on job id 5: Access/permission denied\n",
      "scancel 5 6: exit 1: scancel: error: Kill job error on job id 5: Access/permission denied"),
     (lambda s: s.jobs(user="nobody"), ("squeue",), "squeue: error: Invalid user: nobody\n",
-     "squeue --json --user=nobody: exit 1: squeue: error: Invalid user: nobody"),
+     "squeue --json --states=all --user=nobody: exit 1: squeue: error: Invalid user: nobody"),
 ])
 def test_plain_refusal_is_not_retried(call: Any, key: tuple[str, ...], stderr: str, shown: str) -> None:
     slurm, transport, sleeps = adapter({key: fail(stderr, 1)})
@@ -402,7 +402,7 @@ def test_version_cached(version: str) -> None:
 def test_jobs_filtered_client_side(version: str, wanted: Any, found: list[int]) -> None:
     slurm, transport, _ = adapter({("squeue",): ok(read(version, "squeue.json"))})
     assert [j.job_id for j in slurm.jobs(job_ids=wanted)] == found
-    assert argvs(transport) == [("squeue", "--json")]  # 22.05's --json ignores squeue's filters anyway
+    assert argvs(transport) == [("squeue", "--json", "--states=all")]  # 22.05's --json ignores squeue's filters anyway
 
 
 def test_jobs_of_no_ids_asks_nothing() -> None:
@@ -416,7 +416,8 @@ def test_jobs_by_user(version: str) -> None:
     slurm, transport, _ = adapter({("squeue",): ok(read(version, "squeue.json"))})
     assert {j.user for j in slurm.jobs(user="alice")} == {"alice"}
     assert slurm.jobs(user="bob") == []  # 22.05 returns alice's jobs despite --user=bob
-    assert argvs(transport) == [("squeue", "--json", "--user=alice"), ("squeue", "--json", "--user=bob")]
+    assert argvs(transport) == [("squeue", "--json", "--states=all", "--user=alice"),
+                                ("squeue", "--json", "--states=all", "--user=bob")]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -424,7 +425,7 @@ def test_jobs_parse_error_names_the_command(version: str) -> None:
     slurm, _, _ = adapter({("squeue",): ok("squeue: error: unrecognized option '--json'\n")})
     with pytest.raises(SlurmParseError) as info:
         slurm.jobs(user="alice")
-    assert str(info.value).startswith("squeue --json --user=alice: exit 0: expected JSON")
+    assert str(info.value).startswith("squeue --json --states=all --user=alice: exit 0: expected JSON")
 
 
 @pytest.mark.parametrize("version", VERSIONS)

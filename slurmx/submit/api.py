@@ -1,0 +1,68 @@
+"""The Python API for programs: `slurmx.submit(spec) -> GroupHandle`, then status, cancel, wait."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.slurm import SlurmAdapter, adapter_from_config
+from slurmx.submit.groups import GroupStatus, cancel_group, find_group
+from slurmx.submit.spec import JobSpec, load_spec, parse_spec
+from slurmx.submit.submitter import SubmittedGroup, submit_group
+
+__all__ = ["GroupHandle", "submit"]
+
+
+@dataclass
+class GroupHandle:
+    """A submitted group. Every method asks Slurm afresh: the handle holds ids, not state."""
+
+    submitted: SubmittedGroup
+    adapter: SlurmAdapter
+
+    @property
+    def group_id(self) -> str:
+        return self.submitted.group_id
+
+    def status(self) -> GroupStatus:
+        found = find_group(self.adapter, self.group_id, since="now-1day")
+        if found is None:
+            raise LookupError(f"Slurm no longer knows group {self.group_id} (jobs {self.submitted.job_ids()})")
+        return found
+
+    def cancel(self) -> list[int]:
+        return cancel_group(self.adapter, self.status())
+
+    def wait(self, timeout: float | None = None, poll: float = 2.0) -> GroupStatus:
+        """Block until the group has finished (completed, failed or cancelled); TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            current = self.status()
+            if current.finished:
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"group {self.group_id} still {current.state.value} after {timeout:.0f} s")
+            time.sleep(poll)
+
+
+def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None = None, *,
+           mode: str | None = None, pick: str | None = None, variants: tuple[str, ...] | None = None,
+           adapter: SlurmAdapter | None = None) -> GroupHandle:
+    """Submit a job spec (a JobSpec, a mapping, or the path of a YAML spec) as one group."""
+    if site is None:
+        site = os.environ.get("SLURMX_SITE", "/etc/slurmx/site.yaml")
+    site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
+    if isinstance(spec, JobSpec):
+        job = spec
+    elif isinstance(spec, Mapping):
+        job = parse_spec(spec)
+    else:
+        job = load_spec(spec)
+    slurm = adapter or adapter_from_config(site_config.transport)
+    submitted = submit_group(job, site_config, slurm, mode=mode, pick=pick, only=variants)
+    return GroupHandle(submitted, slurm)

@@ -1,0 +1,167 @@
+"""Read `#SBATCH` directives the way sbatch does, so an existing batch script works unchanged.
+
+sbatch reads `#SBATCH` lines from the top of the script and stops at the first line that is neither blank nor
+a comment. Options slurmx models (name, time, memory, CPUs, GRES, QOS) become spec fields; options a variant
+decides (partition, output, signal, hold) are dropped with a note; every other valid option passes through.
+An option sbatch does not know is an error naming the line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from slurmx.core.validation import ConfigError
+
+__all__ = ["Directives", "parse_directives", "sort_options", "split_command_line", "split_options"]
+
+# sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
+_LONG: dict[str, str] = {
+    "account": "arg", "acctg-freq": "arg", "array": "arg", "batch": "arg", "bb": "arg", "bbf": "arg",
+    "begin": "arg", "chdir": "arg", "cluster-constraint": "arg", "clusters": "arg", "comment": "arg",
+    "constraint": "arg", "container": "arg", "container-id": "arg", "contiguous": "flag", "core-spec": "arg",
+    "cores-per-socket": "arg", "cpu-freq": "arg", "cpus-per-gpu": "arg", "cpus-per-task": "arg",
+    "deadline": "arg", "delay-boot": "arg", "dependency": "arg", "distribution": "arg", "error": "arg",
+    "exclude": "arg", "exclusive": "opt", "export": "arg", "export-file": "arg", "extra": "arg",
+    "extra-node-info": "arg", "get-user-env": "opt", "gid": "arg", "gpu-bind": "arg", "gpu-freq": "arg",
+    "gpus": "arg", "gpus-per-node": "arg", "gpus-per-socket": "arg", "gpus-per-task": "arg", "gres": "arg",
+    "gres-flags": "arg", "hint": "arg", "hold": "flag", "ignore-pbs": "flag", "input": "arg",
+    "job-name": "arg", "kill-on-invalid-dep": "arg", "licenses": "arg", "mail-type": "arg",
+    "mail-user": "arg", "mcs-label": "arg", "mem": "arg", "mem-bind": "arg", "mem-per-cpu": "arg",
+    "mem-per-gpu": "arg", "mincpus": "arg", "network": "arg", "nice": "opt", "no-kill": "opt",
+    "no-requeue": "flag", "nodefile": "arg", "nodelist": "arg", "nodes": "arg", "ntasks": "arg",
+    "ntasks-per-core": "arg", "ntasks-per-gpu": "arg", "ntasks-per-node": "arg", "ntasks-per-socket": "arg",
+    "open-mode": "arg", "output": "arg", "overcommit": "flag", "oversubscribe": "flag", "parsable": "flag",
+    "partition": "arg", "power": "arg", "prefer": "arg", "priority": "arg", "profile": "arg",
+    "propagate": "opt", "qos": "arg", "quiet": "flag", "reboot": "flag", "requeue": "flag",
+    "reservation": "arg", "signal": "arg", "sockets-per-node": "arg", "spread-job": "flag",
+    "switches": "arg", "test-only": "flag", "thread-spec": "arg", "threads-per-core": "arg", "time": "arg",
+    "time-min": "arg", "tmp": "arg", "tres-bind": "arg", "tres-per-task": "arg", "uid": "arg",
+    "use-min-nodes": "flag", "verbose": "flag", "wait": "flag", "wait-all-nodes": "arg", "wckey": "arg",
+    "wrap": "arg",
+}
+_SHORT: dict[str, str] = {
+    "A": "account", "a": "array", "b": "begin", "C": "constraint", "c": "cpus-per-task", "D": "chdir",
+    "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "H": "hold", "i": "input", "J": "job-name",
+    "k": "no-kill", "L": "licenses", "M": "clusters", "m": "distribution", "N": "nodes", "n": "ntasks",
+    "O": "overcommit", "o": "output", "p": "partition", "q": "qos", "Q": "quiet", "s": "oversubscribe",
+    "S": "core-spec", "t": "time", "v": "verbose", "W": "wait", "w": "nodelist", "x": "exclude",
+}
+# Options each variant sets itself: dropped from a script's directives (with a note).
+# GRES belongs to the resource kind too: a script's `--gres=gpu:1` must not follow it onto the CPU variant.
+_VARIANT_OWNED = {"partition", "output", "error", "signal", "requeue", "no-requeue", "hold", "parsable",
+                  "comment", "wrap", "test-only", "gres"}
+# Options that become typed spec fields.
+_MODELLED = {"job-name", "time", "mem", "cpus-per-task", "qos"}
+
+
+@dataclass
+class Directives:
+    """What a script's `#SBATCH` lines asked for, sorted into spec fields, pass-through flags and notes."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    passthrough: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | None]]:
+    """sbatch-style words -> [(long option name, value or None)]; unknown options raise ConfigError."""
+    parsed: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, eq, value = word[2:].partition("=")
+            kind = _LONG.get(name)
+            if kind is None:
+                raise ConfigError([f"{where}: sbatch has no option --{name}; see `man sbatch`"])
+            if kind == "flag" and eq:
+                raise ConfigError([f"{where}: --{name} takes no value"])
+            if kind == "arg" and not eq:
+                if i + 1 >= len(words):
+                    raise ConfigError([f"{where}: --{name} needs a value"])
+                i += 1
+                value = words[i]
+            parsed.append((name, value if (eq or kind == "arg") else None))
+        elif word.startswith("-") and len(word) >= 2:
+            letter = word[1]
+            name_ = _SHORT.get(letter)
+            if name_ is None:
+                raise ConfigError([f"{where}: sbatch has no option -{letter}; see `man sbatch`"])
+            kind = _LONG[name_]
+            rest = word[2:]
+            if kind in ("flag", "opt"):
+                if rest:
+                    raise ConfigError([f"{where}: -{letter} takes no value"])
+                parsed.append((name_, None))
+            else:
+                if not rest:
+                    if i + 1 >= len(words):
+                        raise ConfigError([f"{where}: -{letter} needs a value"])
+                    i += 1
+                    rest = words[i]
+                parsed.append((name_, rest.removeprefix("=")))
+        else:
+            raise ConfigError([f"{where}: expected an sbatch option, got {word!r}"])
+        i += 1
+    return parsed
+
+
+def _directive_lines(text: str) -> list[tuple[int, str]]:
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if number == 1 and stripped.startswith("#!"):
+            continue
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break  # sbatch stops reading directives at the first command
+        if stripped.startswith("#SBATCH"):
+            found.append((number, stripped[len("#SBATCH"):].strip()))
+    return found
+
+
+def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None) -> Directives:
+    """Sort parsed options into spec fields, pass-through flags and dropped ones (later options win)."""
+    result = into if into is not None else Directives()
+    for name, value in options:
+        if name in _MODELLED and value is not None:
+            result.fields[name] = value
+        elif name in _VARIANT_OWNED:
+            result.dropped.append(f"--{name}")
+        else:
+            result.passthrough.append(f"--{name}" if value is None else f"--{name}={value}")
+    return result
+
+
+def parse_directives(text: str, source: str) -> Directives:
+    """Sort a script's `#SBATCH` options; errors name `source:line`."""
+    result = Directives()
+    for number, body in _directive_lines(text):
+        where = f"{source}:{number}"
+        try:
+            words = shlex.split(body, comments=True)
+        except ValueError as exc:
+            raise ConfigError([f"{where}: cannot read #SBATCH line ({exc})"]) from None
+        sort_options(split_options(words, where), result)
+    return result
+
+
+def split_command_line(words: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """`sbatch`-style command line -> (option words, script path, script arguments), as sbatch splits it:
+    options up to the first word that is neither an option nor an option's value."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("-") or word == "-":
+            return list(words[:i]), word, list(words[i + 1:])
+        if word.startswith("--"):
+            name, eq, _ = word[2:].partition("=")
+            if _LONG.get(name) == "arg" and not eq:
+                i += 1
+        elif len(word) == 2 and _LONG.get(_SHORT.get(word[1], ""), "") == "arg":
+            i += 1
+        i += 1
+    return list(words), None, []

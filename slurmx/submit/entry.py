@@ -1,0 +1,79 @@
+"""From what a user typed to a JobSpec: a YAML spec, or an existing sbatch script with `#SBATCH` lines.
+
+`slurmx submit [sbatch options] [--variants cpu,gpu] job.yaml|script.sh [args]`: command-line options win
+over the script's directives, exactly as with sbatch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.validation import ConfigError, load_yaml
+from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
+from slurmx.submit.spec import JobSpec, parse_spec
+
+__all__ = ["build_spec"]
+
+_SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+def _job_class(qos: str, site: SiteConfig, where: str) -> str:
+    for job_class in ("te", "be"):
+        if site.qos_for(job_class) == qos:
+            return job_class
+    raise ConfigError([f"{where}: --qos={qos} is not a slurmx class QOS; use --qos={site.qos_for('te')} (te) "
+                       f"or --qos={site.qos_for('be')} (be)"])
+
+
+def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, Any]:
+    mapping = {"job-name": "name", "time": "time", "mem": "mem", "cpus-per-task": "cpus"}
+    fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
+    if "qos" in directives.fields:
+        fields["class"] = _job_class(directives.fields["qos"], site, where)
+    if "name" in fields:
+        fields["name"] = str(fields["name"]).split("@")[0]
+    return fields
+
+
+def _name_from(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)[:64] or "job"
+
+
+def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,
+               variants: tuple[str, ...] | None = None) -> tuple[JobSpec, list[str]]:
+    """(spec, notes). Notes name the options slurmx dropped because each variant sets them itself."""
+    file = Path(path)
+    cli = sort_options(split_options(list(options), "command line"))
+    if file.suffix in _SPEC_SUFFIXES:
+        data = load_yaml(file, JobSpec, "pass a job spec (.yaml) or a batch script")
+        if not isinstance(data, dict):
+            raise ConfigError([f"{path}: expected a mapping of keys at top level"])
+        data.update(_fields(cli, site, "command line"))
+        if cli.passthrough:
+            data["sbatch"] = [*data.get("sbatch", []), *cli.passthrough]
+        if args:
+            data["args"] = list(args)
+        if variants:
+            data["variants"] = list(variants)
+        notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
+        return parse_spec(data, path), notes
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: no such file; pass a batch script or a job spec (.yaml)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{path}: cannot read: {exc}"]) from None
+    directives = parse_directives(text, path)
+    fields = {"name": _name_from(file), **_fields(directives, site, path), **_fields(cli, site, "command line")}
+    data = {**fields, "script": text, "args": list(args), "sbatch": directives.passthrough + cli.passthrough}
+    if variants:
+        data["variants"] = list(variants)
+    notes = [f"ignoring {o} from {path}: each variant sets it" for o in directives.dropped]
+    notes += [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
+    return parse_spec(data, path), notes
+
+

@@ -1,0 +1,127 @@
+"""Groups as Slurm shows them: discovered from the variants' comment tags, never from local state.
+
+Slurm is the shared state between users and the daemon. A comment is only a hint, so a group whose variants
+do not all belong to one user is reported as invalid instead of being acted on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from slurmx.core.model import GroupState, VariantState
+from slurmx.slurm import SlurmAdapter
+from slurmx.slurm.records import AccountingRecord, SlurmJob, parse_comment_tags
+
+__all__ = ["GroupStatus", "VariantStatus", "cancel_group", "find_group", "list_groups"]
+
+_WAIT_REASONS = {
+    "JobHeldUser": "held: waiting for slurmxd to choose this variant",
+    "JobHeldAdmin": "held by an administrator",
+    "Priority": "queued behind higher-priority jobs",
+    "Resources": "waiting for resources",
+    "QOSMaxJobsPerUserLimit": "QOS job limit reached",
+    "BeginTime": "requeued: waiting out Slurm's restart delay",
+    "Dependency": "waiting on a dependency",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VariantStatus:
+    kind: str
+    job_id: int
+    state: VariantState
+    reason: str
+    nodes: str
+    partition: str
+    restart_count: int = 0
+
+    @property
+    def why(self) -> str:
+        """A person's reading of Slurm's reason code."""
+        if self.state in (VariantState.PENDING, VariantState.HELD):
+            return _WAIT_REASONS.get(self.reason, self.reason or "pending")
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    group_id: str
+    name: str
+    user: str
+    job_class: str
+    variants: tuple[VariantStatus, ...]
+    valid: bool = True
+
+    @property
+    def running(self) -> VariantStatus | None:
+        return next((v for v in self.variants if v.state in (VariantState.RUNNING, VariantState.COMPLETING)), None)
+
+    @property
+    def state(self) -> GroupState:
+        if self.running is not None:
+            return GroupState.RUNNING
+        states = {v.state for v in self.variants}
+        if VariantState.COMPLETED in states:
+            return GroupState.COMPLETED
+        if any(s.is_active for s in states):
+            return GroupState.PENDING
+        for finished, group_state in ((VariantState.FAILED, GroupState.FAILED),
+                                      (VariantState.TIMEOUT, GroupState.FAILED),
+                                      (VariantState.OUT_OF_MEMORY, GroupState.FAILED),
+                                      (VariantState.NODE_FAIL, GroupState.FAILED)):
+            if finished in states:
+                return group_state
+        return GroupState.CANCELLED
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (GroupState.COMPLETED, GroupState.FAILED, GroupState.CANCELLED)
+
+
+def _variant_name(name: str) -> str:
+    return name.rsplit("@", 1)[0]
+
+
+def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]:
+    by_group: dict[str, list[SlurmJob | AccountingRecord]] = defaultdict(list)
+    for job in jobs:
+        tags = parse_comment_tags(job.comment)
+        if "g" in tags and "v" in tags:
+            by_group[tags["g"]].append(job)
+    groups = []
+    for gid, members in by_group.items():
+        members.sort(key=lambda j: j.job_id)
+        users = {j.user for j in members}
+        variants = tuple(VariantStatus(
+            kind=parse_comment_tags(j.comment)["v"], job_id=j.job_id, state=j.state,
+            reason=getattr(j, "reason", ""), nodes=j.nodes, partition=j.partition,
+            restart_count=j.restart_count) for j in members)
+        tags = parse_comment_tags(members[0].comment)
+        groups.append(GroupStatus(gid, _variant_name(members[0].name), ",".join(sorted(users)),
+                                  tags.get("c", ""), variants, valid=len(users) == 1))
+    return sorted(groups, key=lambda g: g.variants[0].job_id)
+
+
+def list_groups(adapter: SlurmAdapter, user: str | None = None) -> list[GroupStatus]:
+    """Groups squeue still knows (pending, running, recently finished)."""
+    return _from_jobs(adapter.jobs(user=user))
+
+
+def find_group(adapter: SlurmAdapter, group_id: str, since: str = "now-7days") -> GroupStatus | None:
+    """One group from squeue, or from accounting once squeue has forgotten it."""
+    for group in list_groups(adapter):
+        if group.group_id == group_id:
+            return group
+    for group in _from_jobs(adapter.accounting(since=since)):
+        if group.group_id == group_id:
+            return group
+    return None
+
+
+def cancel_group(adapter: SlurmAdapter, group: GroupStatus) -> list[int]:
+    """Cancel every variant that is still active; returns their job ids."""
+    active = [v.job_id for v in group.variants if v.state.is_active]
+    adapter.cancel(active)
+    return active

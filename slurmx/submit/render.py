@@ -1,0 +1,170 @@
+"""Render one batch script per variant from the jinja2 templates.
+
+Every value that lands in a script goes through `shlex.quote` (the `sh` filter) or is validated to a safe
+alphabet first; the payload travels in a quoted here-document, so nothing in it is expanded by the wrapper.
+`#SBATCH` options come out in one canonical order, so a rendered script is byte-stable for the same input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import JobClass
+from slurmx.core.units import format_duration
+from slurmx.core.validation import ConfigError
+from slurmx.submit.spec import JobSpec
+
+__all__ = ["RenderedVariant", "comment_tag", "render_variant", "variant_options"]
+
+_SAFE_OPTION = re.compile(r"^--?[A-Za-z][\w-]*(=[^\s'\"\\`$;&|<>(){}]*)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedVariant:
+    """One variant ready for sbatch: its kind, its full script, and the options its `#SBATCH` lines carry."""
+
+    kind: str
+    script: str
+    options: tuple[str, ...]
+
+
+def comment_tag(group_id: str, kind: str, job_class: JobClass) -> str:
+    """The `--comment` that marks a Slurm job as a slurmx variant (a hint only: trust comes from Slurm)."""
+    return f"slurmx:g={group_id},v={kind},c={job_class.value}"
+
+
+def group_spool(site: SiteConfig, group_id: str) -> str:
+    return f"{site.submit.spool_dir.rstrip('/')}/{group_id}"
+
+
+def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
+                    source: str = "<spec>") -> tuple[str, ...]:
+    """The sbatch options of one variant, in canonical order; each is checked to be safe in an `#SBATCH` line."""
+    cfg = site.kind(kind)
+    cpus = spec.variant_field(kind, "cpus") or cfg.cpus
+    mem_mb = spec.variant_field(kind, "mem_mb") or cfg.mem_mb
+    gres = spec.variant_field(kind, "gres") or cfg.gres
+    time_s = spec.variant_field(kind, "time_s") or cfg.time_s
+    options = [
+        f"--job-name={spec.name}@{kind}",
+        f"--partition={cfg.partition}",
+        f"--qos={site.qos_for(spec.job_class)}",
+        f"--cpus-per-task={cpus}",
+        f"--mem={mem_mb}M",
+    ]
+    if gres:
+        options.append(f"--gres={gres}")
+    if time_s:
+        options.append(f"--time={format_duration(time_s)}")
+    options.append(f"--output={group_spool(site, group_id)}/{kind}-%j.out")
+    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}")
+    if spec.job_class == JobClass.BE:
+        grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
+        options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
+    else:
+        options.append("--no-requeue")
+    if mode == "managed":
+        options.append("--hold")
+    options += cfg.extra_flags
+    overrides = spec.overrides.get(kind)
+    options += spec.sbatch + (overrides.sbatch if overrides is not None else ())
+    for option in options:
+        if not _SAFE_OPTION.match(option):
+            raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
+                               "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
+    return tuple(options)
+
+
+def _environment(templates_dir: Path | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if templates_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(str(templates_dir)))
+    loaders.append(jinja2.PackageLoader("slurmx", "templates"))
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
+                             autoescape=False, keep_trailing_newline=True)
+    env.filters["sh"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def _hook_files() -> tuple[str, list[tuple[str, str]]]:
+    """The bash hook's text and the Python hook modules, read from the installed package."""
+    hooks = resources.files("slurmx.hooks")
+    bash = hooks.joinpath("hook.sh").read_text(encoding="utf-8")
+    python = sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in hooks.iterdir()
+                    if entry.name.endswith(".py"))
+    return bash, python
+
+
+def _delimiter(*texts: str) -> str:
+    """A here-document delimiter that occurs in none of the texts (derived from them: byte-stable)."""
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    for width in range(12, len(digest) + 1, 4):
+        candidate = f"SLURMX_EOF_{digest[:width]}"
+        if not any(candidate in text for text in texts):
+            return candidate
+    raise ConfigError(["<spec>: payload contains every candidate here-document delimiter"])  # pragma: no cover
+
+
+def _payload(spec: JobSpec, kind: str, source: str) -> str:
+    script = spec.variant_field(kind, "script")
+    command = spec.variant_field(kind, "command")
+    if script is not None:
+        text = str(script)
+    elif command is not None:
+        text = f"#!/bin/bash\n{command}"
+    else:
+        raise ConfigError([f"{source}: variant {kind} has no payload; set 'command' or 'script' "
+                           f"(at the top or in overrides.{kind})"])
+    if not text.startswith("#!"):
+        text = "#!/bin/bash\n" + text
+    return text.rstrip("\n")
+
+
+def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
+                   source: str = "<spec>", profile_steps: int | None = None) -> RenderedVariant:
+    """The full batch script of one variant (the profile template when `profile_steps` is set)."""
+    options = variant_options(spec, site, kind, group_id, mode, source)
+    cfg = site.kind(kind)
+    template_name = "profile.sh.j2" if profile_steps else (cfg.template or f"{kind}.sh.j2")
+    env = _environment(site.submit.templates_dir)
+    try:
+        template = env.get_template(template_name)
+    except jinja2.TemplateNotFound:
+        template = env.get_template("_base.sh.j2")  # a site kind without its own template
+    hook_sh, hook_py = _hook_files()
+    payload = _payload(spec, kind, source)
+    env_vars = dict(spec.env)
+    overrides = spec.overrides.get(kind)
+    if overrides is not None:
+        env_vars.update(overrides.env)
+    modules = spec.modules + (overrides.modules if overrides is not None else ())
+    spool = group_spool(site, group_id)
+    grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
+    try:
+        script = template.render(
+            options=options, group_id=group_id, kind=kind, job_class=spec.job_class.value,
+            spool_dir=spool, checkpoint_dir=spec.checkpoint_dir or f"{spool}/checkpoint",
+            signal=site.preemption.signal, grace_s=grace, requeue_exit_code=site.preemption.requeue_exit_code,
+            on_signal=site.preemption.on_signal, work=spec.work, hook_sh=hook_sh.rstrip("\n"),
+            hook_py=[(n, t.rstrip("\n")) for n, t in hook_py], mode=mode,
+            race_settle_s=site.submit.race_settle_s, modules=modules, env=sorted(env_vars.items()),
+            payload=payload, delimiter=_delimiter(payload, hook_sh, *(t for _, t in hook_py)),
+            workdir=spec.workdir, args=list(spec.args), profile_steps=profile_steps,
+        )
+    except jinja2.TemplateError as exc:
+        raise ConfigError([f"template {template_name}: {exc}"]) from None
+    return RenderedVariant(kind, script, options)
+
+
+def render_group(spec: JobSpec, site: SiteConfig, kinds: Sequence[str], group_id: str, mode: str,
+                 source: str = "<spec>") -> list[RenderedVariant]:
+    return [render_variant(spec, site, kind, group_id, mode, source) for kind in kinds]

@@ -1,0 +1,232 @@
+"""The job spec: one logical job, written once, that becomes one sbatch variant per resource kind.
+
+```yaml
+name: train
+command: python train.py --epochs 10       # or `script:` with a multi-line body
+variants: [cpu, gpu]                      # default: every kind the site defines
+class: be                                 # te | be -> the site's QOS
+grace: 2m
+work: 10000                               # amount of work (e.g. steps), for estimators
+estimates: {cpu: 2h, gpu: 20m}            # optional per-variant runtime estimates
+env: {DATA: /scratch/data}
+overrides:
+  gpu: {command: python train.py --cuda, cpus: 4, mem: 16G, gres: "gpu:1", time: 1h}
+sbatch: ["--account=proj"]
+```
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import JobClass
+from slurmx.core.resources import parse_gres
+from slurmx.core.units import UnitError, parse_duration, parse_mem
+from slurmx.core.validation import ConfigError, load_yaml, validate_model
+
+__all__ = ["JobSpec", "VariantOverride", "load_spec", "parse_spec", "resolve_variants"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/-]*$")
+# Options slurmx sets itself per variant; a spec must use the typed fields instead.
+_RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--job-name", "--comment", "--hold",
+             "--output", "--error", "--signal", "--requeue", "--no-requeue", "--parsable", "--wrap",
+             "-p", "-c", "-J", "-o", "-e", "-H", "-q")
+
+
+def _duration(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return parse_duration(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _mem(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return parse_mem(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _gres(value: Any) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"expected NAME:COUNT, got {value!r}")
+    try:
+        parse_gres(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+    if "(" in value:
+        raise ValueError(f"expected NAME:COUNT, got {value!r}")
+    return ",".join(item.strip() for item in value.split(","))
+
+
+def _env(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    for key in value:
+        if not isinstance(key, str) or not _ENV_RE.match(key):
+            raise ValueError(f"environment variable names are letters, digits and _, got {key!r}")
+        if key.startswith(("SLURMX_", "SLURM_")):
+            raise ValueError(f"{key} is set by slurmx or Slurm; choose another name")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _flags(value: Any) -> Any:
+    if not isinstance(value, list | tuple):
+        return value
+    for flag in value:
+        if not isinstance(flag, str) or not flag.startswith("-"):
+            raise ValueError(f"expected an sbatch option like --account=proj, got {flag!r}")
+        name = flag.split("=", 1)[0]
+        if name in _RESERVED or (re.match(r"^-[pcJoeHq].", name) is not None):
+            raise ValueError(f"{name} is set by slurmx (use the spec's own fields); remove it")
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class VariantOverride(_Model):
+    """Per-variant changes: any field left out falls back to the spec, then to the site's kind."""
+
+    command: str | None = None
+    script: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+    cpus: int | None = Field(None, ge=1)
+    mem_mb: int | None = Field(None, validation_alias="mem", ge=1)
+    gres: str | None = None
+    time_s: int | None = Field(None, validation_alias="time", gt=0)
+    sbatch: tuple[str, ...] = ()
+
+    _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
+    _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
+    _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
+    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for module in value:
+            if not _MODULE_RE.match(module):
+                raise ValueError(f"expected a module name like cuda/12.2, got {module!r}")
+        return value
+
+
+class JobSpec(_Model):
+    """One logical job. Exactly one of `command` and `script` gives the payload."""
+
+    name: str
+    command: str | None = None
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    variants: tuple[str, ...] | None = None
+    overrides: dict[str, VariantOverride] = Field(default_factory=dict)
+    job_class: JobClass = Field(JobClass.BE, validation_alias="class")
+    grace_s: int | None = Field(None, validation_alias="grace", ge=0)
+    checkpoint_dir: str | None = None
+    work: float | None = Field(None, gt=0)
+    estimates: dict[str, int] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+    cpus: int | None = Field(None, ge=1)
+    mem_mb: int | None = Field(None, validation_alias="mem", ge=1)
+    gres: str | None = None
+    time_s: int | None = Field(None, validation_alias="time", gt=0)
+    workdir: str | None = None
+    sbatch: tuple[str, ...] = ()
+
+    _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
+    _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
+    _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
+    _v_time = field_validator("time_s", "grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(f"expected letters, digits, '_', '.', '-' (at most 64), got {value!r}")
+        return value
+
+    @field_validator("estimates", mode="before")
+    @classmethod
+    def _estimates(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: _duration(v) for k, v in value.items()}
+        return value
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return VariantOverride._modules(value)
+
+    @field_validator("variants", mode="before")
+    @classmethod
+    def _variants(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError("list at least one resource kind, or leave the key out for all of them")
+        return value
+
+    @model_validator(mode="after")
+    def _payload(self) -> JobSpec:
+        if self.command is not None and self.script is not None:
+            raise ValueError("give one of 'command' or 'script', not both")
+        if self.command is None and self.script is None and not self.overrides:
+            raise ValueError("give the payload: 'command' (one line) or 'script' (a body)")
+        return self
+
+    def variant_field(self, kind: str, name: str) -> Any:
+        """The value of `name` for variant `kind`: the override if set, else the spec's own."""
+        override = self.overrides.get(kind)
+        value = getattr(override, name, None) if override is not None else None
+        return value if value not in (None, (), {}) else getattr(self, name)
+
+
+def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> JobSpec:
+    return validate_model(JobSpec, data, source)
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    data = load_yaml(path, JobSpec, "pass the path of a job spec (.yaml) or a batch script")
+    return parse_spec(data, str(path))
+
+
+def resolve_variants(spec: JobSpec, site: SiteConfig, only: tuple[str, ...] | None = None,
+                     source: str = "<spec>") -> tuple[str, ...]:
+    """The kinds this spec runs as, in the site's order; unknown kinds are errors naming the valid ones."""
+    wanted = only if only else (spec.variants or site.kind_names())
+    known = site.kind_names()
+    for kind in wanted:
+        if kind not in known:
+            raise ConfigError([f"{source}: variants: the site defines no resource kind {kind!r}; "
+                               f"valid kinds: {', '.join(known)}"])
+    for kind in spec.overrides:
+        if kind not in known:
+            raise ConfigError([f"{source}: overrides.{kind}: the site defines no resource kind {kind!r}; "
+                               f"valid kinds: {', '.join(known)}"])
+    for kind in spec.estimates:
+        if kind not in known:
+            raise ConfigError([f"{source}: estimates.{kind}: not a resource kind of this site; "
+                               f"valid kinds: {', '.join(known)}"])
+    return tuple(k for k in known if k in wanted)
+
+
+Mode = Literal["managed", "race", "pick"]

@@ -1,0 +1,81 @@
+"""Submit a group: render every variant first, then submit them all or none.
+
+Rendering happens before the first `sbatch`, so a spec error submits nothing; if Slurm refuses variant k,
+the variants already submitted are cancelled, so a failed submission never leaves a held job behind.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.validation import ConfigError
+from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.submit.render import RenderedVariant, group_spool, render_variant
+from slurmx.submit.spec import JobSpec, resolve_variants
+
+__all__ = ["SubmitError", "SubmittedGroup", "new_group_id", "plan_group", "submit_group"]
+
+MODES = ("managed", "race", "pick")
+
+
+class SubmitError(Exception):
+    """Slurm refused a variant; the message says which, why, and that nothing was left behind."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedGroup:
+    group_id: str
+    name: str
+    mode: str
+    variants: tuple[tuple[str, int], ...]  # (kind, Slurm job id), in the site's order
+    spool_dir: str
+
+    def job_ids(self) -> list[int]:
+        return [job_id for _, job_id in self.variants]
+
+
+def new_group_id(name: str) -> str:
+    """`<name>-<6 hex>`: readable in squeue, unique enough per user, safe inside a comment tag."""
+    return f"{name[:40]}-{secrets.token_hex(3)}"
+
+
+def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick: str | None = None,
+               only: tuple[str, ...] | None = None, group_id: str | None = None,
+               source: str = "<spec>") -> tuple[str, str, list[RenderedVariant]]:
+    """(group id, mode, rendered variants) — everything short of talking to Slurm (what --dry-run prints)."""
+    mode = mode or site.submit.mode
+    if mode not in MODES:
+        raise ConfigError([f"{source}: mode must be one of {', '.join(MODES)}, got {mode!r}"])
+    kinds = resolve_variants(spec, site, only, source)
+    if pick is not None or mode == "pick":
+        if pick is None:
+            raise ConfigError([f"{source}: mode 'pick' needs --pick VARIANT (one of {', '.join(kinds)})"])
+        if pick not in kinds:
+            raise ConfigError([f"{source}: --pick {pick}: not a variant of this job; choose one of "
+                               f"{', '.join(kinds)}"])
+        mode, kinds = "pick", (pick,)
+    gid = group_id or new_group_id(spec.name)
+    rendered = [render_variant(spec, site, kind, gid, mode, source) for kind in kinds]
+    return gid, mode, rendered
+
+
+def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
+                 pick: str | None = None, only: tuple[str, ...] | None = None,
+                 source: str = "<spec>") -> SubmittedGroup:
+    gid, mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
+    submitted: list[tuple[str, int]] = []
+    for variant in rendered:
+        try:
+            submitted.append((variant.kind, adapter.submit(variant.script, [])))
+        except SlurmError as exc:
+            _roll_back(adapter, submitted)
+            left = f"; cancelled the {len(submitted)} variant(s) already submitted" if submitted else ""
+            raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{left}") from None
+    return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
+
+
+def _roll_back(adapter: SlurmAdapter, submitted: list[tuple[str, int]]) -> None:
+    if submitted:
+        adapter.cancel([job_id for _, job_id in submitted])
