@@ -57,6 +57,11 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
+def _console() -> Console:
+    """Rich output at the terminal's width; wide when piped, so tables are not wrapped word by word."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
@@ -89,7 +94,7 @@ def nodes(ctx: Context, as_json: bool) -> None:
         gres = ",".join(f"{k}:{n.free.gres_count(k)}/{v}" for k, v in n.capacity.gres.items()) or "-"
         table.add_row(n.name, ",".join(n.partitions), n.state.lower(), f"{n.free.cpus}/{n.capacity.cpus}",
                       f"{format_mem(n.free.mem_mb)}/{format_mem(n.capacity.mem_mb)}", gres)
-    Console().print(table)
+    _console().print(table)
 
 
 @cli.command()
@@ -108,7 +113,7 @@ def jobs(ctx: Context, as_json: bool, user: str | None) -> None:
     for j in found:
         table.add_row(str(j.job_id), j.name, j.user, j.state.value, j.partition, j.qos, str(j.request),
                       j.nodes or "-", j.reason)
-    Console().print(table)
+    _console().print(table)
 
 
 def _job_dict(job: Any) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def doctor(ctx: Context) -> None:
     """Check the site config against the live cluster: version, partitions, GRES, accounting."""
     site = ctx.site()
     adapter = ctx.adapter()
-    console = Console()
+    console = _console()
     version = adapter.version()
     console.print(f"[bold]Slurm[/bold] {version} via {site.transport.kind}")
     partitions = {p.name: p for p in adapter.partitions({k.partition: n for n, k in site.resources.items()})}
@@ -238,7 +243,7 @@ def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([_group_json(g) for g in groups], indent=2))
     else:
-        Console().print(_status_rows(groups))
+        _console().print(_status_rows(groups))
 
 
 def _me(ctx: Context) -> str | None:
@@ -265,7 +270,7 @@ def groups(ctx: Context, as_json: bool, all_users: bool) -> None:
     if as_json:
         click.echo(json.dumps([_group_json(g) for g in found], indent=2))
     else:
-        Console().print(_status_rows(found))
+        _console().print(_status_rows(found))
 
 
 @cli.command()
