@@ -99,3 +99,9 @@ def wait_until(probe: Callable[[], T | None], timeout: float, what: str, every: 
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def site_path(cluster: Cluster) -> Path:
+    """The slurmx site config `cluster up` wrote for this cluster (docker exec transport as alice)."""
+    return cluster.dir / "site.yaml"

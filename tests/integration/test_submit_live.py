@@ -1,0 +1,161 @@
+"""`slurmx submit` on the real cluster: variants, modes, group commands, sbatch scripts, remote submit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmx.core.config import load_site_config
+from slurmx.core.model import VariantState
+from slurmx.slurm import CliSlurm
+from slurmx.submit.groups import find_group
+from slurmx.submit.spec import parse_spec
+from slurmx.submit.submitter import submit_group
+
+from .conftest import Cluster, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def cli(site_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "slurmx.cli", "--site", str(site_path), *args],
+                          capture_output=True, text=True, timeout=300, check=check)
+
+
+def test_managed_group_is_three_held_variants_and_cancel_leaves_none(site_path: Path, slurm: CliSlurm,
+                                                                    tag: str) -> None:
+    spec = tmp_spec(site_path, tag, "command: echo never-runs\nvariants: [cpu, gpu, accel]\n")
+    out = cli(site_path, "submit", "--json", "--mode", "managed", str(spec)).stdout
+    submitted = json.loads(out)
+    assert set(submitted["variants"]) == {"cpu", "gpu", "accel"}
+    jobs = {j.job_id: j for j in slurm.jobs(job_ids=submitted["variants"].values())}
+    site = load_site_config(site_path)
+    for kind, job_id in submitted["variants"].items():
+        job = jobs[job_id]
+        assert job.state == VariantState.HELD, (kind, job.state)
+        assert job.slurmx_tags == {"g": submitted["group"], "v": kind, "c": "be"}
+        assert job.partition == site.kind(kind).partition
+        assert job.request.cpus == site.kind(kind).cpus
+        assert job.request.gres == site.resources_for(kind).gres
+        assert job.name == f"{tag}@{kind}"
+    status = json.loads(cli(site_path, "status", "--json", submitted["group"]).stdout)[0]
+    assert status["state"] == "pending" and status["running"] is None
+    assert all("held" in v["why"] for v in status["variants"])
+    cli(site_path, "cancel", submitted["group"])
+    wait_until(lambda: all(j.state == VariantState.CANCELLED
+                           for j in slurm.jobs(job_ids=submitted["variants"].values())), 60, "all cancelled")
+
+
+def tmp_spec(site_path: Path, name: str, body: str) -> Path:
+    path = site_path.parent / "shared" / f"{name}.yaml"
+    path.write_text(f"name: {name}\n{body}")
+    return path
+
+
+def test_race_mode_runs_exactly_one_variant_per_group(site_path: Path, cluster: Cluster, slurm: CliSlurm,
+                                                      tag: str) -> None:
+    """20 groups at once on an idle cluster: each runs one variant's payload, the siblings end cancelled unrun."""
+    site = load_site_config(site_path)
+    spec = parse_spec({"name": tag, "variants": ["cpu", "gpu", "accel"], "time": "5m",
+                       "command": 'echo "$SLURMX_VARIANT $SLURM_JOB_ID" >> "$SLURMX_SPOOL_DIR/ran"; sleep 3'})
+    groups = [submit_group(spec, site, slurm, mode="race") for _ in range(20)]
+    ids = [job_id for g in groups for job_id in g.job_ids()]
+
+    def all_done() -> bool:
+        return all(j.state.is_finished for j in slurm.jobs(job_ids=ids)) and len(slurm.jobs(job_ids=ids)) == len(ids)
+
+    wait_until(all_done, 420, "every variant of 20 race groups to finish", every=3)
+    states = {j.job_id: j.state for j in slurm.jobs(job_ids=ids)}
+    for group in groups:
+        ran = (Path(group.spool_dir) / "ran").read_text().split("\n")
+        ran = [line for line in ran if line]
+        assert len(ran) == 1, f"group {group.group_id}: payload ran {len(ran)} times: {ran}"
+        winner_kind, winner_id = ran[0].split()
+        by_kind = dict(group.variants)
+        assert by_kind[winner_kind] == int(winner_id)
+        assert states[int(winner_id)] == VariantState.COMPLETED
+        for kind, job_id in group.variants:
+            if job_id != int(winner_id):
+                assert states[job_id] == VariantState.CANCELLED, (group.group_id, kind, states[job_id])
+
+
+def test_unmodified_sbatch_script_submits_and_runs(site_path: Path, cluster: Cluster, slurm: CliSlurm,
+                                                   tag: str) -> None:
+    script = cluster.shared / f"{tag}.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=legacy\n#SBATCH --time=00:05:00 --mem=300M\n"
+                      "#SBATCH --partition=gpu --gres=gpu:1\n"
+                      'echo "legacy script ran with: $1|$2" > "$SLURMX_SPOOL_DIR/legacy.out"\n')
+    proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", str(script),
+               "one", "two words")
+    gid = proc.stdout.strip()
+    assert "ignoring --partition" in proc.stderr and "ignoring --gres" in proc.stderr
+    group = wait_until(lambda: (g := find_group(slurm, gid)) and g.finished and g, 180, "the script to run")
+    assert group.state.value == "completed"
+    assert {v.kind for v in group.variants} == {"cpu", "gpu"}
+    out = Path(load_site_config(site_path).submit.spool_dir) / gid / "legacy.out"
+    assert out.read_text() == "legacy script ran with: one|two words\n"
+    assert group.name == "legacy"
+
+
+def test_bad_spec_is_one_line_and_submits_nothing(site_path: Path, slurm: CliSlurm, tag: str) -> None:
+    before = {j.job_id for j in slurm.jobs()}
+    spec = tmp_spec(site_path, tag, "command: echo x\nvariants: [cpu, tpu]\n")
+    proc = cli(site_path, "submit", str(spec), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+    assert "tpu" in proc.stderr and "valid kinds: cpu, gpu, accel" in proc.stderr
+    assert {j.job_id for j in slurm.jobs()} == before
+
+
+def test_refused_variant_rolls_back_the_group(site_path: Path, slurm: CliSlurm, tag: str) -> None:
+    """Slurm rejects the gpu variant (a GRES the cluster does not have): the cpu variant is cancelled."""
+    spec = tmp_spec(site_path, tag, "command: echo x\nvariants: [cpu, gpu]\noverrides:\n  gpu: {gres: 'nosuch:1'}\n")
+    proc = cli(site_path, "submit", "--mode", "managed", str(spec), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "variant gpu" in proc.stderr and "cancelled the 1 variant(s) already submitted" in proc.stderr
+    leftovers = [j for j in slurm.jobs() if j.name.startswith(f"{tag}@") and j.state.is_active]
+    assert leftovers == []
+
+
+def remote_site(cluster: Cluster, site_path: Path, tmp_path: Path, known_hosts: Path) -> Path:
+    text = site_path.read_text().split("transport:")[0]
+    text += (f"transport:\n  kind: ssh\n  host: 127.0.0.1\n  port: {cluster.ssh_port}\n  user: alice\n"
+             f"  known_hosts: {known_hosts}\n  key_file: {cluster.dir / 'ssh' / 'id_ed25519'}\n")
+    path = tmp_path / "remote-site.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_remote_submit_status_cancel_over_ssh(cluster: Cluster, site_path: Path, tmp_path: Path, tag: str,
+                                              slurm: CliSlurm) -> None:
+    remote = remote_site(cluster, site_path, tmp_path, cluster.dir / "ssh" / "known_hosts")
+    spec = tmp_spec(site_path, tag, "command: echo remote\nvariants: [cpu, gpu]\n")
+    gid = cli(remote, "submit", "--parsable", "--mode", "managed", str(spec)).stdout.strip()
+    status = json.loads(cli(remote, "status", "--json", gid).stdout)[0]
+    assert {v["kind"] for v in status["variants"]} == {"cpu", "gpu"} and status["user"] == "alice"
+    cli(remote, "cancel", gid)
+    wait_until(lambda: (g := find_group(slurm, gid)) and g.state.value == "cancelled", 60, "remote cancel")
+
+
+def test_remote_submit_refuses_unknown_host_key(cluster: Cluster, site_path: Path, tmp_path: Path,
+                                                tag: str) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    remote = remote_site(cluster, site_path, tmp_path, empty)
+    spec = tmp_spec(site_path, tag, "command: echo remote\n")
+    proc = cli(remote, "submit", str(spec), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "not in" in proc.stderr and "known_hosts" in proc.stderr
+
+
+def test_python_api_submit_wait(site_path: Path, tag: str) -> None:
+    import slurmx
+
+    handle = slurmx.submit({"name": tag, "command": "echo api", "variants": ["cpu"]}, site_path, mode="race")
+    final = handle.wait(timeout=120, poll=1)
+    assert final.state.value == "completed"
+    assert [v.kind for v in final.variants] == ["cpu"]
