@@ -157,6 +157,13 @@ class _Number(msgspec.Struct):
 _Num = int | float | _Number | None
 
 
+class _ExitCode(msgspec.Struct):
+    """24.11+'s exit code: `{"status": ["ERROR"], "return_code": {...}, "signal": {...}}`."""
+
+    status: list[str] = []
+    return_code: _Num = None
+
+
 class _SqueueJob(msgspec.Struct):
     """The ~20 of squeue's ~150 job fields slurmx reads. Declaring only these lets the decoder skip the rest
     without building Python objects for them: that is what makes 10,000 jobs parse in a fraction of a second."""
@@ -182,6 +189,7 @@ class _SqueueJob(msgspec.Struct):
     start_time: _Num = None
     end_time: _Num = None
     required_nodes: str = ""
+    exit_code: int | _ExitCode | None = None
 
 
 class _SqueueAnswer(msgspec.Struct):
@@ -198,6 +206,18 @@ def _num(value: _Num) -> int | None:
     if isinstance(value, _Number):
         return None if value.infinite or not value.set else int(value.number)
     return int(value)
+
+
+def _exit_code(value: int | _ExitCode | None) -> int | None:
+    """22.05 reports the raw wait status (99 << 8 for `exit 99`, 15 for SIGTERM); 24.11+ a status and the code.
+    Either way: the code the batch script exited with, or None when a signal ended it."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return (value >> 8) & 0xFF if value & 0x7F == 0 else None
+    if "SIGNALED" in value.status or "CORE_DUMPED" in value.status:
+        return None
+    return _num(value.return_code)
 
 
 def _job(job: _SqueueJob) -> SlurmJob:
@@ -234,6 +254,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         start_time=_num(job.start_time) or None,
         end_time=_num(job.end_time) or None,
         required_nodes=job.required_nodes,
+        exit_code=_exit_code(job.exit_code),
     )
 
 

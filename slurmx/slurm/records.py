@@ -36,6 +36,9 @@ class SlurmJob:
     start_time: int | None
     end_time: int | None
     required_nodes: str = ""
+    # How the job's batch script exited (0-255); None when it was killed by a signal or Slurm does not say.
+    # Meaningful once the job ended: a pending job shows 0, a requeued one its previous run's code.
+    exit_code: int | None = None
 
     @property
     def slurmx_tags(self) -> dict[str, str]:

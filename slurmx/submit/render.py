@@ -65,7 +65,9 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--gres={gres}")
     if time_s:
         options.append(f"--time={format_duration(time_s)}")
-    options.append(f"--output={group_spool(site, group_id)}/{kind}-%j.out")
+    # Slurm opens the output file before the script runs (and before it can mkdir the group folder), so the
+    # output goes straight into the spool root, which the site creates once.
+    options.append(f"--output={site.submit.spool_dir}/{group_id}.{kind}-%j.out")
     options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}")
     if spec.job_class == JobClass.BE:
         grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
