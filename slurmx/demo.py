@@ -71,7 +71,29 @@ def main(version: str) -> None:
     show([sys.executable, "-m", "slurmx.cli", "--site", site, "--container", login, "nodes"])
     show([sys.executable, "-m", "slurmx.cli", "--site", site, "--container", login, "doctor"])
 
-    console.rule("[bold]2. The preemption protocol, step by step, through the adapter")
+    site_path = f"/var/tmp/slurmx-cluster/{version}/site.yaml"
+    slurmx_cli = [sys.executable, "-m", "slurmx.cli", "--site", site_path]
+    console.rule("[bold]2. slurmx submit: one spec, one variant per resource kind, one group")
+    dry = subprocess.run([*slurmx_cli, "submit", "--dry-run", "examples/hello.yaml"], check=True,
+                         capture_output=True, text=True).stdout
+    console.rule("[bold]$ slurmx submit --dry-run examples/hello.yaml  (options of each variant)")
+    for line in dry.splitlines():
+        if line.startswith("# ----"):
+            console.print(line, soft_wrap=True)
+    managed = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "managed", "examples/hello.yaml"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    console.print(f"managed-mode group {managed}: every variant held until slurmxd chooses one")
+    show([*slurmx_cli, "status", managed])
+    show([*slurmx_cli, "cancel", managed])
+    race = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "race", "examples/hello.yaml"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    console.print(f"race-mode group {race}: the first variant to start runs, its siblings cancel themselves")
+    status_cmd = [*slurmx_cli, "status", "--json", race]
+    wait_for(lambda: '"state": "completed"' in subprocess.run(status_cmd, capture_output=True, text=True).stdout,
+             "the race group to finish")
+    show([*slurmx_cli, "status", race])
+
+    console.rule("[bold]3. The preemption protocol, step by step, through the adapter")
     shared = Path(f"/var/tmp/slurmx-cluster/{version}/shared")
     log = shared / "demo.log"
     for stale in (log, shared / "demo-counter"):

@@ -21,6 +21,10 @@ SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
              "env, modules, cpus, mem, gres, time, workdir, sbatch")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
+NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
+RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
+NOT_SET_HERE = "job.yaml: env: {} is set by slurmx or Slurm; choose another name"
+UNKNOWN_TPU = "job.yaml: variants: the site defines no resource kind 'tpu'; valid kinds: cpu, gpu, accel"
 
 
 def site() -> SiteConfig:
@@ -59,12 +63,13 @@ def refused_before_sbatch(data: dict[str, Any]) -> None:
 
 def test_full_spec_parses_into_typed_fields() -> None:
     parsed = parse_spec({
-        "name": "train", "command": "python train.py --epochs 10", "variants": [" cpu", "gpu"], "class": "te",
+        "name": "train", "command": "python train.py --epochs 10", "variants": ["cpu", "gpu"], "class": "te",
         "grace": "2m", "work": 10000, "estimates": {"cpu": "2h", "gpu": "20m"}, "env": {"DATA": "/scratch", "N": 3},
         "modules": ["cuda/12.2", "gcc+ofed"], "cpus": 2, "mem": "4G", "gres": "gpu:1, accel:1", "time": "1:30:00",
         "checkpoint_dir": "/ckpt", "workdir": "/work", "sbatch": ["--account=proj", "--exclusive"],
         "overrides": {"gpu": {"command": "python train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2",
-                              "time": "1h", "env": {"CUDA": "1"}, "modules": ["cuda"], "sbatch": ["--gpus-per-task=1"]}},
+                              "time": "1h", "env": {"CUDA": "1"}, "modules": ["cuda"],
+                              "sbatch": ["--gpus-per-task=1"]}},
     }, SRC)
     assert parsed.variants == ("cpu", "gpu")
     assert parsed.job_class is JobClass.TE
@@ -140,20 +145,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("override-gres", spec(overrides={"gpu": {"gres": "gpu"}}),
      "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu'"),
     # name
-    ("name-space", spec(name="my job"),
-     "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got 'my job'"),
-    ("name-empty", spec(name=""), "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got ''"),
-    ("name-shell", spec(name="a;rm"), "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got 'a;rm'"),
-    ("name-leading-dash", spec(name="-x"),
-     "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got '-x'"),
-    ("name-65", spec(name="a" * 65),
-     f"job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got '{'a' * 65}'"),
+    ("name-space", spec(name="my job"), NAME.format("my job")),
+    ("name-empty", spec(name=""), NAME.format("")),
+    ("name-shell", spec(name="a;rm"), NAME.format("a;rm")),
+    ("name-leading-dash", spec(name="-x"), NAME.format("-x")),
+    ("name-65", spec(name="a" * 65), NAME.format("a" * 65)),
     ("name-missing", {"command": "true"}, "job.yaml: name: required key is missing"),
     ("name-number", spec(name=7), "job.yaml: name: expected a string, got 7"),
     # environment
-    ("env-slurm", spec(env={"SLURM_FOO": "1"}), "job.yaml: env: SLURM_FOO is set by slurmx or Slurm; choose another name"),
-    ("env-slurmx", spec(env={"SLURMX_FOO": "1"}),
-     "job.yaml: env: SLURMX_FOO is set by slurmx or Slurm; choose another name"),
+    ("env-slurm", spec(env={"SLURM_FOO": "1"}), NOT_SET_HERE.format("SLURM_FOO")),
+    ("env-slurmx", spec(env={"SLURMX_FOO": "1"}), NOT_SET_HERE.format("SLURMX_FOO")),
     ("override-env-slurm", spec(overrides={"gpu": {"env": {"SLURM_X": "1"}}}),
      "job.yaml: overrides.gpu.env: SLURM_X is set by slurmx or Slurm; choose another name"),
     ("env-digit", spec(env={"1A": "1"}),
@@ -161,21 +162,17 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("env-dash", spec(env={"A-B": "1"}),
      "job.yaml: env: environment variable names are letters, digits and _, got 'A-B'"),
     # reserved sbatch flags
-    ("sbatch-partition", spec(sbatch=["--partition=gpu"]),
-     "job.yaml: sbatch: --partition is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-qos", spec(sbatch=["--qos", "be"]),
-     "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'be'"),
-    ("sbatch-hold", spec(sbatch=["--hold"]), "job.yaml: sbatch: --hold is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-requeue", spec(sbatch=["--requeue"]),
-     "job.yaml: sbatch: --requeue is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-signal", spec(sbatch=["--signal=USR1@60"]),
-     "job.yaml: sbatch: --signal is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-wrap", spec(sbatch=["--account=p", "--wrap=x"]),
-     "job.yaml: sbatch: --wrap is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-short-p", spec(sbatch=["-p"]), "job.yaml: sbatch: -p is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-short-attached", spec(sbatch=["-pgpu"]),
-     "job.yaml: sbatch: -pgpu is set by slurmx (use the spec's own fields); remove it"),
-    ("sbatch-short-q", spec(sbatch=["-q"]), "job.yaml: sbatch: -q is set by slurmx (use the spec's own fields); remove it"),
+    ("sbatch-partition", spec(sbatch=["--partition=gpu"]), RESERVED.format("--partition")),
+    ("sbatch-qos", spec(sbatch=["--qos", "be"]), RESERVED.format("--qos")),
+    ("sbatch-value-word", spec(sbatch=["--account", "proj"]),
+     "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'proj'"),
+    ("sbatch-hold", spec(sbatch=["--hold"]), RESERVED.format("--hold")),
+    ("sbatch-requeue", spec(sbatch=["--requeue"]), RESERVED.format("--requeue")),
+    ("sbatch-signal", spec(sbatch=["--signal=USR1@60"]), RESERVED.format("--signal")),
+    ("sbatch-wrap", spec(sbatch=["--account=p", "--wrap=x"]), RESERVED.format("--wrap")),
+    ("sbatch-short-p", spec(sbatch=["-p"]), RESERVED.format("-p")),
+    ("sbatch-short-attached", spec(sbatch=["-pgpu"]), RESERVED.format("-pgpu")),
+    ("sbatch-short-q", spec(sbatch=["-q"]), RESERVED.format("-q")),
     ("sbatch-not-option", spec(sbatch=["account"]),
      "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'account'"),
     ("override-sbatch", spec(overrides={"gpu": {"sbatch": ["--qos=x"]}}),
@@ -204,13 +201,13 @@ def test_unknown_resource_kind_names_the_valid_kinds(field: str, value: Any) -> 
     parsed = parse_spec(spec(**{field: value}), SRC)
     with pytest.raises(ConfigError) as info:
         resolve_variants(parsed, site(), source=SRC)
-    assert str(info.value) == "job.yaml: variants: the site defines no resource kind 'tpu'; valid kinds: cpu, gpu, accel"
+    assert str(info.value) == UNKNOWN_TPU
 
 
 def test_unknown_kind_from_the_command_line() -> None:
     with pytest.raises(ConfigError) as info:
         resolve_variants(parse_spec(spec(), SRC), site(), only=("cpu", "tpu"), source=SRC)
-    assert str(info.value) == "job.yaml: variants: the site defines no resource kind 'tpu'; valid kinds: cpu, gpu, accel"
+    assert str(info.value) == UNKNOWN_TPU
 
 
 def test_override_of_unknown_kind() -> None:
@@ -254,45 +251,50 @@ def test_missing_spec_file(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- known bugs
+# Each is a bug in slurmx/submit (see the reason); strict xfail, so a fix turns the test red until the mark goes.
+
+BUG_INF = ("spec.py _mem/_duration catch only UnitError, but parse_mem/parse_duration raise OverflowError for an "
+           "infinite float (YAML `.inf`) or a digit string that overflows float ('999...9s'): a traceback, not a "
+           "ConfigError")
+BUG_ENV_VALUE = ("spec.py _env str()s every env value the Python way: YAML null -> 'None', [1, 2] -> '[1, 2]', "
+                 "{a: 1} -> \"{'a': 1}\" instead of refusing non-scalar values")
+BUG_DOLLAR = ("spec.py _NAME_RE/_ENV_RE/_MODULE_RE end in `$`, which also matches before a trailing newline: "
+              "name 'abc\\n', env name 'A\\n' (renders `export A` + a line `='v'`), module 'cuda\\n' are accepted")
+BUG_ABBREV = ("spec.py _flags compares whole option names, but sbatch's getopt_long takes unambiguous prefixes: "
+              "--parti=gpu, --qo=te, --hol, --no-req pass and, emitted after slurmx's own options, win in sbatch")
+BUG_NEWLINE_FLAG = ("spec.py _flags sees '--hold\\n' as a name other than '--hold', and render.py _SAFE_OPTION's "
+                    "`$` matches before the trailing newline, so a reserved flag reaches an #SBATCH line")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG spec.py _mem/_duration catch only UnitError: parse_mem/parse_duration "
-                                       "raise OverflowError on infinite floats (YAML .inf, or '999…9s' strings)")
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason=BUG_INF)
 @pytest.mark.parametrize("data", [
     spec(mem=float("inf")), spec(time=float("inf")), spec(grace=float("inf")), spec(estimates={"cpu": float("inf")}),
     spec(time="9" * 400 + "s"), spec(mem="9" * 400 + "G"), spec(overrides={"gpu": {"mem": float("inf")}}),
 ], ids=["mem-inf", "time-inf", "grace-inf", "estimate-inf", "time-huge-string", "mem-huge-string", "override-mem-inf"])
 def test_infinite_quantities_are_config_errors(data: dict[str, Any]) -> None:
-    message = error_of(data)
-    assert message.startswith("job.yaml: ")
+    assert error_of(data).startswith("job.yaml: ")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG spec.py _env: non-string env values are str()-ed the Python way "
-                                       "(YAML null -> 'None', true -> 'True', [1, 2] -> '[1, 2]') instead of refused")
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_ENV_VALUE)
 @pytest.mark.parametrize("value", [None, [1, 2], {"a": 1}], ids=["null", "list", "mapping"])
-def test_env_value_that_is_not_a_scalar_string_is_refused(value: Any) -> None:
+def test_env_value_that_is_not_a_scalar_is_refused(value: Any) -> None:
     assert error_of(spec(env={"A": value})).startswith("job.yaml: env")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG spec.py _NAME_RE/_ENV_RE/_MODULE_RE use `$`, which also matches before "
-                                       "a trailing newline: 'abc\\n', env name 'A\\n', module 'cuda\\n' are accepted")
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_DOLLAR)
 @pytest.mark.parametrize("data", [spec(name="abc\n"), spec(env={"A\n": "v"}), spec(modules=["cuda\n"])],
                          ids=["name", "env-name", "module"])
 def test_trailing_newline_in_validated_names_is_refused(data: dict[str, Any]) -> None:
     error_of(data)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG spec.py _flags: sbatch (getopt_long) accepts unambiguous abbreviations, "
-                                       "so --parti=gpu / --qo=te / --hol slip past the reserved-flag check and, "
-                                       "coming after slurmx's own options, override partition, QOS and hold")
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_ABBREV)
 @pytest.mark.parametrize("flag", ["--parti=gpu", "--qo=te", "--hol", "--no-req"])
 def test_abbreviated_reserved_flag_is_refused(flag: str) -> None:
     refused_before_sbatch(spec(sbatch=[flag]))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG spec.py _flags + render.py _SAFE_OPTION: '--hold\\n' is not the name "
-                                       "'--hold' and `$` matches before the trailing newline, so a reserved flag "
-                                       "lands in an #SBATCH line")
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_NEWLINE_FLAG)
 @pytest.mark.parametrize("flag", ["--hold\n", "--requeue\n", "--partition\n"])
 def test_reserved_flag_with_trailing_newline_is_refused(flag: str) -> None:
     refused_before_sbatch(spec(sbatch=[flag]))
