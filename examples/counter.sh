@@ -23,14 +23,13 @@ set -uo pipefail
 _find_hook() {
   local here candidate
   here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-  for candidate in "${SLURMX_HOOK_SH:-}" "$here/hook.sh" "${SLURMX_SPOOL_DIR:-/nonexistent}/pylib/slurmx/hooks/hook.sh" \
-      "$(slurmx hook --path bash 2>/dev/null)"; do
+  for candidate in "${SLURMX_HOOK_SH:-}" "$here/hook.sh" "${SLURMX_SPOOL_DIR:-/nonexistent}/pylib/slurmx/hooks/hook.sh"; do
     if [[ -n $candidate && -r $candidate ]]; then
       printf '%s\n' "$candidate"
       return 0
     fi
   done
-  return 1
+  candidate=$(slurmx hook --path bash 2>/dev/null) && [[ -r $candidate ]] && printf '%s\n' "$candidate"
 }
 
 if ! hook=$(_find_hook); then

@@ -88,14 +88,13 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
         if not (signal.isdigit() or f"SIG{signal}" in signals.Signals.__members__):
             raise click.BadParameter(f"expected a signal name such as USR2, got {signal_name!r}",
                                      param_hint="--signal")
-        spool_root = Path(site.submit.spool_dir)
         notes: list[str] = []
 
         def spool_for(job: SlurmJob) -> Path | None:
-            folder = group_spool_dir(spool_root, job)
+            folder = group_spool_dir(site, job)
             if folder is None and job.slurmx_tags.get("g"):
-                notes.append(f"job {job.job_id}: group spool {spool_root}/{job.slurmx_tags['g']} is not visible "
-                             "here; no intent file, the job's hook uses its own grace")
+                notes.append(f"job {job.job_id}: the group spool of {job.slurmx_tags['g']} is not visible here; "
+                             "no intent file, the job's hook counts its own grace")
             return folder
 
         def report(outcome: Outcome) -> None:

@@ -27,10 +27,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
+from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
+from slurmx.submit.render import group_spool
 
 __all__ = [
     "Action",
@@ -420,16 +422,17 @@ def preempt_and_wait(adapter: SlurmAdapter, job_id: int, grace_s: float, *, sign
     return outcome
 
 
-def group_spool_dir(spool_root: str | os.PathLike[str], job: SlurmJob) -> Path | None:
-    """The group spool folder of a job slurmx submitted (`<spool root>/<group>` from its comment tag), if that
-    folder exists here; None for other jobs, or when this host does not see the shared spool.
+def group_spool_dir(site: SiteConfig, job: SlurmJob) -> Path | None:
+    """The group spool folder (`SLURMX_SPOOL_DIR` inside the job) of a job slurmx submitted, from its comment
+    tag, if that folder exists here; None for other jobs, or when this host does not see the shared spool.
 
+    Never created here: the job creates it as its user, and a folder made by a root daemon would lock it out.
     The tag is user-controlled: a group name that is not a plain file name is ignored, never followed.
     """
     group = job.slurmx_tags.get("g", "")
     if not _SAFE_NAME.match(group):
         return None
-    folder = Path(spool_root) / group
+    folder = Path(group_spool(site, group))
     return folder if folder.is_dir() and not folder.is_symlink() else None
 
 

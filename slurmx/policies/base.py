@@ -1,0 +1,77 @@
+"""The policy interface, its registry and typed arguments.
+
+A policy is pure: `plan = policy.schedule(view, now)`. It does no I/O, keeps no hidden state between calls,
+and is deterministic given its seed, so the daemon and the simulator can run the very same object.
+"Cannot place this job" is a note in the returned plan, never an exception: an exception means a bug.
+Policies are found by name (`policy: {name: fifo}` in the site config); outside packages register through
+the entry-point group `slurmx.policies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from slurmx.core.actions import Plan
+from slurmx.core.model import ClusterView
+from slurmx.core.validation import ConfigError, validate_model
+
+__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "register"]
+
+
+class PolicyArgs(BaseModel):
+    """Base of every policy's argument class: typed, frozen, unknown keys rejected with the valid ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the daemon and the simulator call."""
+
+    name: ClassVar[str]
+
+    def schedule(self, view: ClusterView, now: float) -> Plan: ...
+
+
+A = TypeVar("A", bound=PolicyArgs)
+PolicyFactory = Callable[[Any], Policy]
+_REGISTRY: dict[str, tuple[type[PolicyArgs], PolicyFactory]] = {}
+
+
+def register(name: str, args: type[A]) -> Callable[[Callable[[A], Policy]], Callable[[A], Policy]]:
+    """Class or factory decorator: `@register("fifo", FifoArgs)`. A duplicate name is an error."""
+
+    def decorate(factory: Callable[[A], Policy]) -> Callable[[A], Policy]:
+        if name in _REGISTRY:
+            raise ValueError(f"policy {name!r} is registered twice")
+        _REGISTRY[name] = (args, factory)
+        return factory
+
+    return decorate
+
+
+def _load_builtin_and_plugins() -> None:
+    from slurmx.policies import baselines  # noqa: F401  (registers the built-in baselines)
+
+    for entry in entry_points(group="slurmx.policies"):
+        if entry.name not in _REGISTRY:
+            entry.load()
+
+
+def available_policies() -> list[str]:
+    _load_builtin_and_plugins()
+    return sorted(_REGISTRY)
+
+
+def make_policy(name: str, params: Mapping[str, Any] | None = None, source: str = "policy") -> Policy:
+    """Build a policy from its name and parameters; errors name the key and list the valid ones."""
+    _load_builtin_and_plugins()
+    if name not in _REGISTRY:
+        raise ConfigError([f"{source}.name: unknown policy {name!r}; available: {', '.join(sorted(_REGISTRY))}"])
+    args_cls, factory = _REGISTRY[name]
+    args = validate_model(args_cls, dict(params or {}), f"{source}.params")
+    return factory(args)

@@ -1,0 +1,58 @@
+"""Baseline policies from the papers. FIFO here; the rest arrive with their papers' issues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from slurmx.core.actions import Plan, Start
+from slurmx.core.model import ClusterView, Group
+from slurmx.core.resources import Resources
+from slurmx.policies.base import PolicyArgs, register
+
+__all__ = ["Fifo", "FifoArgs"]
+
+
+class FifoArgs(PolicyArgs):
+    """`backfill`: let later jobs start while the head of the queue waits (strict FIFO when false)."""
+
+    backfill: bool = False
+
+
+@dataclass(frozen=True)
+class Fifo:
+    """First come, first served: the oldest pending group starts on the first of its kinds (in the site's
+    order) with a node that fits it; without backfill, nothing behind it starts until it does."""
+
+    args: FifoArgs
+    name: ClassVar[str] = "fifo"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        free = {name: node.free for name, node in view.nodes.items() if node.is_usable}
+        actions: list[Start] = []
+        notes: list[str] = []
+        for group in view.pending_groups():
+            placed = self._place(view, group, free)
+            if placed is None:
+                notes.append(f"{group.group_id}: no node fits any variant")
+                if not self.args.backfill:
+                    break
+                continue
+            kind, node, request = placed
+            free[node] = free[node] - request
+            actions.append(Start(group.group_id, kind, (node,), request, reason="fifo: oldest pending group"))
+        return Plan(tuple(actions), tuple(notes))
+
+    @staticmethod
+    def _place(view: ClusterView, group: Group, free: dict[str, Resources]) -> tuple[str, str, Resources] | None:
+        for kind in view.kinds:
+            variant = group.variant(kind)
+            if variant is None:
+                continue
+            for node in view.nodes_of_kind(kind):
+                if node.name in free and variant.request.fits_in(free[node.name]):
+                    return kind, node.name, variant.request
+        return None
+
+
+register("fifo", FifoArgs)(Fifo)

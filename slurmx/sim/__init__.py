@@ -1,0 +1,1 @@
+"""Discrete-event simulator that runs the daemon's very policies on synthetic and real workloads."""
