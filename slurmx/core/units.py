@@ -7,6 +7,7 @@ the site config and Slurm's own output agree on what a number means.
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem"]
@@ -25,13 +26,15 @@ def parse_mem(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise UnitError(f"memory cannot be negative, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise UnitError(f"expected a finite, non-negative memory size, got {value!r}")
         return int(value)
     match = _MEM_RE.match(value)
     if not match:
         raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
     number, suffix = float(match.group(1)), (match.group(2) or "M").upper()
+    if not math.isfinite(number * _MEM_FACTORS_MB[suffix]):
+        raise UnitError(f"memory size {value!r} is too large")
     return round(number * _MEM_FACTORS_MB[suffix])
 
 
@@ -59,15 +62,18 @@ def parse_duration(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise UnitError(f"a duration cannot be negative, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise UnitError(f"expected a finite, non-negative duration, got {value!r}")
         return int(value)
     text = value.strip()
     if text.upper() in {"UNLIMITED", "INFINITE"}:
         raise UnitError(f"expected a finite duration, got {value!r}")
     suffixed = _SUFFIX_RE.match(text)
     if suffixed:
-        return round(float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2).lower()])
+        seconds = float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2).lower()]
+        if not math.isfinite(seconds):
+            raise UnitError(f"duration {value!r} is too large")
+        return round(seconds)
     match = _SLURM_TIME_RE.match(text)
     if not match:
         raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")

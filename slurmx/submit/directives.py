@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from slurmx.core.validation import ConfigError
 
-__all__ = ["Directives", "parse_directives", "sort_options", "split_command_line", "split_options"]
+__all__ = ["Directives", "canonical_long_option", "parse_directives", "sort_options", "split_command_line",
+           "split_options"]
 
 # sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
 _LONG: dict[str, str] = {
@@ -56,6 +57,14 @@ _VARIANT_OWNED = {"partition", "output", "error", "signal", "requeue", "no-reque
 _MODELLED = {"job-name", "time", "mem", "cpus-per-task", "qos"}
 
 
+def canonical_long_option(name: str) -> str | None:
+    """The sbatch long option `name` means: itself, or the one option it is an unambiguous prefix of."""
+    if name in _LONG:
+        return name
+    matches = [option for option in _LONG if option.startswith(name)]
+    return matches[0] if len(matches) == 1 and name else None
+
+
 @dataclass
 class Directives:
     """What a script's `#SBATCH` lines asked for, sorted into spec fields, pass-through flags and notes."""
@@ -72,10 +81,11 @@ def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | Non
     while i < len(words):
         word = words[i]
         if word.startswith("--"):
-            name, eq, value = word[2:].partition("=")
+            given, eq, value = word[2:].partition("=")
+            name = canonical_long_option(given) or given
             kind = _LONG.get(name)
             if kind is None:
-                raise ConfigError([f"{where}: sbatch has no option --{name}; see `man sbatch`"])
+                raise ConfigError([f"{where}: sbatch has no option --{given}; see `man sbatch`"])
             if kind == "flag" and eq:
                 raise ConfigError([f"{where}: --{name} takes no value"])
             if kind == "arg" and not eq:
@@ -118,8 +128,8 @@ def _directive_lines(text: str) -> list[tuple[int, str]]:
             continue
         if not stripped.startswith("#"):
             break  # sbatch stops reading directives at the first command
-        if stripped.startswith("#SBATCH"):
-            found.append((number, stripped[len("#SBATCH"):].strip()))
+        if line.startswith("#SBATCH"):  # only at the start of the line, as sbatch matches it
+            found.append((number, line[len("#SBATCH"):].strip()))
     return found
 
 

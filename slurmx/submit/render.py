@@ -80,7 +80,7 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     overrides = spec.overrides.get(kind)
     options += spec.sbatch + (overrides.sbatch if overrides is not None else ())
     for option in options:
-        if not _SAFE_OPTION.match(option):
+        if not _SAFE_OPTION.fullmatch(option):
             raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
                                "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
     return tuple(options)

@@ -29,6 +29,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
+from slurmx.submit.directives import canonical_long_option
 
 __all__ = ["JobSpec", "VariantOverride", "load_spec", "parse_spec", "resolve_variants"]
 
@@ -73,25 +74,56 @@ def _gres(value: Any) -> Any:
     return ",".join(item.strip() for item in value.split(","))
 
 
+# Variables that change how the wrapper script itself runs (word splitting, start-up files, tracing).
+_SHELL_OWNED = {"IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH", "GLOBIGNORE"}
+
+
 def _env(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
-    for key in value:
-        if not isinstance(key, str) or not _ENV_RE.match(key):
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV_RE.fullmatch(key):
             raise ValueError(f"environment variable names are letters, digits and _, got {key!r}")
-        if key.startswith(("SLURMX_", "SLURM_")):
-            raise ValueError(f"{key} is set by slurmx or Slurm; choose another name")
+        if key.upper().startswith(("SLURMX_", "SLURM_", "_SLURMX")) or key in _SHELL_OWNED:
+            raise ValueError(f"{key} is used by slurmx, Slurm or the shell; choose another name")
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ValueError(f"{key}: expected a string or number, got {item!r}")
     return {k: str(v) for k, v in value.items()}
+
+
+def _clean_text(value: Any, where: str = "") -> Any:
+    """Reject NUL bytes (bash drops them silently) and text that is not valid UTF-8, anywhere in the spec."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ValueError(f"{where or 'a value'} contains a NUL byte")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where or 'a value'} is not valid UTF-8 text") from None
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _clean_text(key, where)
+            _clean_text(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _clean_text(item, f"{where}[{i}]")
+    return value
 
 
 def _flags(value: Any) -> Any:
     if not isinstance(value, list | tuple):
         return value
     for flag in value:
-        if not isinstance(flag, str) or not flag.startswith("-"):
+        if not isinstance(flag, str) or not flag.startswith("-") or "\n" in flag:
             raise ValueError(f"expected an sbatch option like --account=proj, got {flag!r}")
         name = flag.split("=", 1)[0]
-        if name in _RESERVED or (re.match(r"^-[pcJoeHq].", name) is not None):
+        if name.startswith("--"):
+            # sbatch accepts any unambiguous prefix (--parti=gpu), so check the option it will really mean.
+            canonical = canonical_long_option(name[2:])
+            if canonical is None:
+                raise ValueError(f"sbatch has no option {name} (or it is an ambiguous abbreviation)")
+            name = f"--{canonical}"
+        if name in _RESERVED or (re.match(r"^-[pcJoeHq]", name) is not None):
             raise ValueError(f"{name} is set by slurmx (use the spec's own fields); remove it")
     return value
 
@@ -102,6 +134,11 @@ class _Model(BaseModel):
 
 class VariantOverride(_Model):
     """Per-variant changes: any field left out falls back to the spec, then to the site's kind."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, data: Any) -> Any:
+        return _clean_text(data)
 
     command: str | None = None
     script: str | None = None
@@ -123,13 +160,18 @@ class VariantOverride(_Model):
     @classmethod
     def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for module in value:
-            if not _MODULE_RE.match(module):
+            if not _MODULE_RE.fullmatch(module):
                 raise ValueError(f"expected a module name like cuda/12.2, got {module!r}")
         return value
 
 
 class JobSpec(_Model):
     """One logical job. Exactly one of `command` and `script` gives the payload."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, data: Any) -> Any:
+        return _clean_text(data)
 
     name: str
     command: str | None = None
@@ -140,27 +182,25 @@ class JobSpec(_Model):
     job_class: JobClass = Field(JobClass.BE, validation_alias="class")
     grace_s: int | None = Field(None, validation_alias="grace", ge=0)
     checkpoint_dir: str | None = None
-    work: float | None = Field(None, gt=0)
+    work: float | None = Field(None, gt=0, allow_inf_nan=False)
     estimates: dict[str, int] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     modules: tuple[str, ...] = ()
     cpus: int | None = Field(None, ge=1)
     mem_mb: int | None = Field(None, validation_alias="mem", ge=1)
-    gres: str | None = None
     time_s: int | None = Field(None, validation_alias="time", gt=0)
     workdir: str | None = None
     sbatch: tuple[str, ...] = ()
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
-    _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
     _v_time = field_validator("time_s", "grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        if not _NAME_RE.fullmatch(value):
             raise ValueError(f"expected letters, digits, '_', '.', '-' (at most 64), got {value!r}")
         return value
 
@@ -197,7 +237,7 @@ class JobSpec(_Model):
         """The value of `name` for variant `kind`: the override if set, else the spec's own."""
         override = self.overrides.get(kind)
         value = getattr(override, name, None) if override is not None else None
-        return value if value not in (None, (), {}) else getattr(self, name)
+        return value if value not in (None, (), {}) else getattr(self, name, None)
 
 
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> JobSpec:

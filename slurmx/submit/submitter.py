@@ -69,13 +69,19 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     for variant in rendered:
         try:
             submitted.append((variant.kind, adapter.submit(variant.script, [])))
-        except SlurmError as exc:
-            _roll_back(adapter, submitted)
-            left = f"; cancelled the {len(submitted)} variant(s) already submitted" if submitted else ""
-            raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{left}") from None
+        except (SlurmError, UnicodeError) as exc:
+            raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{_roll_back(adapter, submitted)}") from None
     return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
 
 
-def _roll_back(adapter: SlurmAdapter, submitted: list[tuple[str, int]]) -> None:
-    if submitted:
-        adapter.cancel([job_id for _, job_id in submitted])
+def _roll_back(adapter: SlurmAdapter, submitted: list[tuple[str, int]]) -> str:
+    """Cancel what was submitted; the returned text says what happened, including a failed cancel."""
+    if not submitted:
+        return ""
+    ids = [job_id for _, job_id in submitted]
+    shown = ", ".join(map(str, ids))
+    try:
+        adapter.cancel(ids)
+    except SlurmError as exc:
+        return f"; could NOT cancel the variant(s) already submitted (jobs {shown}): {exc}; run scancel {shown}"
+    return f"; cancelled the {len(ids)} variant(s) already submitted (jobs {shown})"

@@ -240,7 +240,6 @@ BUG_INDENTED = ("directives.py _directive_lines strips each line before matching
                 "to slurmx")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG_INDENTED)
 def test_indented_sbatch_line_is_a_comment_as_in_sbatch() -> None:
     got = parse("#!/bin/bash\n#SBATCH -c 2\n  #SBATCH --account=disabled\n\t#SBATCH --mem=9G\ntrue\n")
     assert got.fields == {"cpus-per-task": "2"}

@@ -19,11 +19,11 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
-             "env, modules, cpus, mem, gres, time, workdir, sbatch")
+             "env, modules, cpus, mem, time, workdir, sbatch")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
-NOT_SET_HERE = "job.yaml: env: {} is set by slurmx or Slurm; choose another name"
+NOT_SET_HERE = "job.yaml: env: {} is used by slurmx, Slurm or the shell; choose another name"
 UNKNOWN_TPU = "job.yaml: variants: the site defines no resource kind 'tpu'; valid kinds: cpu, gpu, accel"
 
 
@@ -65,7 +65,7 @@ def test_full_spec_parses_into_typed_fields() -> None:
     parsed = parse_spec({
         "name": "train", "command": "python train.py --epochs 10", "variants": ["cpu", "gpu"], "class": "te",
         "grace": "2m", "work": 10000, "estimates": {"cpu": "2h", "gpu": "20m"}, "env": {"DATA": "/scratch", "N": 3},
-        "modules": ["cuda/12.2", "gcc+ofed"], "cpus": 2, "mem": "4G", "gres": "gpu:1, accel:1", "time": "1:30:00",
+        "modules": ["cuda/12.2", "gcc+ofed"], "cpus": 2, "mem": "4G", "time": "1:30:00",
         "checkpoint_dir": "/ckpt", "workdir": "/work", "sbatch": ["--account=proj", "--exclusive"],
         "overrides": {"gpu": {"command": "python train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2",
                               "time": "1h", "env": {"CUDA": "1"}, "modules": ["cuda"],
@@ -76,7 +76,7 @@ def test_full_spec_parses_into_typed_fields() -> None:
     assert (parsed.grace_s, parsed.time_s, parsed.mem_mb, parsed.cpus) == (120, 5400, 4096, 2)
     assert parsed.estimates == {"cpu": 7200, "gpu": 1200}
     assert parsed.env == {"DATA": "/scratch", "N": "3"}
-    assert parsed.gres == "gpu:1,accel:1"
+    assert not hasattr(parsed, "gres")  # a GRES belongs to a resource kind: set it in overrides
     gpu = parsed.overrides["gpu"]
     assert (gpu.cpus, gpu.mem_mb, gpu.gres, gpu.time_s) == (4, 16384, "gpu:2", 3600)
     assert parsed.variant_field("gpu", "command") == "python train.py --cuda"
@@ -138,10 +138,10 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("override-mem", spec(overrides={"gpu": {"mem": "bad"}}),
      "job.yaml: overrides.gpu.mem: expected a memory size like 32G or 1500M, got 'bad'"),
     # gres
-    ("gres-no-count", spec(gres="gpu2"), "job.yaml: gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu2'"),
-    ("gres-bad-count", spec(gres="gpu:x"), "job.yaml: gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu:x'"),
-    ("gres-index", spec(gres="gpu:1(S:0)"), "job.yaml: gres: expected NAME:COUNT, got 'gpu:1(S:0)'"),
-    ("gres-number", spec(gres=5), "job.yaml: gres: expected NAME:COUNT, got 5"),
+    ("gres-no-count", spec(overrides={"gpu": {"gres": "gpu2"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu2'"),
+    ("gres-bad-count", spec(overrides={"gpu": {"gres": "gpu:x"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu:x'"),
+    ("gres-index", spec(overrides={"gpu": {"gres": "gpu:1(S:0)"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT, got 'gpu:1(S:0)'"),
+    ("gres-number", spec(overrides={"gpu": {"gres": 5}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT, got 5"),
     ("override-gres", spec(overrides={"gpu": {"gres": "gpu"}}),
      "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu'"),
     # name
@@ -156,7 +156,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("env-slurm", spec(env={"SLURM_FOO": "1"}), NOT_SET_HERE.format("SLURM_FOO")),
     ("env-slurmx", spec(env={"SLURMX_FOO": "1"}), NOT_SET_HERE.format("SLURMX_FOO")),
     ("override-env-slurm", spec(overrides={"gpu": {"env": {"SLURM_X": "1"}}}),
-     "job.yaml: overrides.gpu.env: SLURM_X is set by slurmx or Slurm; choose another name"),
+     "job.yaml: overrides.gpu.env: SLURM_X is used by slurmx, Slurm or the shell; choose another name"),
     ("env-digit", spec(env={"1A": "1"}),
      "job.yaml: env: environment variable names are letters, digits and _, got '1A'"),
     ("env-dash", spec(env={"A-B": "1"}),
@@ -251,7 +251,7 @@ def test_missing_spec_file(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- known bugs
-# Each is a bug in slurmx/submit (see the reason); strict xfail, so a fix turns the test red until the mark goes.
+# Each was a bug in slurmx/submit, found by these tests and fixed; they stay as regression tests.
 
 BUG_INF = ("spec.py _mem/_duration catch only UnitError, but parse_mem/parse_duration raise OverflowError for an "
            "infinite float (YAML `.inf`) or a digit string that overflows float ('999...9s'): a traceback, not a "
@@ -266,7 +266,6 @@ BUG_NEWLINE_FLAG = ("spec.py _flags sees '--hold\\n' as a name other than '--hol
                     "`$` matches before the trailing newline, so a reserved flag reaches an #SBATCH line")
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=BUG_INF)
 @pytest.mark.parametrize("data", [
     spec(mem=float("inf")), spec(time=float("inf")), spec(grace=float("inf")), spec(estimates={"cpu": float("inf")}),
     spec(time="9" * 400 + "s"), spec(mem="9" * 400 + "G"), spec(overrides={"gpu": {"mem": float("inf")}}),
@@ -275,26 +274,22 @@ def test_infinite_quantities_are_config_errors(data: dict[str, Any]) -> None:
     assert error_of(data).startswith("job.yaml: ")
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_ENV_VALUE)
 @pytest.mark.parametrize("value", [None, [1, 2], {"a": 1}], ids=["null", "list", "mapping"])
 def test_env_value_that_is_not_a_scalar_is_refused(value: Any) -> None:
     assert error_of(spec(env={"A": value})).startswith("job.yaml: env")
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_DOLLAR)
 @pytest.mark.parametrize("data", [spec(name="abc\n"), spec(env={"A\n": "v"}), spec(modules=["cuda\n"])],
                          ids=["name", "env-name", "module"])
 def test_trailing_newline_in_validated_names_is_refused(data: dict[str, Any]) -> None:
     error_of(data)
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_ABBREV)
 @pytest.mark.parametrize("flag", ["--parti=gpu", "--qo=te", "--hol", "--no-req"])
 def test_abbreviated_reserved_flag_is_refused(flag: str) -> None:
     refused_before_sbatch(spec(sbatch=[flag]))
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BUG_NEWLINE_FLAG)
 @pytest.mark.parametrize("flag", ["--hold\n", "--requeue\n", "--partition\n"])
 def test_reserved_flag_with_trailing_newline_is_refused(flag: str) -> None:
     refused_before_sbatch(spec(sbatch=[flag]))

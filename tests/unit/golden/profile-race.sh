@@ -19,7 +19,7 @@ export SLURMX_CHECKPOINT_DIR=/shared/ckpt/train
 export SLURMX_GRACE_SIGNAL=USR2 SLURMX_GRACE_S=45
 export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
 export SLURMX_WORK=1000.0
-mkdir -p "$SLURMX_SPOOL_DIR" "$SLURMX_CHECKPOINT_DIR"
+mkdir -p -- "$SLURMX_SPOOL_DIR" "$SLURMX_CHECKPOINT_DIR"
 
 # --- slurmx job-side hooks (bash), embedded so that nodes need nothing installed -------------------------
 # <slurmx/hooks/hook.sh is embedded here>
@@ -80,6 +80,6 @@ python3 train.py --epochs 10
 SLURMX_EOF_052ed201e97d
 mv -f "$_slurmx_payload.tmp.$$" "$_slurmx_payload"
 chmod +x "$_slurmx_payload"
-cd '/shared/work dir' || exit 1
+cd -- '/shared/work dir' || exit 1
 slurmx_run "$_slurmx_payload" --lr 0.1 'two words' '$HOME;`id`'
 
