@@ -20,6 +20,7 @@ import contextlib
 import math
 import os
 import re
+import signal as signals
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -296,8 +297,13 @@ def settle(ticket: PreemptionTicket, job: SlurmJob | None, now: float) -> Decisi
         return Decision(Action.ALREADY_REQUEUED, f"back in the queue ({job.state_text or state.value})")
     code = "killed by a signal" if job.exit_code is None else f"exit {job.exit_code}"
     if state.is_finished:
-        if job.exit_code == ticket.requeue_exit_code and state is not VariantState.CANCELLED:
-            return Decision(Action.REQUEUE_BY_JOB, f"checkpointed and exited for requeue ({code})")
+        if state is not VariantState.CANCELLED and job.exit_code is not None:
+            if job.exit_code == ticket.requeue_exit_code:
+                return Decision(Action.REQUEUE_BY_JOB, f"checkpointed and exited for requeue ({code})")
+            if job.exit_code == 128 + _signal_number(ticket.signal):
+                # The payload got the signal without handling it (bash reports that as 128 + N): it was
+                # preempted, not finished, so it goes back to the queue.
+                return Decision(Action.REQUEUE_BY_JOB, f"died of the grace signal ({code})")
         if state is VariantState.COMPLETED:
             return Decision(Action.FINISHED, f"completed during its grace period ({code})")
         return Decision(Action.FINISHED, f"ended {job.state_text or state.value} during its grace period ({code})")
@@ -434,6 +440,16 @@ def group_spool_dir(site: SiteConfig, job: SlurmJob) -> Path | None:
         return None
     folder = Path(group_spool(site, group))
     return folder if folder.is_dir() and not folder.is_symlink() else None
+
+
+def _signal_number(name: str) -> int:
+    """`USR2` -> 12; a number as it is; -1000 for a name this platform does not know (matches no exit code)."""
+    if name.isdigit():
+        return int(name)
+    try:
+        return int(signals.Signals[f"SIG{name.upper().removeprefix('SIG')}"])
+    except KeyError:
+        return -1000
 
 
 def _by_id(jobs: Iterable[SlurmJob]) -> Mapping[int, SlurmJob]:

@@ -137,10 +137,14 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("mem-zero", spec(mem=0), "job.yaml: mem: must be >= 1, got 0"),
     ("override-mem", spec(overrides={"gpu": {"mem": "bad"}}),
      "job.yaml: overrides.gpu.mem: expected a memory size like 32G or 1500M, got 'bad'"),
-    # gres
-    ("gres-no-count", spec(overrides={"gpu": {"gres": "gpu2"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu2'"),
-    ("gres-bad-count", spec(overrides={"gpu": {"gres": "gpu:x"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu:x'"),
-    ("gres-index", spec(overrides={"gpu": {"gres": "gpu:1(S:0)"}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT, got 'gpu:1(S:0)'"),
+    # gres (per resource kind only: the top-level key is gone)
+    ("gres-top-level", spec(gres="gpu:1"), f"job.yaml: gres: unknown key; valid keys: {SPEC_KEYS}"),
+    ("gres-no-count", spec(overrides={"gpu": {"gres": "gpu2"}}),
+     "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu2'"),
+    ("gres-bad-count", spec(overrides={"gpu": {"gres": "gpu:x"}}),
+     "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu:x'"),
+    ("gres-index", spec(overrides={"gpu": {"gres": "gpu:1(S:0)"}}),
+     "job.yaml: overrides.gpu.gres: expected NAME:COUNT, got 'gpu:1(S:0)'"),
     ("gres-number", spec(overrides={"gpu": {"gres": 5}}), "job.yaml: overrides.gpu.gres: expected NAME:COUNT, got 5"),
     ("override-gres", spec(overrides={"gpu": {"gres": "gpu"}}),
      "job.yaml: overrides.gpu.gres: expected NAME:COUNT (e.g. gpu:2), got 'gpu'"),

@@ -1,0 +1,121 @@
+"""FitGpp's preemptive baselines (digest §2.2): LRTP and RAND. The third, non-preemptive FIFO, is `fifo`
+(`baselines.Fifo` with `backfill: false`: one queue, TE and BE in arrival order, strict head-of-line).
+
+Both run on the same round as FitGpp (TE jobs ahead of queued BE jobs, strict FIFO for BE, victims back at the
+head of the queue, freed room earmarked for the TE job) and differ only in whom they preempt: they ignore node fit
+and grace periods and keep preempting until the TE job fits — which is why they preempt about 15 times as many jobs
+as FitGpp in the paper (Table 3). The cap P applies to them too (Table 3 is "when P = 1" for all three).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from slurmx.core.actions import Plan
+from slurmx.core.model import ClusterView, Group, Variant
+from slurmx.policies.base import register
+from slurmx.policies.fitgpp import IntArray, PreemptiveArgs, Round, Victims, random_key, run_round
+
+__all__ = ["Lrtp", "LrtpArgs", "Rand", "RandArgs", "remaining_s"]
+
+Scope = Literal["cluster", "node"]
+
+
+def remaining_s(variant: Variant, now: float, estimate_from: Literal["start", "now"]) -> float | None:
+    """The oracle's remaining run time: in simulation `estimate_s` is the truth (the paper's LRTP "can perfectly
+    predict the execution time"). None when the view has no estimate."""
+    if variant.estimate_s is None:
+        return None
+    if estimate_from == "now" or variant.start_time is None:
+        return max(variant.estimate_s, 0.0)
+    return max(variant.estimate_s - (now - variant.start_time), 0.0)
+
+
+def _by_scope(rnd: Round, te: Group, ordered: list[int], scope: Scope) -> Victims | None:
+    """`cluster`: victims anywhere, in order, until the TE job fits on one node (the digest's reading).
+    `node`: only victims on one node — the first node, in victim order, on which enough of them make room."""
+    if scope == "cluster":
+        return rnd.until_fits(te, ordered)
+    seen: set[int] = set()
+    for row in ordered:
+        node = int(rnd.node[row])
+        if node not in seen:
+            seen.add(node)
+            victims = rnd.until_fits(te, [r for r in ordered if rnd.node[r] == node])
+            if victims is not None:
+                return victims
+    return None
+
+
+def _eligible(rnd: Round, te: Group) -> IntArray:
+    """Rows of running BE jobs under the cap, not in grace, on a node the TE job has a variant for."""
+    _, has = rnd.requests_by_node(te)
+    return np.flatnonzero(rnd.eligible() & has[rnd.node])
+
+
+class LrtpArgs(PreemptiveArgs):
+    """`scope`: where victims may be (digest §2.2). `estimate_from`: whether a variant's `estimate_s` counts from
+    its (latest) start — remaining = estimate - elapsed — or is already the remaining time."""
+
+    scope: Scope = "cluster"
+    estimate_from: Literal["start", "now"] = "start"
+
+
+@dataclass(frozen=True)
+class Lrtp:
+    """Longest Remaining Time Preemption (Big-C's victim rule) with oracle remaining times."""
+
+    args: LrtpArgs = field(default_factory=LrtpArgs)
+    name: ClassVar[str] = "lrtp"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        return run_round(view, now, self.args, self.select, "lrtp")
+
+    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
+        """Longest remaining first (jobs without an estimate last), until the TE job fits."""
+        rows = _eligible(rnd, te)
+        left = [remaining_s(rnd.variants[r], rnd.now, self.args.estimate_from) for r in rows]
+        longest = np.array([-x if x is not None else math.inf for x in left], dtype=np.float64)
+        ordered = [int(r) for r in rows[np.lexsort((rows, rnd.tie_keys()[rows], longest))]]
+        victims = _by_scope(rnd, te, ordered, self.args.scope)
+        if victims is None:
+            return [], []
+        remaining = dict(zip((int(r) for r in rows), left, strict=True))
+        return [(r, b, f"remaining {_seconds(remaining[r])}; {why}") for r, b, why in victims], []
+
+
+def _seconds(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0f}s"
+
+
+class RandArgs(PreemptiveArgs):
+    """`seed`: the random order is a hash of (seed, time, TE job, candidate) — no hidden RNG state; the paper
+    averages 4 repetitions (seeds). `scope` as for LRTP."""
+
+    seed: int = 0
+    scope: Scope = "cluster"
+
+
+@dataclass(frozen=True)
+class Rand:
+    """Preempt randomly chosen running BE jobs until the TE job fits; deterministic for a seed."""
+
+    args: RandArgs = field(default_factory=RandArgs)
+    name: ClassVar[str] = "rand"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        return run_round(view, now, self.args, self.select, "rand")
+
+    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
+        key = self.args.seed, rnd.now, te.group_id
+        ordered = sorted((int(r) for r in _eligible(rnd, te)), key=lambda r: random_key(*key, rnd.gids[r]))
+        victims = _by_scope(rnd, te, ordered, self.args.scope)
+        return (victims or []), []
+
+
+register("lrtp", LrtpArgs)(Lrtp)
+register("rand", RandArgs)(Rand)

@@ -1,0 +1,218 @@
+"""The simulator's model cluster: nodes with integer capacity vectors, grouped in partitions, one per kind.
+
+Allocation runs millions of times in a long simulation, so the model keeps plain integer vectors over a fixed
+dimension order (cpus, mem_mb, then each GRES name) instead of `Resources` arithmetic, and turns them into the
+immutable `Node` objects a policy sees only when they are asked for — and only for nodes whose allocation
+changed since the last snapshot. A policy that reads an unchanged node gets the very same `Node` object as
+last time, which is what lets a snapshot of a thousand nodes cost a dict copy rather than a thousand builds.
+
+Every allocation is checked: over-allocating a dimension or releasing more than a node holds raises
+`SimulationInvariantError` naming the node, the group and the simulated time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from slurmx.core.model import Node, Partition
+from slurmx.core.resources import Resources
+
+__all__ = [
+    "ModelCluster",
+    "NodeShape",
+    "PartitionShape",
+    "SimulationError",
+    "SimulationInvariantError",
+    "Vector",
+]
+
+Vector = tuple[int, ...]
+
+
+class SimulationError(Exception):
+    """The simulation cannot go on: a policy asked for something the simulator does not model or cannot do."""
+
+
+class SimulationInvariantError(SimulationError):
+    """A broken rule of the model world (over-allocation, a double start, lost work): a bug, never an outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """`count` identical nodes named `prefix` + a zero-padded number."""
+
+    count: int
+    capacity: Resources
+    prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionShape:
+    """A partition serving one resource kind, made of groups of identical nodes."""
+
+    name: str
+    kind: str
+    nodes: tuple[NodeShape, ...]
+
+
+class _SimNode:
+    """Mutable allocation state of one node; `view` caches its immutable `Node` until the allocation changes."""
+
+    __slots__ = ("allocated", "capacity", "index", "name", "partition", "view")
+
+    def __init__(self, index: int, name: str, partition: str, capacity: Vector) -> None:
+        self.index = index
+        self.name = name
+        self.partition = partition
+        self.capacity = capacity
+        self.allocated: list[int] = [0] * len(capacity)
+        self.view: Node | None = None
+
+
+class ModelCluster:
+    """Nodes, partitions and the live allocation of each node, with the kind -> partition map of a site."""
+
+    def __init__(self, partitions: Iterable[PartitionShape]) -> None:
+        shapes = tuple(partitions)
+        if not shapes:
+            raise SimulationError("cluster: needs at least one partition")
+        gres = sorted({name for p in shapes for s in p.nodes for name in s.capacity.gres})
+        self.dims: tuple[str, ...] = ("cpus", "mem_mb", *(f"gres/{g}" for g in gres))
+        self._gres = tuple(gres)
+        self.nodes: list[_SimNode] = []
+        self.index: dict[str, int] = {}
+        self.kinds: dict[str, str] = {}
+        self.partitions: dict[str, Partition] = {}
+        self.kind_nodes: dict[str, tuple[int, ...]] = {}
+        self.partition_dims: dict[str, Vector] = {}
+        for shape in shapes:
+            self._add_partition(shape)
+        self.node_views: dict[str, Node] = {n.name: self._node_view(n) for n in self.nodes}
+        self._dirty: set[int] = set()
+        self.used: dict[str, list[int]] = {p: [0] * len(self.dims) for p in self.partitions}
+
+    def _add_partition(self, shape: PartitionShape) -> None:
+        if shape.name in self.partitions:
+            raise SimulationError(f"cluster: partition {shape.name!r} is defined twice")
+        if shape.kind in self.kinds:
+            raise SimulationError(f"cluster: kind {shape.kind!r} is served by {self.kinds[shape.kind]!r} and "
+                                  f"{shape.name!r}; one partition per kind")
+        names: list[str] = []
+        for group in shape.nodes:
+            width = max(3, len(str(group.count)))
+            for i in range(1, group.count + 1):
+                name = f"{group.prefix}{i:0{width}d}"
+                if name in self.index:
+                    raise SimulationError(f"cluster: node name {name!r} is used twice")
+                node = _SimNode(len(self.nodes), name, shape.name, self.vector(group.capacity))
+                self.index[name] = node.index
+                self.nodes.append(node)
+                names.append(name)
+        if not names:
+            raise SimulationError(f"cluster: partition {shape.name!r} has no nodes")
+        self.kinds[shape.kind] = shape.name
+        self.partitions[shape.name] = Partition(shape.name, tuple(names), kind=shape.kind)
+        # First-fit order is the order ClusterView.nodes_of_kind uses: by node name.
+        self.kind_nodes[shape.kind] = tuple(sorted((self.index[n] for n in names), key=lambda i: self.nodes[i].name))
+        total = [0] * len(self.dims)
+        for i in self.kind_nodes[shape.kind]:
+            total = [a + b for a, b in zip(total, self.nodes[i].capacity, strict=True)]
+        self.partition_dims[shape.name] = tuple(total)
+
+    # ---- vectors ---------------------------------------------------------------------------------------
+
+    def vector(self, res: Resources) -> Vector:
+        """`res` over this cluster's dimensions; a GRES no node has is an error (nothing could ever hold it)."""
+        unknown = set(res.gres) - set(self._gres)
+        if unknown:
+            raise SimulationError(f"no node of this cluster has GRES {', '.join(sorted(unknown))} (asked: {res})")
+        return (res.cpus, res.mem_mb, *(res.gres.get(g, 0) for g in self._gres))
+
+    def resources(self, vec: Vector | list[int]) -> Resources:
+        return Resources(vec[0], vec[1], {g: vec[2 + i] for i, g in enumerate(self._gres) if vec[2 + i]})
+
+    def capacity(self, index: int) -> Vector:
+        return self.nodes[index].capacity
+
+    def largest(self, kind: str) -> Vector:
+        """Per-dimension maximum over the kind's nodes (what a single-node job could ever get)."""
+        caps = [self.nodes[i].capacity for i in self.kind_nodes[kind]]
+        return tuple(max(c[d] for c in caps) for d in range(len(self.dims)))
+
+    # ---- allocation ------------------------------------------------------------------------------------
+
+    def fits(self, index: int, vec: Vector) -> bool:
+        node = self.nodes[index]
+        return all(a + v <= c for a, v, c in zip(node.allocated, vec, node.capacity, strict=True))
+
+    def first_fit(self, kind: str, vec: Vector) -> int | None:
+        """The first node of `kind` (by name) with room for `vec`, as FIFO-style placement would pick it."""
+        for i in self.kind_nodes[kind]:
+            if self.fits(i, vec):
+                return i
+        return None
+
+    def allocate(self, index: int, vec: Vector, group_id: str, now: float) -> None:
+        """Hand `vec` on node `index` to a group; raises SimulationInvariantError rather than over-allocate."""
+        node = self.nodes[index]
+        alloc = node.allocated
+        for d, v in enumerate(vec):
+            if v < 0:
+                raise SimulationInvariantError(f"t={now:g}: group {group_id} asks a negative {self.dims[d]} on "
+                                               f"{node.name}")
+            if alloc[d] + v > node.capacity[d]:
+                raise SimulationInvariantError(
+                    f"t={now:g}: over-allocation of node {node.name}: group {group_id} needs {self.dims[d]}={v} "
+                    f"but only {node.capacity[d] - alloc[d]} of {node.capacity[d]} are free")
+        used = self.used[node.partition]
+        for d, v in enumerate(vec):
+            alloc[d] += v
+            used[d] += v
+        self._dirty.add(index)
+
+    def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
+        """Give back what a group held on a node; releasing more than is allocated is an invariant error."""
+        node = self.nodes[index]
+        alloc = node.allocated
+        for d, v in enumerate(vec):
+            if alloc[d] - v < 0:
+                raise SimulationInvariantError(f"t={now:g}: node {node.name} would hold negative {self.dims[d]} "
+                                               f"after group {group_id} releases {v}")
+        used = self.used[node.partition]
+        for d, v in enumerate(vec):
+            alloc[d] -= v
+            used[d] -= v
+        self._dirty.add(index)
+
+    def busy_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes if any(n.allocated)]
+
+    # ---- what a policy sees ------------------------------------------------------------------------------
+
+    def _node_view(self, node: _SimNode) -> Node:
+        allocated = self.resources(node.allocated)
+        if not any(node.allocated):
+            state = "IDLE"
+        elif node.allocated[0] >= node.capacity[0]:
+            state = "ALLOCATED"
+        else:
+            state = "MIXED"
+        view = Node(node.name, (node.partition,), self.resources(node.capacity), allocated, state)
+        node.view = view
+        return view
+
+    def refresh_views(self) -> dict[str, Node]:
+        """The name -> Node map, rebuilding only the nodes whose allocation changed since the last call."""
+        if self._dirty:
+            views = self.node_views
+            for i in self._dirty:
+                node = self.nodes[i]
+                views[node.name] = self._node_view(node)
+            self._dirty.clear()
+        return self.node_views
+
+    def rebuild_views(self) -> dict[str, Node]:
+        """Every Node built afresh: the naive reference `refresh_views` is tested and benchmarked against."""
+        self._dirty.clear()
+        return {n.name: self._node_view(n) for n in self.nodes}

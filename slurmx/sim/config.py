@@ -1,0 +1,280 @@
+"""A simulation run as one YAML file: cluster shape, policy, workload, seed and the engine's models.
+
+Strict like the site config (unknown keys are errors, one-line messages naming the key), because a sweep of
+hundreds of runs is only as trustworthy as the typo it did not silently ignore. Everything that changes a
+result is in this file, so the file plus the code version is the whole experiment.
+
+```yaml
+seed: 7
+cluster:
+  partitions:
+    - {name: gpu, kind: gpu, nodes: 84, cpus: 32, mem: 256G, gres: "gpu:8"}
+policy: {name: fifo, params: {backfill: false}}
+workload: {generator: fitgpp, params: {jobs: 65536}}      # or {trace: traces/x.csv, format: philly}
+mode: tick                 # event | tick (period 60 s) | round (period 300 s)
+checkpoint: keep           # keep | lose: what a preempted job resumes with
+estimation_error: {sigma: 0.1}
+profiling: {fixed: 0, fraction: 0.03}
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from slurmx.core.config import PolicyConfig
+from slurmx.core.resources import Resources, parse_gres
+from slurmx.core.units import parse_duration, parse_mem
+from slurmx.core.validation import ConfigError, load_yaml, validate_model
+from slurmx.sim.cluster import NodeShape, PartitionShape
+from slurmx.sim.jobs import SimJob
+
+__all__ = [
+    "ClusterConfig",
+    "EngineOptions",
+    "ErrorModelConfig",
+    "NodeGroupConfig",
+    "PartitionConfig",
+    "ProfilingConfig",
+    "SimConfig",
+    "WorkloadConfig",
+    "load_sim_config",
+    "load_workload",
+    "parse_sim_config",
+]
+
+Mode = Literal["event", "tick", "round"]
+DEFAULT_PERIOD_S: dict[str, float] = {"tick": 60.0, "round": 300.0}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _seconds(value: Any) -> Any:
+    """Strings go through `parse_duration` ("90s", "5m"); YAML numbers are seconds."""
+    return float(parse_duration(value)) if isinstance(value, str) else value
+
+
+class NodeGroupConfig(_Model):
+    """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
+
+    nodes: int = Field(ge=1)
+    cpus: int = Field(ge=1)
+    mem_mb: int = Field(validation_alias="mem", ge=1)
+    gres: dict[str, int] = Field(default_factory=dict)
+    prefix: str | None = None
+
+    @field_validator("mem_mb", mode="before")
+    @classmethod
+    def _mem(cls, value: Any) -> Any:
+        return parse_mem(value) if isinstance(value, str | int | float) else value
+
+    @field_validator("gres", mode="before")
+    @classmethod
+    def _gres(cls, value: Any) -> Any:
+        return parse_gres(value) if isinstance(value, str) or value is None else value
+
+    def capacity(self) -> Resources:
+        return Resources(self.cpus, self.mem_mb, self.gres)
+
+
+class PartitionConfig(_Model):
+    """A partition serving one kind: either one homogeneous block (`nodes`, `cpus`, `mem`, `gres`) or `groups`."""
+
+    name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
+    kind: str | None = None
+    nodes: int | None = Field(None, ge=1)
+    cpus: int | None = Field(None, ge=1)
+    mem: str | int | None = None
+    gres: str | None = None
+    prefix: str | None = None
+    groups: tuple[NodeGroupConfig, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> PartitionConfig:
+        block = (self.nodes, self.cpus, self.mem)
+        if self.groups and any(v is not None for v in block):
+            raise ValueError("give either nodes/cpus/mem/gres or groups, not both")
+        if not self.groups and any(v is None for v in block):
+            raise ValueError("needs nodes, cpus and mem (or a list of groups)")
+        return self
+
+    def shape(self) -> PartitionShape:
+        if self.groups:
+            groups = self.groups
+        else:
+            assert self.nodes is not None and self.cpus is not None and self.mem is not None
+            groups = (NodeGroupConfig.model_validate(
+                {"nodes": self.nodes, "cpus": self.cpus, "mem": self.mem, "gres": self.gres, "prefix": self.prefix}),)
+        shapes = tuple(NodeShape(g.nodes, g.capacity(), g.prefix or self.prefix or self.name) for g in groups)
+        return PartitionShape(self.name, self.kind or self.name, shapes)
+
+
+class ClusterConfig(_Model):
+    partitions: tuple[PartitionConfig, ...] = Field(min_length=1)
+
+    def shapes(self) -> tuple[PartitionShape, ...]:
+        return tuple(p.shape() for p in self.partitions)
+
+
+class WorkloadConfig(_Model):
+    """Where the jobs come from: a generator `(params, seed) -> jobs` or a trace loader `(path, params, seed)`.
+
+    `generator` is a registered name (resolved as `slurmx.sim.workloads.<name>:generate`) or `module:function`;
+    `trace` is a file path (relative to the config file) read by `loader`, by default
+    `slurmx.sim.traces.<format>:load`.
+    """
+
+    generator: str | None = None
+    trace: str | None = None
+    format: str | None = None
+    loader: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadConfig:
+        if (self.generator is None) == (self.trace is None):
+            raise ValueError("give exactly one of generator or trace")
+        return self
+
+
+class ErrorModelConfig(_Model):
+    """Estimate = base x (1 + eps), eps ~ Normal(0, sigma) clamped to [-clamp, clamp] (AlloX's model)."""
+
+    sigma: float = Field(ge=0)
+    clamp: float = Field(0.99, gt=0, lt=1)
+
+
+class ProfilingConfig(_Model):
+    """A job becomes visible to the policy `fixed + fraction x (longest true duration of its variants)` after
+    submission; the sample runs are not placed on the cluster (an assumption, stated in the report)."""
+
+    fixed_s: float = Field(0.0, validation_alias="fixed", ge=0)
+    fraction: float = Field(0.0, ge=0)
+
+    @field_validator("fixed_s", mode="before")
+    @classmethod
+    def _fixed(cls, value: Any) -> Any:
+        return _seconds(value)
+
+
+class ReportConfig(_Model):
+    util_bins: int = Field(100, ge=1, le=100_000)
+
+
+class SimConfig(_Model):
+    seed: int = Field(0, ge=0)
+    cluster: ClusterConfig
+    policy: PolicyConfig = PolicyConfig()
+    workload: WorkloadConfig | None = None
+    mode: Mode = "event"
+    period_s: float | None = Field(None, validation_alias="period", gt=0)
+    checkpoint: Literal["keep", "lose"] = "keep"
+    estimation_error: ErrorModelConfig | None = None
+    profiling: ProfilingConfig = ProfilingConfig()
+    call_when_idle: bool = False
+    view: Literal["incremental", "naive"] = "incremental"
+    report: ReportConfig = ReportConfig()
+
+    @field_validator("period_s", mode="before")
+    @classmethod
+    def _period(cls, value: Any) -> Any:
+        return _seconds(value)
+
+    def engine_options(self) -> EngineOptions:
+        return EngineOptions(
+            mode=self.mode,
+            period_s=self.period_s if self.period_s is not None else DEFAULT_PERIOD_S.get(self.mode, 0.0),
+            checkpoint=self.checkpoint,
+            error_sigma=self.estimation_error.sigma if self.estimation_error else None,
+            error_clamp=self.estimation_error.clamp if self.estimation_error else 0.99,
+            profiling_fixed_s=self.profiling.fixed_s,
+            profiling_fraction=self.profiling.fraction,
+            seed=self.seed,
+            call_when_idle=self.call_when_idle,
+            view=self.view,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """What the engine needs of a run config (the cluster, policy and jobs are passed separately).
+
+    `view="naive"` rebuilds every Node and Group of the snapshot on every policy call: the slow, obviously
+    right reference that tests compare the incremental snapshot against and the benchmark measures.
+    `call_when_idle=False` skips event-mode policy calls while no group is pending (nothing could start).
+    """
+
+    mode: Mode = "event"
+    period_s: float = 0.0
+    checkpoint: Literal["keep", "lose"] = "keep"
+    error_sigma: float | None = None
+    error_clamp: float = 0.99
+    profiling_fixed_s: float = 0.0
+    profiling_fraction: float = 0.0
+    seed: int = 0
+    call_when_idle: bool = False
+    view: Literal["incremental", "naive"] = "incremental"
+
+    def __post_init__(self) -> None:
+        if self.mode != "event" and not self.period_s > 0:
+            raise ValueError(f"mode {self.mode} needs a period > 0, got {self.period_s}")
+
+
+def parse_sim_config(data: Mapping[str, Any], source: str = "<sim>") -> SimConfig:
+    return validate_model(SimConfig, data, source)
+
+
+def load_sim_config(path: str | Path) -> SimConfig:
+    """Read and validate a run config; a relative trace path is taken relative to the config file."""
+    data = load_yaml(path, SimConfig, "write a sim run config (see slurmx/sim/config.py)")
+    config = parse_sim_config(data, str(path))
+    workload = config.workload
+    if workload is not None and workload.trace is not None and not Path(workload.trace).is_absolute():
+        trace = str(Path(path).parent / workload.trace)
+        config = config.model_copy(update={"workload": workload.model_copy(update={"trace": trace})})
+    return config
+
+
+def _resolve(ref: str, default_module: str, default_attr: str, what: str) -> Callable[..., Any]:
+    module_name, _, attr = ref.partition(":") if ":" in ref else (f"{default_module}.{ref}", ":", default_attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError([f"workload.{what}: cannot import {module_name!r} for {ref!r}: {exc}"]) from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError([f"workload.{what}: {module_name} has no callable {attr!r}"])
+    return fn  # type: ignore[no-any-return]
+
+
+def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None = None) -> list[SimJob]:
+    """Build the jobs of a run: call the generator or trace loader the config names (`trace` overrides the path).
+
+    Without a `format` or `loader`, a trace goes to `slurmx.sim.traces:load`, which is expected to detect it.
+    """
+    params = dict(workload.params) if workload is not None else {}
+    path = trace if trace is not None else (workload.trace if workload is not None else None)
+    jobs: Sequence[Any]
+    if path is not None:
+        ref = (workload.loader or workload.format) if workload is not None else None
+        fn = _resolve(ref, "slurmx.sim.traces", "load", "loader") if ref else _resolve(
+            "slurmx.sim.traces:load", "", "", "trace")
+        jobs = fn(path, params, seed)
+    elif workload is not None and workload.generator is not None:
+        fn = _resolve(workload.generator, "slurmx.sim.workloads", "generate", "generator")
+        jobs = fn(params, seed)
+    else:
+        raise ConfigError(["workload: required key is missing (a generator or a trace; or pass --trace PATH)"])
+    out = list(jobs)
+    for i, job in enumerate(out):
+        if not isinstance(job, SimJob):
+            raise ConfigError([f"workload: item {i} is a {type(job).__name__}, expected SimJob"])
+    return out

@@ -1,0 +1,77 @@
+"""Loaders for real job traces: each maps a published format onto `SimJob`s and says what it had to assume.
+
+`load_trace(path)` picks the loader from the file itself (SWF by its `;` header or `.swf` name, the Philly
+job log by its JSON array, the CSVs by their header), so `slurmx sim run` can take any supported trace path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from slurmx.sim.traces.alibaba import ALIBABA_COLUMNS, load_alibaba
+from slurmx.sim.traces.common import LoadedTrace, TraceError, open_text
+from slurmx.sim.traces.helios import HELIOS_COLUMNS, load_helios
+from slurmx.sim.traces.philly import PHILLY_CSV_COLUMNS, load_philly_csv, load_philly_job_log
+from slurmx.sim.traces.swf import load_swf
+
+__all__ = [
+    "LOADERS",
+    "LoadedTrace",
+    "TraceError",
+    "TraceFormat",
+    "detect_format",
+    "load_alibaba",
+    "load_helios",
+    "load_philly_csv",
+    "load_philly_job_log",
+    "load_swf",
+    "load_trace",
+]
+
+TraceFormat = Literal["alibaba", "philly-csv", "philly-log", "swf", "helios"]
+LOADERS: dict[str, Callable[..., LoadedTrace]] = {
+    "alibaba": load_alibaba,
+    "philly-csv": load_philly_csv,
+    "philly-log": load_philly_job_log,
+    "swf": load_swf,
+    "helios": load_helios,
+}
+_CSV_FORMATS: tuple[tuple[TraceFormat, tuple[str, ...]], ...] = (
+    ("alibaba", ALIBABA_COLUMNS),
+    ("helios", HELIOS_COLUMNS),
+    ("philly-csv", PHILLY_CSV_COLUMNS),
+)
+
+
+def detect_format(path: str | Path) -> TraceFormat:
+    """Recognise a trace by its first bytes; a `TraceError` lists the formats when none matches."""
+    name = Path(path).name.lower()
+    if name.endswith((".swf", ".swf.gz")):
+        return "swf"
+    with open_text(path) as fh:
+        head = fh.read(4096)
+    text = head.lstrip("\ufeff \t\r\n")
+    if text.startswith(";"):
+        return "swf"
+    if text.startswith("["):
+        return "philly-log"
+    columns = {c.strip() for c in text.splitlines()[0].split(",")} if text else set()
+    for fmt, required in _CSV_FORMATS:
+        if set(required) <= columns:
+            return fmt
+    raise TraceError(
+        path,
+        "unknown trace format; expected an SWF log, the Philly JSON job log, or a CSV with the columns of "
+        "the Alibaba v2023 pod list, Helios cluster_log.csv or the Philly-derived CSV",
+        row=1,
+    )
+
+
+def load_trace(path: str | Path, fmt: TraceFormat | None = None, **options: Any) -> LoadedTrace:
+    """Load any supported trace; `fmt` overrides detection, `options` go to the loader (e.g. `limit=1000`)."""
+    chosen = fmt or detect_format(path)
+    if chosen not in LOADERS:
+        raise TraceError(path, f"unknown trace format {chosen!r}; expected one of {', '.join(LOADERS)}")
+    return LOADERS[chosen](path, **options)

@@ -1,0 +1,146 @@
+"""Parallel Workloads Archive Standard Workload Format (SWF): 18 whitespace-separated fields per job.
+
+The fields (Feitelson's definition): 1 job number, 2 submit time, 3 wait time, 4 run time, 5 allocated
+processors, 6 average CPU time, 7 used memory (KB per processor), 8 requested processors, 9 requested time,
+10 requested memory (KB per processor), 11 status, 12 user id, 13 group id, 14 executable, 15 queue,
+16 partition, 17 preceding job, 18 think time; -1 means unknown. Header lines start with `;` and carry
+`Key: value` pairs (UnixStartTime, MaxProcs, `Partition: 8 hybrid`, ...), returned in `LoadedTrace.info`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from pathlib import Path
+from typing import NoReturn
+
+from slurmx.core.model import JobClass
+from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceError, assemble, open_text
+
+__all__ = ["SWF_FIELDS", "load_swf"]
+
+SWF_FIELDS = (
+    "job_number", "submit_time", "wait_time", "run_time", "allocated_processors", "average_cpu_time",
+    "used_memory", "requested_processors", "requested_time", "requested_memory", "status", "user_id",
+    "group_id", "executable", "queue", "partition", "preceding_job", "think_time",
+)  # fmt: skip
+_HEADER_RE = re.compile(r"^;\s*([A-Za-z][\w ]*?)\s*:\s*(.*?)\s*$")
+_PARTITION_RE = re.compile(r"^(\d+)\s+(.*)$")
+_GPU_NAME_RE = re.compile(r"hybrid|gpu", re.IGNORECASE)
+_NO_LIMIT = 2**31 - 1  # some logs write INT_MAX for "no requested time"
+
+
+def load_swf(
+    path: str | Path,
+    *,
+    limit: int | None = None,
+    mem_per_cpu_mb: int = 4096,
+    gpu_partitions: Collection[int] | None = None,
+    cpus_per_gpu: int = 4,
+    te_partitions: Collection[int] = (),
+) -> LoadedTrace:
+    """Load an SWF log (plain or `.gz`). `limit` keeps the first N usable jobs in file order.
+
+    Processors are the requested count (field 8), else the allocated one (field 5); memory is the requested
+    memory (field 10), else the used memory (7), else `mem_per_cpu_mb` per processor (default: CEA Curie's
+    thin nodes, 64 GB for 16 cores). Jobs of `gpu_partitions` get a `gpu` variant with
+    ceil(processors / cpus_per_gpu) GPUs (Curie's hybrid nodes: 8 cores and 2 GPUs); when None, partitions
+    whose header name contains "hybrid" or "gpu" are taken. The requested time (field 9) becomes the
+    scheduler's estimate. Jobs with no run time (cancelled before start) are skipped and counted.
+    """
+    header: dict[str, str] = {}
+    partitions: dict[int, str] = {}
+    cache = ResourceCache()
+    rows: list[JobRow] = []
+    skipped = {"no_run_time": 0, "no_processors": 0}
+    mem_from = {"requested": 0, "used": 0, "assumed": 0}
+    gpu_parts: set[int] | None = None if gpu_partitions is None else set(gpu_partitions)
+    with open_text(path) as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if line.startswith(";"):
+                match = _HEADER_RE.match(line)
+                if match:
+                    key, value = match.group(1), match.group(2)
+                    part = _PARTITION_RE.match(value) if key == "Partition" else None
+                    if part:
+                        partitions[int(part.group(1))] = part.group(2)
+                    elif key not in header:
+                        header[key] = value
+                continue
+            fields = line.split()
+            if not fields:
+                continue
+            if limit is not None and len(rows) >= limit:
+                break
+            if gpu_parts is None:  # the header is complete once the first job line appears
+                gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
+            if len(fields) != 18:
+                raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
+            try:
+                v = list(map(float, fields))
+            except ValueError:
+                _bad_field(path, line_no, fields)
+            run = v[3]
+            if run <= 0:
+                skipped["no_run_time"] += 1
+                continue
+            procs = int(v[7]) if v[7] > 0 else int(v[4])
+            if procs <= 0:
+                skipped["no_processors"] += 1
+                continue
+            if v[9] > 0:
+                mem_mb, source = round(v[9] * procs / 1024), "requested"
+            elif v[6] > 0:
+                mem_mb, source = round(v[6] * procs / 1024), "used"
+            else:
+                mem_mb, source = mem_per_cpu_mb * procs, "assumed"
+            mem_from[source] += 1
+            partition = int(v[15])
+            if partition in gpu_parts:
+                gpus = -(-procs // cpus_per_gpu)
+                kind, request = "gpu", cache.get(procs, mem_mb, "gpu", gpus)
+            else:
+                kind, request = "cpu", cache.get(procs, mem_mb)
+            estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
+            job_class = JobClass.TE if partition in te_partitions else JobClass.BE
+            meta = {
+                "status": int(v[10]),
+                "wait_s": v[2],
+                "queue": int(v[14]),
+                "partition": partition,
+                "partition_name": partitions.get(partition, ""),
+            }
+            job_id = f"swf-{int(v[0])}"
+            rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta))
+    jobs, base = assemble(rows)
+    gpu_names = ", ".join(f"{p} ({partitions.get(p, '?')})" for p in sorted(gpu_parts or ()))
+    assumptions = [
+        "submit time = field 2 (seconds from the log's UnixStartTime); duration = run time (field 4)",
+        "the requested time (field 9) is the scheduler's estimate of the duration",
+        "processors = requested processors (field 8), else allocated processors (field 5)",
+        f"memory from requested memory for {mem_from['requested']} jobs, used memory for {mem_from['used']}; "
+        f"{mem_from['assumed']} jobs have neither and get {mem_per_cpu_mb} MB per processor",
+        f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors / {cpus_per_gpu}) GPUs",
+        f"job class: TE for partitions {sorted(te_partitions)}, BE otherwise (SWF has no classes)",
+        "user = u<field 12>",
+    ]
+    if skipped["no_run_time"]:
+        assumptions.append(f"{skipped['no_run_time']} jobs with no run time (never started) are skipped")
+    if skipped["no_processors"]:
+        assumptions.append(f"{skipped['no_processors']} jobs with no processor count are skipped")
+    if base:
+        assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
+    info = dict(header) | {f"Partition {n}": name for n, name in partitions.items()}
+    return LoadedTrace(jobs, tuple(assumptions), f"swf:{path}", {k: v for k, v in skipped.items() if v}, info)
+
+
+def _bad_field(path: str | Path, line: int, fields: list[str]) -> NoReturn:
+    """Name the first field of a job line that is not a number (only called once a line failed to parse)."""
+    for i, text in enumerate(fields):
+        try:
+            float(text)
+        except ValueError:
+            raise TraceError(
+                path, f"expected a number (-1 if unknown), got {text!r}", row=line, column=SWF_FIELDS[i]
+            ) from None
+    raise TraceError(path, "expected 18 numbers", row=line)  # unreachable: some field failed to parse

@@ -1,0 +1,277 @@
+"""Synergy (OSDI '22) workload: Philly-derived durations, a model mix by split, per-model CPU/memory sensitivity.
+
+Durations at the GPU-proportional share are 10^U(1.5,3) minutes with probability 0.8, else 10^U(3,4)
+(`../shared/papers/synergy.md` §4.3), arrivals are Poisson in jobs/hour (or all at t=0), and each job's model
+is chosen deterministically to track the image/language/speech split, exactly as the authors' simulator does.
+Each job carries its model's throughput matrix as `SimJob.speed` (the released per-GPU profiles, App-A.1),
+so a policy that gives a job more or fewer CPUs and memory than proportional sees the speed it would get.
+`load_synergy_joblist` replays the job list the authors' own simulator generated (`../shared/peers/synergy`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from slurmx.core.resources import Resources
+from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.workloads.common import WorkloadParams, gb_to_mb, make_rng, sort_jobs
+
+__all__ = [
+    "MODELS",
+    "PHILLY_MULTI_GPU",
+    "TASKS",
+    "ModelProfile",
+    "SynergyParams",
+    "SynergySpeed",
+    "load_synergy_joblist",
+    "synergy",
+]
+
+# Grid of the released per-GPU throughput matrices: rows are CPUs per GPU, columns GB of memory per GPU.
+CPU_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 9.0, 12.0, 24.0)
+MEM_GRID = (20.83, 62.5, 125.0, 187.5, 250.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """One model of the released simulator: task, best-case demand per GPU, speedup there, iteration time."""
+
+    name: str
+    task: str
+    ideal_cpus_per_gpu: float
+    ideal_mem_gb_per_gpu: float
+    speedup: float
+    iter_time_s: float
+    matrix: tuple[tuple[float, ...], ...]  # [cpu row][mem column], 1.0 at (3 CPU, 62.5 GB)
+
+
+def _matrix(cols: Mapping[int, tuple[float, ...]], low_mem: float = 0.1) -> tuple[tuple[float, ...], ...]:
+    """Build a 9x5 matrix from per-column CPU curves; column 0 (20.83 GB) is `low_mem` unless given."""
+    curves = [cols.get(0, (low_mem,) * 9)]
+    for c in range(1, 5):
+        curves.append(cols.get(c, curves[-1]))
+    return tuple(tuple(curves[c][r] for c in range(5)) for r in range(9))
+
+
+_ALEX = (0.3, 0.66, 1.0, 1.25, 1.53, 1.75, 2.0, 2.0, 2.0)
+_RES18 = (0.37, 0.72, 1.0, 1.3, 1.53, 1.75, 2.4, 2.4, 2.4)
+_RES50 = (0.4, 0.74, 1.0, 1.15, 1.15, 1.15, 1.15, 1.15, 1.15)
+_MOBILE = (0.37, 0.72, 1.0, 1.3, 1.49, 1.55, 1.55, 1.55, 1.55)
+_M5 = (0.3, 0.66, 1.0, 1.2, 1.4)
+_DEEPSPEECH = (0.3, 0.66, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+_FLAT = (1.0,) * 9
+# App-A.1 of the digest (simulator/models/*_1.py of msr-fiddle/synergy @ 1bb2bed): task, best-case CPUs and
+# GB per GPU, speedup there, iteration time at the proportional share, matrix by memory column.
+MODELS: Mapping[str, ModelProfile] = {
+    m.name: m
+    for m in (
+        ModelProfile("alexnet", "image", 12, 125, 2.94, 0.6, _matrix({1: _ALEX, 2: (*_ALEX[:7], 2.94, 2.94)})),
+        ModelProfile("res18", "image", 9, 62.5, 2.4, 0.64, _matrix({1: _RES18})),
+        ModelProfile("res50", "image", 4, 62.5, 1.15, 0.78, _matrix({1: _RES50})),
+        ModelProfile("mobilenet", "image", 6, 62.5, 1.55, 0.71, _matrix({1: _MOBILE})),
+        ModelProfile("shufflenet", "image", 12, 125, 2.89, 0.615, _matrix({1: _ALEX, 2: (*_ALEX[:7], 2.89, 2.89)})),
+        ModelProfile("gnmt", "language", 1, 20, 1.0, 0.12, _matrix({0: _FLAT})),
+        ModelProfile("transformer", "language", 1, 20, 1.0, 0.67, _matrix({0: _FLAT})),
+        ModelProfile("lstm", "language", 1, 20, 1.0, 0.011, _matrix({0: _FLAT})),
+        ModelProfile(
+            "m5", "speech", 6, 187.5, 2.5, 0.6,
+            _matrix({1: (*_M5, 1.5, 1.5, 1.5, 1.5), 2: (*_M5, 2.0, 2.0, 2.0, 2.0), 3: (*_M5, 2.5, 2.5, 2.5, 2.5)}),
+        ),  # fmt: skip
+        ModelProfile("deepspeech", "speech", 3, 62.5, 1.0, 0.757, _matrix({1: _DEEPSPEECH})),
+    )
+}
+TASKS = ("image", "language", "speech")  # order of the split and of tie-breaking, as in the released code
+
+# GPU demands of the Philly-derived CSV (../shared/traces/philly_derived_pollux_sia/philly.csv) folded the way
+# Synergy's multi-GPU mode folds the raw log: demands outside {1,2,4,8,16} become 1, above 16 are dropped.
+PHILLY_MULTI_GPU: Mapping[int, float] = {1: 76634, 2: 1818, 4: 1870, 8: 1643, 16: 199}
+
+_EPS = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class SynergySpeed:
+    """`SimJob.speed` for a Synergy job: relative throughput at (kind, cpus, mem_mb), 1.0 at the proportional share.
+
+    `matrix` looks the allocation up in the model's per-GPU matrix, rounding down to the grid (clamped at its
+    first row and column); `binary` is the released simulator's model: the full speedup at or above the
+    best-case demand, else 1.0. A frozen dataclass, not a closure, so job lists pickle for process pools.
+    """
+
+    model: str
+    gpus: int
+    mode: Literal["matrix", "binary"] = "matrix"
+
+    def __call__(self, kind: str, cpus: int, mem_mb: int) -> float:
+        profile = MODELS[self.model]
+        cpu, mem_gb = cpus / self.gpus, mem_mb / 1024 / self.gpus
+        if self.mode == "binary":
+            ok = cpu >= profile.ideal_cpus_per_gpu - _EPS and mem_gb >= profile.ideal_mem_gb_per_gpu - _EPS
+            return profile.speedup if ok else 1.0
+        row = max(0, bisect_right(CPU_GRID, cpu + _EPS) - 1)
+        col = max(0, bisect_right(MEM_GRID, mem_gb + _EPS) - 1)
+        return profile.matrix[row][col]
+
+
+class SynergyParams(WorkloadParams):
+    """Every knob of the Synergy workload (defaults: the paper's default simulation, 128 GPUs, 9 jobs/hour)."""
+
+    n_jobs: int = Field(7000, ge=1)  # enough for the steady-state window at 9 jobs/h (the authors' run made 6,925)
+    jobs_per_hour: float = Field(9.0, gt=0)
+    arrivals: Literal["poisson", "static"] = "poisson"
+    split: tuple[float, float, float] = (20.0, 70.0, 10.0)  # image, language, speech (%)
+    short_prob: float = Field(0.8, ge=0, le=1)
+    short_log10_min: tuple[float, float] = (1.5, 3.0)  # duration 10^U(lo, hi) minutes
+    long_log10_min: tuple[float, float] = (3.0, 4.0)
+    gpu_demand: Mapping[int, float] = Field(default_factory=lambda: {1: 1.0})  # weights; PHILLY_MULTI_GPU for multi
+    server_gpus: int = Field(8, ge=1)
+    server_cpus: int = Field(24, ge=1)
+    server_mem_gb: float = Field(500.0, gt=0)
+    speed_model: Literal["matrix", "binary"] = "matrix"
+    measure_window: tuple[int, int] = (4000, 5000)  # job ids whose JCTs the paper averages (steady state)
+    kind: str = "gpu"
+
+    @field_validator("split")
+    @classmethod
+    def _split_positive(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        if min(value) < 0 or sum(value) <= 0:
+            raise ValueError(f"split must be non-negative percentages with a positive sum, got {value}")
+        return value
+
+    @field_validator("gpu_demand")
+    @classmethod
+    def _demand_weights(cls, value: Mapping[int, float]) -> Mapping[int, float]:
+        if not value or min(value) < 1 or min(value.values()) < 0 or sum(value.values()) <= 0:
+            raise ValueError(f"gpu_demand must map GPU counts >= 1 to non-negative weights, got {dict(value)}")
+        return value
+
+
+def _assign_models(n: int, split: tuple[float, float, float]) -> list[ModelProfile]:
+    """The released simulator's deterministic mix: next task = largest (target share - share so far).
+
+    The first job takes the first task; ties go to the earlier task; models rotate within a task. This
+    reproduces the model sequence of the authors' own run (alexnet, gnmt, transformer, m5, lstm, ...).
+    """
+    total = sum(split)
+    by_task = {t: [m for m in MODELS.values() if m.task == t] for t in TASKS}
+    counts = [0, 0, 0]
+    out = []
+    for i in range(n):
+        if i == 0:
+            k = next(j for j in range(3) if split[j] > 0)
+        else:  # deficit scaled by 100*i to stay exact for whole percentages
+            deficits = [split[j] / total * 100 * i - 100 * counts[j] for j in range(3)]
+            best = max(deficits)
+            k = next(j for j in range(3) if deficits[j] >= best - 1e-9 and split[j] > 0)
+        models = by_task[TASKS[k]]
+        out.append(models[counts[k] % len(models)])
+        counts[k] += 1
+    return out
+
+
+def synergy(params: SynergyParams, seed: int) -> list[SimJob]:
+    """The Synergy workload: one `gpu` variant per job at the GPU-proportional share, with a speed matrix. Pure."""
+    rng = make_rng(seed)
+    n = params.n_jobs
+    cpu_share = params.server_cpus / params.server_gpus
+    mem_share_gb = params.server_mem_gb / params.server_gpus
+    long = rng.random(n) >= params.short_prob
+    lo = np.where(long, params.long_log10_min[0], params.short_log10_min[0])
+    hi = np.where(long, params.long_log10_min[1], params.short_log10_min[1])
+    duration_s = 60.0 * 10 ** rng.uniform(lo, hi)
+    sizes = np.array(sorted(params.gpu_demand))
+    weights = np.array([params.gpu_demand[g] for g in sizes], dtype=np.float64)
+    gpus = rng.choice(sizes, size=n, p=weights / weights.sum())
+    if params.arrivals == "poisson":  # inter-arrival = ceil(-ln(1-U) / lambda * 3600) s, as the released code
+        gaps = np.ceil(-np.log1p(-rng.random(n)) / params.jobs_per_hour * 3600.0)
+        arrivals = np.cumsum(gaps)
+    else:
+        arrivals = np.arange(n) * 0.001
+    lo_id, hi_id = params.measure_window
+    jobs = []
+    for i, model in enumerate(_assign_models(n, params.split)):
+        g = int(gpus[i])
+        iters = max(1, int(duration_s[i] / model.iter_time_s))
+        request = Resources(round(cpu_share * g), gb_to_mb(mem_share_gb * g), {"gpu": g})
+        jobs.append(
+            SimJob(
+                job_id=f"synergy-{i}",
+                user="synergy",  # the workload has no users
+                submit_time=float(arrivals[i]),
+                variants={params.kind: SimVariant(params.kind, request, iters * model.iter_time_s)},
+                speed=SynergySpeed(model.name, g, params.speed_model),
+                meta={
+                    "model": model.name,
+                    "task": model.task,
+                    "total_iters": iters,
+                    "iter_time_s": model.iter_time_s,
+                    "ideal_cpus": math.ceil(model.ideal_cpus_per_gpu * g),
+                    "ideal_mem_mb": gb_to_mb(model.ideal_mem_gb_per_gpu * g),
+                    "speedup_at_ideal": model.speedup,
+                    "measured": lo_id <= i < hi_id,
+                },
+            )
+        )
+    return sort_jobs(jobs)
+
+
+def load_synergy_joblist(
+    path: str | Path,
+    *,
+    server_gpus: int = 8,
+    server_cpus: int = 24,
+    server_mem_gb: float = 500.0,
+    speed_model: Literal["matrix", "binary"] = "binary",
+    measure_window: tuple[int, int] = (4000, 5000),
+    kind: str = "gpu",
+) -> list[SimJob]:
+    """The job list the authors' simulator generated (`joblist_load*.csv` in ../shared/peers/synergy).
+
+    Replaying exactly these jobs is how our Synergy policy is compared with the authors' numbers; the speed
+    model defaults to `binary` because that is what their simulator applied. Raises `ValueError` naming the
+    row and column on a malformed line.
+    """
+    cpu_share, mem_share_gb = server_cpus / server_gpus, server_mem_gb / server_gpus
+    jobs = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            line = reader.line_num
+            try:
+                job_id, model, g = int(row["job_id"]), row["model"], int(row["gpu_demand"])
+                iters, iter_time = int(row["total_iters"]), float(row["iter_time_s"])
+                arrival = float(row["arrival_s"])
+                profile = MODELS[model]
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"{path}: row {line}: {exc.__class__.__name__}: {exc}") from None
+            request = Resources(round(cpu_share * g), gb_to_mb(mem_share_gb * g), {"gpu": g})
+            jobs.append(
+                SimJob(
+                    job_id=f"synergy-{job_id}",
+                    user="synergy",
+                    submit_time=arrival,
+                    variants={kind: SimVariant(kind, request, iters * iter_time)},
+                    speed=SynergySpeed(model, g, speed_model),
+                    meta={
+                        "model": model,
+                        "task": profile.task,
+                        "total_iters": iters,
+                        "iter_time_s": iter_time,
+                        "ideal_cpus": math.ceil(float(row["ideal_cpu"]) * g),
+                        "ideal_mem_mb": gb_to_mb(float(row["ideal_mem_gb"]) * g),
+                        "speedup_at_ideal": float(row["synergy_speedup_at_ideal"]),
+                        "measured": measure_window[0] <= job_id < measure_window[1],
+                        "arrived_in_run": row.get("arrived_in_run") == "1",
+                    },
+                )
+            )
+    return sort_jobs(jobs)
