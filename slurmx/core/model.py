@@ -269,10 +269,17 @@ class Group:
     work: float | None = None
     grace_s: int = 120
     preemptions: int = 0
-    submit_time: float = 0.0
+    submit_time: float = 0.0  # the original submission, never Slurm's reset time after a requeue
+    # While a preempted group is in its grace period it still holds `preempted_nodes` until `grace_deadline`;
+    # the room it frees is earmarked for `preempted_for` (the Preempt's beneficiary) until that group starts.
+    grace_deadline: float | None = None
+    preempted_for: str | None = None
+    preempted_nodes: tuple[str, ...] = ()
+    requeue_time: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variants", tuple(self.variants))
+        object.__setattr__(self, "preempted_nodes", tuple(self.preempted_nodes))
 
     def variant(self, kind: KindName) -> Variant | None:
         return next((v for v in self.variants if v.kind == kind), None)

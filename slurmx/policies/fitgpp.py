@@ -42,7 +42,7 @@ __all__ = [
     "Round",
     "fallback_count",
     "preemption_marks",
-    "random_key",
+    "random_order",
     "run_round",
     "score",
     "size",
@@ -83,10 +83,14 @@ def fallback_count(plan: Plan) -> int:
     return sum(1 for note in plan.notes if note.startswith(FALLBACK_NOTE))
 
 
-def random_key(seed: int, now: float, te_id: str, group_id: str) -> bytes:
-    """A seeded, stateless random order: the same (seed, time, TE job, candidate) always sorts the same, on any
-    machine and numpy version (a hash, not a generator's stream)."""
-    return hashlib.blake2b(f"{seed}|{now!r}|{te_id}|{group_id}".encode(), digest_size=8).digest()
+def random_order(seed: int, now: float, te_id: str, rows: IntArray) -> IntArray:
+    """`rows` in a seeded random order that depends only on (seed, time, TE job, the rows): no RNG state outlives
+    the call, so the same view always gives the same plan. Rows are in group-id order, so the view's dict order
+    cannot leak in."""
+    digest = hashlib.blake2b(f"{seed}|{now!r}|{te_id}".encode(), digest_size=8).digest()
+    rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
+    shuffled: IntArray = rows[rng.permutation(len(rows))]
+    return shuffled
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,19 +103,10 @@ class Marks:
 
 
 def preemption_marks(group: Group) -> Marks:
-    """Read a group's preemption-in-flight marks.
-
-    `core.model.Group` has no such fields yet (proposed: `grace_deadline`, `preempted_for`, `preempted_nodes`,
-    see docs/policies/fitgpp.md). They are read by name so that a driver that provides them — or a Group subclass
-    in tests — works unchanged; without them a victim in grace looks like any running job.
-    """
-    deadline = getattr(group, "grace_deadline", None)
-    beneficiary = getattr(group, "preempted_for", None)
-    if deadline is None and beneficiary is None:
+    """A group's preemption-in-flight marks (grace deadline, beneficiary, nodes it still holds)."""
+    if group.grace_deadline is None and group.preempted_for is None:
         return _NO_MARKS
-    nodes = getattr(group, "preempted_nodes", None) or ()
-    return Marks(None if deadline is None else float(deadline), None if beneficiary is None else str(beneficiary),
-                 tuple(str(n) for n in nodes))
+    return Marks(group.grace_deadline, group.preempted_for, group.preempted_nodes)
 
 
 _NO_MARKS = Marks()
@@ -120,9 +115,8 @@ _NO_MARKS = Marks()
 def _requeue_time(group: Group) -> float:
     """When a victim went back to the queue: the proposed `Group.requeue_time`, else the latest variant submit
     time (Slurm resets a job's submit time at requeue), else the group's own submit time."""
-    value = getattr(group, "requeue_time", None)
-    if value is not None:
-        return float(value)
+    if group.requeue_time is not None:
+        return group.requeue_time
     times = [v.submit_time for v in group.variants if v.submit_time is not None]
     return max(times) if times else group.submit_time
 
@@ -189,6 +183,7 @@ class Round:
         gres = sorted({g for name in self.node_names for g in view.nodes[name].capacity.gres})
         self._gres = {name: 2 + i for i, name in enumerate(gres)}
         self.dims = 2 + len(gres)
+        self._vectors: dict[int, tuple[Resources, list[int] | None]] = {}
         self.capacity = self._matrix([view.nodes[n].capacity for n in self.node_names]).astype(np.float64)
         self.ledger = Ledger(self._matrix([view.nodes[n].free for n in self.node_names]))
         self.kind_nodes: dict[str, IntArray] = {}
@@ -203,11 +198,16 @@ class Round:
 
     def _vector(self, res: Resources) -> list[int] | None:
         """The resource vector in this round's dimensions; None if it asks for a GRES no usable node has."""
-        row = [res.cpus, res.mem_mb] + [0] * (self.dims - 2)
+        cached = self._vectors.get(id(res))  # the entry holds `res`, so its id cannot be reused this round
+        if cached is not None:
+            return cached[1]
+        row: list[int] | None = [res.cpus, res.mem_mb] + [0] * (self.dims - 2)
         for name, count in res.gres.items():
             if name not in self._gres:
-                return None
-            row[self._gres[name]] = count
+                row = None
+                break
+            row[self._gres[name]] = count  # type: ignore[index]
+        self._vectors[id(res)] = (res, row)
         return row
 
     def _matrix(self, items: Sequence[Resources]) -> IntArray:
@@ -224,12 +224,12 @@ class Round:
         rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
         others: list[tuple[float, float, bool]] = []
         pending: list[Group] = []
-        marked: list[tuple[Group, Variant | None, Marks]] = []
+        marked: list[tuple[Variant | None, Marks]] = []
         for group in view.groups.values():
             variant = next((v for v in group.variants if v.is_occupying), None)
             marks = preemption_marks(group)
             if marks is not _NO_MARKS:
-                marked.append((group, variant, marks))
+                marked.append((variant, marks))
             if variant is None:
                 if group.state in _PENDING_STATES:
                     pending.append(group)
@@ -254,13 +254,18 @@ class Round:
         self.grace = np.array([g.grace_s for g in self.groups], dtype=np.float64)
         self.count = np.array([g.preemptions for g in self.groups], dtype=np.int64)
         self.size = self.sizes(self.req, self.node)
+        self.job_id = np.array([math.inf if v.job_id is None else v.job_id for v in self.variants], dtype=np.float64)
+        self.start_time = np.array([math.inf if v.start_time is None else v.start_time for v in self.variants],
+                                   dtype=np.float64)
+        self.estimate = np.array([math.nan if v.estimate_s is None else v.estimate_s for v in self.variants],
+                                 dtype=np.float64)
         self.others = others
         np.add.at(self.ledger.releasing, self.node[self.in_grace], self.req[self.in_grace])
         pending.sort(key=lambda g: (g.submit_time, g.group_id))
         self.pending_te = [g for g in pending if g.job_class is JobClass.TE]
         self.pending_be = sorted((g for g in pending if g.job_class is not JobClass.TE), key=self._be_order)
         pending_ids = {g.group_id for g in self.pending_te}
-        for group, variant, marks in marked:
+        for variant, marks in marked:
             if marks.beneficiary in pending_ids and marks.beneficiary is not None:
                 for name in marks.nodes or (variant.nodes if variant is not None else ()):
                     if name in self.node_index:
@@ -314,10 +319,8 @@ class Round:
     def tie_keys(self) -> FloatArray:
         """The configured tie-break per row (lower first); the row itself (group id) breaks what remains."""
         if self.args.tie_break == "job_id":
-            values = [v.job_id if v.job_id is not None else math.inf for v in self.variants]
-            return np.array(values, dtype=np.float64)
-        starts = np.array([v.start_time if v.start_time is not None else math.inf for v in self.variants])
-        return starts if self.args.tie_break == "oldest_start" else -starts
+            return self.job_id
+        return self.start_time if self.args.tie_break == "oldest_start" else -self.start_time
 
     def ever_fits(self, group: Group) -> bool:
         """Whether some usable node could hold the group when empty: if none can, preempting is pointless."""
@@ -454,10 +457,9 @@ class FitGpp:
         max_grace = max([float(rnd.grace[pool].max(initial=0.0)), *(o[1] for o in others)])
         want, has = rnd.requests_by_node(te)
         rows = np.flatnonzero(rnd.eligible() & has[rnd.node])
-        if len(rows):
-            nodes = rnd.node[rows]
-            fits = np.all(want[nodes] <= rnd.req[rows] + rnd.ledger.now(te.group_id)[nodes], axis=1)
-            rows = rows[fits]
+        if len(rows):  # Eq. 2 per row: D_TE <= D_j + N(node(j)), as D_j + (N - D_TE) >= 0
+            slack = rnd.ledger.now(te.group_id) - want
+            rows = rows[np.all(rnd.req[rows] + slack[rnd.node[rows]] >= 0, axis=1)]
         if len(rows):
             size_term = rnd.size[rows] / max_size if max_size > 0 else np.zeros(len(rows))
             grace_term = rnd.grace[rows] / max_grace if max_grace > 0 else np.zeros(len(rows))
@@ -476,8 +478,7 @@ class FitGpp:
         if args.fallback == "none":
             return [], []
         allowed = rnd.eligible() if args.fallback_respects_cap else ~rnd.in_grace
-        pool = [int(r) for r in np.flatnonzero(allowed & has[rnd.node])]
-        pool.sort(key=lambda r: random_key(args.seed, rnd.now, te.group_id, rnd.gids[r]))
+        pool = [int(r) for r in random_order(args.seed, rnd.now, te.group_id, np.flatnonzero(allowed & has[rnd.node]))]
         if not pool:
             return [], []
         if args.fallback_until_fits:

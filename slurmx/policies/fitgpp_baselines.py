@@ -16,23 +16,26 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from slurmx.core.actions import Plan
-from slurmx.core.model import ClusterView, Group, Variant
+from slurmx.core.model import ClusterView, Group
 from slurmx.policies.base import register
-from slurmx.policies.fitgpp import IntArray, PreemptiveArgs, Round, Victims, random_key, run_round
+from slurmx.policies.fitgpp import FloatArray, IntArray, PreemptiveArgs, Round, Victims, random_order, run_round
 
-__all__ = ["Lrtp", "LrtpArgs", "Rand", "RandArgs", "remaining_s"]
+__all__ = ["Lrtp", "LrtpArgs", "Rand", "RandArgs", "remaining_rows"]
 
 Scope = Literal["cluster", "node"]
 
 
-def remaining_s(variant: Variant, now: float, estimate_from: Literal["start", "now"]) -> float | None:
-    """The oracle's remaining run time: in simulation `estimate_s` is the truth (the paper's LRTP "can perfectly
-    predict the execution time"). None when the view has no estimate."""
-    if variant.estimate_s is None:
-        return None
-    if estimate_from == "now" or variant.start_time is None:
-        return max(variant.estimate_s, 0.0)
-    return max(variant.estimate_s - (now - variant.start_time), 0.0)
+def remaining_rows(rnd: Round, rows: IntArray, estimate_from: Literal["start", "now"]) -> FloatArray:
+    """The oracle's remaining run time of each row: in simulation `estimate_s` is the truth (the paper's LRTP
+    "can perfectly predict the execution time"). `start`: the estimate counts from the variant's latest start
+    (remaining = estimate - elapsed; what the simulator reports); `now`: it already is the remaining time.
+    NaN where the view has no estimate."""
+    estimate = rnd.estimate[rows]
+    if estimate_from == "now":
+        return np.maximum(estimate, 0.0)
+    start = rnd.start_time[rows]
+    elapsed = np.where(np.isfinite(start), rnd.now - start, 0.0)
+    return np.maximum(estimate - elapsed, 0.0)
 
 
 def _by_scope(rnd: Round, te: Group, ordered: list[int], scope: Scope) -> Victims | None:
@@ -78,18 +81,18 @@ class Lrtp:
     def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
         """Longest remaining first (jobs without an estimate last), until the TE job fits."""
         rows = _eligible(rnd, te)
-        left = [remaining_s(rnd.variants[r], rnd.now, self.args.estimate_from) for r in rows]
-        longest = np.array([-x if x is not None else math.inf for x in left], dtype=np.float64)
+        left = remaining_rows(rnd, rows, self.args.estimate_from)
+        longest = np.where(np.isnan(left), np.inf, -left)
         ordered = [int(r) for r in rows[np.lexsort((rows, rnd.tie_keys()[rows], longest))]]
         victims = _by_scope(rnd, te, ordered, self.args.scope)
         if victims is None:
             return [], []
-        remaining = dict(zip((int(r) for r in rows), left, strict=True))
+        remaining = dict(zip((int(r) for r in rows), left.tolist(), strict=True))
         return [(r, b, f"remaining {_seconds(remaining[r])}; {why}") for r, b, why in victims], []
 
 
-def _seconds(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.0f}s"
+def _seconds(value: float) -> str:
+    return "unknown" if math.isnan(value) else f"{value:.0f}s"
 
 
 class RandArgs(PreemptiveArgs):
@@ -111,8 +114,8 @@ class Rand:
         return run_round(view, now, self.args, self.select, "rand")
 
     def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
-        key = self.args.seed, rnd.now, te.group_id
-        ordered = sorted((int(r) for r in _eligible(rnd, te)), key=lambda r: random_key(*key, rnd.gids[r]))
+        shuffled = random_order(self.args.seed, rnd.now, te.group_id, _eligible(rnd, te))
+        ordered = [int(r) for r in shuffled]
         victims = _by_scope(rnd, te, ordered, self.args.scope)
         return (victims or []), []
 

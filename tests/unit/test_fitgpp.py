@@ -298,6 +298,23 @@ def test_strict_fifo_for_be_no_backfill() -> None:
     assert not plan.actions  # small fits but waits behind the blocked head; BE never preempts BE
 
 
+def test_placement_first_fit_or_best_fit() -> None:
+    nodes = [node("A", CAP), node("B", res(8, 64, 2))]
+    assert started(FitGpp().schedule(view(nodes, [te()]), NOW)) == {"te": ("A",)}
+    assert started(FitGpp(FitGppArgs(placement="best_fit")).schedule(view(nodes, [te()]), NOW)) == {"te": ("B",)}
+
+
+def test_blocked_te_skip_or_stop() -> None:
+    """A TE job that can neither start nor get a victim (every BE job at the cap): `skip` still serves the small
+    TE job behind it, `stop` does not."""
+    capped = running("x", res(30, 240, 7), "A", 1, 10, preemptions=1)
+    big, small = te(submit=1.0, request=res(16, 128, 4), gid="big"), te(submit=2.0, request=res(2, 16, 1), gid="small")
+    groups = [capped, big, small]
+    nodes = [node("A", res(2, 16, 1))]
+    assert started(FitGpp().schedule(view(nodes, groups), NOW)) == {"small": ("A",)}
+    assert not FitGpp(FitGppArgs(blocked_te="stop")).schedule(view(nodes, groups), NOW).actions
+
+
 def test_te_larger_than_any_node_preempts_nothing() -> None:
     plan = FitGpp().schedule(example(extra=[te(submit=1.0, request=res(64, 512, 16), gid="huge")]), NOW)
     assert "huge" not in {a.beneficiary for a in plan.of_type(Preempt)}
