@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from slurmx.sim.traces.alibaba import ALIBABA_COLUMNS, load_alibaba
+from slurmx.sim.traces.alibaba import ALIBABA_COLUMNS, TraceNode, load_alibaba, load_alibaba_nodes
 from slurmx.sim.traces.common import LoadedTrace, TraceError, open_text
 from slurmx.sim.traces.helios import HELIOS_COLUMNS, load_helios
 from slurmx.sim.traces.philly import PHILLY_CSV_COLUMNS, load_philly_csv, load_philly_job_log
@@ -21,8 +21,10 @@ __all__ = [
     "LoadedTrace",
     "TraceError",
     "TraceFormat",
+    "TraceNode",
     "detect_format",
     "load_alibaba",
+    "load_alibaba_nodes",
     "load_helios",
     "load_philly_csv",
     "load_philly_job_log",
@@ -38,8 +40,10 @@ LOADERS: dict[str, Callable[..., LoadedTrace]] = {
     "swf": load_swf,
     "helios": load_helios,
 }
+# Columns that identify a CSV format; the loader then checks all the columns it needs and names a missing one
+# (the Alibaba multigpu* resamples, for instance, have requests but no QoS or times).
 _CSV_FORMATS: tuple[tuple[TraceFormat, tuple[str, ...]], ...] = (
-    ("alibaba", ALIBABA_COLUMNS),
+    ("alibaba", ALIBABA_COLUMNS[:5]),
     ("helios", HELIOS_COLUMNS),
     ("philly-csv", PHILLY_CSV_COLUMNS),
 )

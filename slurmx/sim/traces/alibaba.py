@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from slurmx.core.model import JobClass
+from slurmx.core.resources import Resources
 from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, assemble
 
-__all__ = ["ALIBABA_COLUMNS", "load_alibaba"]
+__all__ = ["ALIBABA_COLUMNS", "TraceNode", "load_alibaba", "load_alibaba_nodes"]
 
 ALIBABA_COLUMNS = (
     "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "qos",
@@ -93,9 +94,7 @@ def load_alibaba(
             "gpu_spec": row.text("gpu_spec") if "gpu_spec" in row.index else "",
             "wait_s": scheduled - created,
         }
-        rows.append(
-            JobRow(created, name, user, kind, request, deleted - scheduled, None, qos_class[qos], meta)
-        )
+        rows.append(JobRow(created, name, user, kind, request, deleted - scheduled, None, qos_class[qos], meta))
     jobs, base = assemble(rows)
     assumptions = [
         "submit time = creation_time; duration = deletion_time - scheduled_time (the time the pod held its resources)",
@@ -111,8 +110,7 @@ def load_alibaba(
     ]
     if gpu_share == "whole":
         assumptions.append(
-            f"{fractional_gpu} pods share a GPU (gpu_milli < 1000) and are given a whole GPU; "
-            "gpu_milli is in meta"
+            f"{fractional_gpu} pods share a GPU (gpu_milli < 1000) and are given a whole GPU; gpu_milli is in meta"
         )
     else:
         assumptions.append("GPU requests are in GPU thousandths: gres gpu_milli = num_gpu * gpu_milli")
@@ -121,3 +119,26 @@ def load_alibaba(
     if base:
         assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
     return LoadedTrace(jobs, tuple(assumptions), f"alibaba:{path}", {k: v for k, v in skipped.items() if v})
+
+
+class TraceNode(NamedTuple):
+    """A machine of a trace's cluster: its capacity and GPU model ('' for CPU-only nodes)."""
+
+    name: str
+    capacity: Resources
+    gpu_model: str
+
+
+def load_alibaba_nodes(path: str | Path) -> tuple[TraceNode, ...]:
+    """The cluster of the v2023 trace (`openb_node_list_all_node.csv`: sn, cpu_milli, memory_mib, gpu, model).
+
+    Lets a simulation run the pod list on the very cluster it came from (1,523 nodes, 6,212 GPUs); CPUs are
+    whole (every node's cpu_milli is a multiple of 1000, rounded down otherwise).
+    """
+    nodes = []
+    for row in CsvRows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+        name = row.text("sn") or row.fail("sn", "a node name", "")
+        cpus = row.whole("cpu_milli", low=0) // 1000
+        capacity = Resources(cpus, row.whole("memory_mib", low=0), {"gpu": row.whole("gpu", low=0)})
+        nodes.append(TraceNode(name, capacity, row.text("model")))
+    return tuple(nodes)

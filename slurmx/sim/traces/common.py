@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -78,7 +79,7 @@ def open_text(path: str | Path) -> IO[str]:
     try:
         if p.suffix == ".gz":
             return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", newline="")
-        return open(p, encoding="utf-8", newline="")  # noqa: SIM115 (the caller closes it)
+        return open(p, encoding="utf-8", newline="")  # the caller closes it
     except FileNotFoundError:
         raise TraceError(path, "file not found") from None
     except OSError as exc:
@@ -124,7 +125,7 @@ class Row:
             value = float(raw)
         except ValueError:
             self.fail(column, what, raw)
-        if value != value or (low is not None and value < low):  # NaN is never a valid quantity
+        if not math.isfinite(value) or (low is not None and value < low):  # nan and inf are never quantities
             self.fail(column, f"{what} >= {low:g}" if low is not None else what, raw)
         return value
 
@@ -178,9 +179,8 @@ class CsvRows:
             index = {name: i for i, name in enumerate(header)}
             for name in self.required:
                 if name not in index:
-                    raise TraceError(
-                        self.path, f"missing from the header (has {', '.join(header)})", row=1, column=name
-                    )
+                    message = f"expected this column in the header, which has {', '.join(header)}"
+                    raise TraceError(self.path, message, row=1, column=name)
             row = Row(self.path, index)
             width = len(header)
             try:
@@ -189,7 +189,9 @@ class CsvRows:
                         continue
                     row.line = reader.line_num
                     if len(values) != width:
-                        row.fail(None, f"{width} fields like the header", f"{len(values)} fields")
+                        raise TraceError(
+                            self.path, f"expected {width} fields like the header, got {len(values)}", row=row.line
+                        )
                     row.values = values
                     yield row
             except (csv.Error, UnicodeDecodeError) as exc:

@@ -59,8 +59,7 @@ def load_helios(
         rows.append(JobRow(submit, job_id, user, kind, request, duration, None, job_class, meta))
     jobs, base = assemble(rows)
     assumptions = [
-        "submit time = submit_time; duration = duration (seconds); one variant per job: gpu if gpu_num > 0, "
-        "else cpu",
+        "submit time = submit_time; duration = duration (seconds); one variant per job: gpu if gpu_num > 0, else cpu",
         f"no memory column: {mem_per_cpu_mb} MB per CPU (Helios node: 376 GB for 48 hardware threads)",
         f"no job classes: every job is {job_class.value.upper()}; jobs of every final state are kept",
         "times are wall-clock strings without a zone, read as UTC",

@@ -223,6 +223,4 @@ def load_philly_job_log(
     for reason, count in skipped.items():
         if count:
             assumptions.append(f"{count} jobs skipped: {reason.replace('_', ' ')}")
-    return LoadedTrace(
-        jobs, tuple(assumptions), f"philly-log:{path}", {k: v for k, v in skipped.items() if v}
-    )
+    return LoadedTrace(jobs, tuple(assumptions), f"philly-log:{path}", {k: v for k, v in skipped.items() if v})

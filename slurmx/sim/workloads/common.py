@@ -128,4 +128,3 @@ def offered_load(
         share = max(shares.values()) if dimension == "dominant" else shares[dimension]
         total += share * variant.duration_s
     return total / horizon_s
-

@@ -11,10 +11,10 @@ re-stamp these jobs later through `with_submit_times`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
@@ -85,6 +85,16 @@ class FitgppParams(WorkloadParams):
     tick_s: float = Field(60.0, ge=0)  # the simulator decides every minute; 0 keeps continuous times
     kind: str = "gpu"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _partial_class_overrides(cls, data: Any) -> Any:
+        """`te: {exec_sd_min: 10}` changes that one knob and keeps the other TE defaults."""
+        if isinstance(data, dict):
+            for key, default in (("te", _TE), ("be", _BE)):
+                if isinstance(data.get(key), dict):
+                    data = {**data, key: {**default.model_dump(), **data[key]}}
+        return data
+
 
 def fitgpp_capacity(params: FitgppParams) -> Resources:
     """The whole cluster as one resource vector (the denominator of the load)."""
@@ -92,9 +102,7 @@ def fitgpp_capacity(params: FitgppParams) -> Resources:
     return node.scaled(params.nodes)
 
 
-def calibrated_horizon(
-    jobs: Sequence[SimJob], capacity: Resources, load: float, dimension: str = "dominant"
-) -> float:
+def calibrated_horizon(jobs: Sequence[SimJob], capacity: Resources, load: float, dimension: str = "dominant") -> float:
     """Span of submissions that gives `load`: offered work / (capacity x horizon) = load, solved for horizon.
 
     This is the analytic calibration: it assumes nothing is blocked, so at load 2.0 the queue grows for the
@@ -107,6 +115,22 @@ def _integers(rng: np.random.Generator, mean: float, sd: float, low: int, high: 
     """Whole numbers in [low, high] from a normal: truncate to [low - 0.5, high + 0.5], then round."""
     x = truncated_normal(rng, mean, sd, low - 0.5, high + 0.5, size)
     return np.clip(np.rint(x), low, high)
+
+
+def _shares(params: FitgppParams, cpus: FloatArray, mem_gb: FloatArray, gpus: FloatArray) -> FloatArray:
+    """Each job's share of the cluster in `load_dimension`, as `offered_load` computes it (vectorised)."""
+    cap = fitgpp_capacity(params)
+    dims = {
+        "cpus": cpus / cap.cpus,
+        "mem_mb": np.rint(mem_gb * 1024) / cap.mem_mb,
+    }
+    if cap.gres_count("gpu"):
+        dims["gres/gpu"] = gpus / cap.gres_count("gpu")
+    if params.load_dimension == "dominant":
+        return np.asarray(np.max(np.vstack(list(dims.values())), axis=0), dtype=np.float64)
+    if params.load_dimension not in dims:
+        raise ValueError(f"load_dimension {params.load_dimension!r}: expected dominant or one of {sorted(dims)}")
+    return dims[params.load_dimension]
 
 
 def _ceil_ticks(seconds: FloatArray, tick: float) -> FloatArray:
@@ -146,8 +170,8 @@ def fitgpp(params: FitgppParams, seed: int) -> list[SimJob]:
         variants.append(SimVariant(params.kind, request, float(exec_s[i])))
     # Offered work fixes the horizon; arrivals are the gaps scaled so the n-th job arrives exactly at it
     # (a Poisson process conditioned on its n-th arrival), so the realised load equals the target.
-    probe = [SimJob(job_id="", user="", submit_time=0.0, variants={params.kind: v}) for v in variants]
-    horizon = calibrated_horizon(probe, fitgpp_capacity(params), params.load, params.load_dimension)
+    shares = _shares(params, cpus, mem_gb, gpus)
+    horizon = float((shares * exec_s).sum()) / params.load
     arrivals = np.cumsum(gaps) / gaps.sum() * horizon
     if tick > 0:
         arrivals = np.floor(arrivals / tick) * tick

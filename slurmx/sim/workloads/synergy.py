@@ -10,7 +10,6 @@ so a policy that gives a job more or fewer CPUs and memory than proportional see
 
 from __future__ import annotations
 
-import csv
 import math
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from pydantic import Field, field_validator
 
 from slurmx.core.resources import Resources
 from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.traces.common import CsvRows
 from slurmx.sim.workloads.common import WorkloadParams, gb_to_mb, make_rng, sort_jobs
 
 __all__ = [
@@ -66,7 +66,9 @@ _ALEX = (0.3, 0.66, 1.0, 1.25, 1.53, 1.75, 2.0, 2.0, 2.0)
 _RES18 = (0.37, 0.72, 1.0, 1.3, 1.53, 1.75, 2.4, 2.4, 2.4)
 _RES50 = (0.4, 0.74, 1.0, 1.15, 1.15, 1.15, 1.15, 1.15, 1.15)
 _MOBILE = (0.37, 0.72, 1.0, 1.3, 1.49, 1.55, 1.55, 1.55, 1.55)
-_M5 = (0.3, 0.66, 1.0, 1.2, 1.4)
+_M5_62 = (0.3, 0.66, 1.0, 1.2, 1.4, 1.5, 1.5, 1.5, 1.5)
+_M5_125 = (0.3, 0.66, 1.0, 1.2, 1.4, 2.0, 2.0, 2.0, 2.0)
+_M5_187 = (0.3, 0.66, 1.0, 1.2, 1.4, 2.5, 2.5, 2.5, 2.5)
 _DEEPSPEECH = (0.3, 0.66, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
 _FLAT = (1.0,) * 9
 # App-A.1 of the digest (simulator/models/*_1.py of msr-fiddle/synergy @ 1bb2bed): task, best-case CPUs and
@@ -82,10 +84,7 @@ MODELS: Mapping[str, ModelProfile] = {
         ModelProfile("gnmt", "language", 1, 20, 1.0, 0.12, _matrix({0: _FLAT})),
         ModelProfile("transformer", "language", 1, 20, 1.0, 0.67, _matrix({0: _FLAT})),
         ModelProfile("lstm", "language", 1, 20, 1.0, 0.011, _matrix({0: _FLAT})),
-        ModelProfile(
-            "m5", "speech", 6, 187.5, 2.5, 0.6,
-            _matrix({1: (*_M5, 1.5, 1.5, 1.5, 1.5), 2: (*_M5, 2.0, 2.0, 2.0, 2.0), 3: (*_M5, 2.5, 2.5, 2.5, 2.5)}),
-        ),  # fmt: skip
+        ModelProfile("m5", "speech", 6, 187.5, 2.5, 0.6, _matrix({1: _M5_62, 2: _M5_125, 3: _M5_187})),
         ModelProfile("deepspeech", "speech", 3, 62.5, 1.0, 0.757, _matrix({1: _DEEPSPEECH})),
     )
 }
@@ -104,7 +103,7 @@ class SynergySpeed:
 
     `matrix` looks the allocation up in the model's per-GPU matrix, rounding down to the grid (clamped at its
     first row and column); `binary` is the released simulator's model: the full speedup at or above the
-    best-case demand, else 1.0. A frozen dataclass, not a closure, so job lists pickle for process pools.
+    best-case demand, else 1.0. A frozen dataclass rather than a closure: comparable, printable, picklable.
     """
 
     model: str
@@ -224,6 +223,9 @@ def synergy(params: SynergyParams, seed: int) -> list[SimJob]:
     return sort_jobs(jobs)
 
 
+_JOBLIST_COLUMNS = ("job_id", "model", "arrival_s", "total_iters", "gpu_demand", "iter_time_s")
+
+
 def load_synergy_joblist(
     path: str | Path,
     *,
@@ -237,41 +239,44 @@ def load_synergy_joblist(
     """The job list the authors' simulator generated (`joblist_load*.csv` in ../shared/peers/synergy).
 
     Replaying exactly these jobs is how our Synergy policy is compared with the authors' numbers; the speed
-    model defaults to `binary` because that is what their simulator applied. Raises `ValueError` naming the
-    row and column on a malformed line.
+    model defaults to `binary` because that is what their simulator applied. Best-case demand and speedup come
+    from our model table (the file's ideal_cpu / ideal_mem_gb / speedup columns agree with it for every model).
+    A malformed line raises `TraceError` naming the row and column.
     """
     cpu_share, mem_share_gb = server_cpus / server_gpus, server_mem_gb / server_gpus
+    known = ", ".join(MODELS)
     jobs = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        for row in reader:
-            line = reader.line_num
-            try:
-                job_id, model, g = int(row["job_id"]), row["model"], int(row["gpu_demand"])
-                iters, iter_time = int(row["total_iters"]), float(row["iter_time_s"])
-                arrival = float(row["arrival_s"])
-                profile = MODELS[model]
-            except (KeyError, ValueError, TypeError) as exc:
-                raise ValueError(f"{path}: row {line}: {exc.__class__.__name__}: {exc}") from None
-            request = Resources(round(cpu_share * g), gb_to_mb(mem_share_gb * g), {"gpu": g})
-            jobs.append(
-                SimJob(
-                    job_id=f"synergy-{job_id}",
-                    user="synergy",
-                    submit_time=arrival,
-                    variants={kind: SimVariant(kind, request, iters * iter_time)},
-                    speed=SynergySpeed(model, g, speed_model),
-                    meta={
-                        "model": model,
-                        "task": profile.task,
-                        "total_iters": iters,
-                        "iter_time_s": iter_time,
-                        "ideal_cpus": math.ceil(float(row["ideal_cpu"]) * g),
-                        "ideal_mem_mb": gb_to_mb(float(row["ideal_mem_gb"]) * g),
-                        "speedup_at_ideal": float(row["synergy_speedup_at_ideal"]),
-                        "measured": measure_window[0] <= job_id < measure_window[1],
-                        "arrived_in_run": row.get("arrived_in_run") == "1",
-                    },
-                )
+    for row in CsvRows(path, _JOBLIST_COLUMNS):
+        job_id = row.whole("job_id", low=0)
+        model = row.text("model")
+        if model not in MODELS:
+            row.fail("model", f"one of {known}", model)
+        profile = MODELS[model]
+        g = row.whole("gpu_demand", low=1)
+        iters = row.whole("total_iters", low=1)
+        iter_time = row.number("iter_time_s", low=0)
+        if iter_time <= 0:
+            row.fail("iter_time_s", "seconds > 0", row.text("iter_time_s"))
+        arrival = row.number("arrival_s", low=0, what="seconds")
+        request = Resources(round(cpu_share * g), gb_to_mb(mem_share_gb * g), {"gpu": g})
+        jobs.append(
+            SimJob(
+                job_id=f"synergy-{job_id}",
+                user="synergy",
+                submit_time=arrival,
+                variants={kind: SimVariant(kind, request, iters * iter_time)},
+                speed=SynergySpeed(model, g, speed_model),
+                meta={
+                    "model": model,
+                    "task": profile.task,
+                    "total_iters": iters,
+                    "iter_time_s": iter_time,
+                    "ideal_cpus": math.ceil(profile.ideal_cpus_per_gpu * g),
+                    "ideal_mem_mb": gb_to_mb(profile.ideal_mem_gb_per_gpu * g),
+                    "speedup_at_ideal": profile.speedup,
+                    "measured": measure_window[0] <= job_id < measure_window[1],
+                    "arrived_in_run": "arrived_in_run" not in row.index or row.text("arrived_in_run") == "1",
+                },
             )
+        )
     return sort_jobs(jobs)

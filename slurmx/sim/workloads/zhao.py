@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from pydantic import Field
 
 from slurmx.core.resources import Resources
@@ -64,8 +63,10 @@ def zhao_batches(params: ZhaoParams, seed: int) -> ZhaoWorkload:
     for b in range(params.n_batches):
         k = params.jobs_per_batch
         size = rng.exponential(params.size_mean_mb, k)
-        compute = params.compute_per_mb_s * size[:, None] * rng.uniform(
-            1 - params.compute_spread, 1 + params.compute_spread, (k, n_resp)
+        compute = (
+            params.compute_per_mb_s
+            * size[:, None]
+            * rng.uniform(1 - params.compute_spread, 1 + params.compute_spread, (k, n_resp))
         )
         estimate = compute * rng.uniform(1 - params.estimate_error, 1 + params.estimate_error, (k, n_resp))
         mean_time = (size[:, None] / rates[None, :] + compute).mean(axis=1)
