@@ -312,6 +312,16 @@ def config_check(path: str) -> None:
                f"policy {site.policy.name}; transport {site.transport.kind})")
 
 
+def _register_subcommands() -> None:
+    """Commands that live with their packages (kept out of this module so it stays a thin front)."""
+    from slurmx.daemon.preempt_cli import preempt_command
+
+    cli.add_command(preempt_command)
+
+
+_register_subcommands()
+
+
 def _run(entry: Callable[..., Any], prog: str) -> None:
     """Turn expected failures into one line on stderr and exit status 1."""
     try:

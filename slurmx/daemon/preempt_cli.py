@@ -113,4 +113,6 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
     except (ConfigError, SlurmError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
     if any(o.error is not None for o in outcomes):
-        raise click.exceptions.Exit(1)
+        # Each failure already has its line; SystemExit (not click's Exit, which `slurmx`'s non-standalone
+        # runner turns into a return value) makes the status 1 without another message.
+        raise SystemExit(1)

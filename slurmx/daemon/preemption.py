@@ -295,7 +295,7 @@ def settle(ticket: PreemptionTicket, job: SlurmJob | None, now: float) -> Decisi
     state = job.state
     if state in (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED):
         return Decision(Action.ALREADY_REQUEUED, f"back in the queue ({job.state_text or state.value})")
-    code = "killed by a signal" if job.exit_code is None else f"exit {job.exit_code}"
+    code = "no exit code" if job.exit_code is None else f"exit {job.exit_code}"
     if state.is_finished:
         if state is not VariantState.CANCELLED and job.exit_code is not None:
             if job.exit_code == ticket.requeue_exit_code:
@@ -382,7 +382,8 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
     for job_id in ids:
         job = snapshot.get(job_id)
         try:
-            spool = spool_for(job) if (spool_for is not None and job is not None) else None
+            running = job is not None and job.state is VariantState.RUNNING
+            spool = spool_for(job) if (spool_for is not None and job is not None and running) else None
             open_tickets[job_id] = begin(adapter, job_id, grace_s, signal=signal, spool_dir=spool, reason=reason,
                                          requeue_exit_code=requeue_exit_code, now=clock(), job=job)
         except (PreemptionError, SlurmError) as exc:

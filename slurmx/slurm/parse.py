@@ -157,11 +157,16 @@ class _Number(msgspec.Struct):
 _Num = int | float | _Number | None
 
 
+class _Signal(msgspec.Struct):
+    id: _Num = None
+
+
 class _ExitCode(msgspec.Struct):
-    """24.11+'s exit code: `{"status": ["ERROR"], "return_code": {...}, "signal": {...}}`."""
+    """24.11+'s exit code: `{"status": ["ERROR"], "return_code": {...}, "signal": {"id": {...}, ...}}`."""
 
     status: list[str] = []
     return_code: _Num = None
+    signal: _Signal | None = None
 
 
 class _SqueueJob(msgspec.Struct):
@@ -209,14 +214,16 @@ def _num(value: _Num) -> int | None:
 
 
 def _exit_code(value: int | _ExitCode | None) -> int | None:
-    """22.05 reports the raw wait status (99 << 8 for `exit 99`, 15 for SIGTERM); 24.11+ a status and the code.
-    Either way: the code the batch script exited with, or None when a signal ended it."""
+    """The batch script's exit code as a shell reports it: the code it exited with, 128 + N when signal N ended
+    it, None when Slurm does not say. 22.05 gives the raw wait status (99 << 8 for `exit 99`, 15 for SIGTERM);
+    24.11+ a status, the return code and the signal."""
     if value is None:
         return None
     if isinstance(value, int):
-        return (value >> 8) & 0xFF if value & 0x7F == 0 else None
+        return (value >> 8) & 0xFF if value & 0x7F == 0 else 128 + (value & 0x7F)
     if "SIGNALED" in value.status or "CORE_DUMPED" in value.status:
-        return None
+        signum = _num(value.signal.id) if value.signal is not None else None
+        return 128 + signum if signum else None
     return _num(value.return_code)
 
 

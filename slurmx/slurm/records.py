@@ -36,8 +36,9 @@ class SlurmJob:
     start_time: int | None
     end_time: int | None
     required_nodes: str = ""
-    # How the job's batch script exited (0-255); None when it was killed by a signal or Slurm does not say.
-    # Meaningful once the job ended: a pending job shows 0, a requeued one its previous run's code.
+    # How the job's batch script exited, as a shell reports it: its exit code, or 128 + N when signal N ended it;
+    # None when Slurm does not say. Meaningful once the job ended: a pending job shows 0, a requeued one its
+    # previous run's code.
     exit_code: int | None = None
 
     @property

@@ -39,6 +39,9 @@ _MODULE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/-]*$")
 # Options slurmx sets itself per variant; a spec must use the typed fields instead.
 _RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--job-name", "--comment", "--hold",
              "--output", "--error", "--signal", "--requeue", "--no-requeue", "--parsable", "--wrap",
+             # The environment is the spec's `env:`; --export other than ALL also makes slurmd load a login
+             # environment on the node, which the job-side hooks do not expect.
+             "--export", "--export-file", "--get-user-env",
              "-p", "-c", "-J", "-o", "-e", "-H", "-q")
 
 

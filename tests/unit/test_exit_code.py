@@ -32,11 +32,18 @@ def wrapped(status: list[str], code: int, signal: int | None = None) -> dict[str
                        "name": "" if signal is None else "SIGTERM"}}
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+# Recorded jobs -> exit code. 22.05's job 2 was cancelled while running: SIGTERM, raw status 15.
+RECORDED = {
+    "22.05": {1: 0, 2: 128 + 15, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0},
+    "24.11": {5: 0, 6: 0, 7: 0},
+    "26.05": {10: 0, 11: 0, 12: 0},
+}
+
+
+@pytest.mark.parametrize("version", sorted(RECORDED))
 def test_recorded_jobs_read_their_exit_code(version: str) -> None:
     jobs = parse_jobs((FIXTURES / version / "squeue.json").read_text())
-    assert jobs and all(j.exit_code in (0, None) for j in jobs)
-    assert any(j.exit_code == 0 for j in jobs)
+    assert {j.job_id: j.exit_code for j in jobs} == RECORDED[version]
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -44,8 +51,9 @@ def test_recorded_jobs_read_their_exit_code(version: str) -> None:
     (99 << 8, 99),  # `exit 99`: what the 22.05 cluster reported for it (25344)
     (1 << 8, 1),
     (255 << 8, 255),
-    (15, None),  # killed by SIGTERM (recorded: a cancelled job)
-    (9 | 0x80, None),  # killed by SIGKILL, core dumped
+    (15, 128 + 15),  # killed by SIGTERM (recorded: a cancelled job), as a shell would report it
+    (12, 128 + 12),  # the batch shell killed by SIGUSR2
+    (11 | 0x80, 128 + 11),  # SIGSEGV, core dumped
 ])
 def test_22_05_decodes_the_wait_status(raw: int, expected: int | None) -> None:
     [job] = parse_jobs(squeue_with("22.05", raw))
@@ -56,8 +64,9 @@ def test_22_05_decodes_the_wait_status(raw: int, expected: int | None) -> None:
 @pytest.mark.parametrize(("value", "expected"), [
     (wrapped(["SUCCESS"], 0), 0),
     (wrapped(["ERROR"], 99), 99),  # recorded from the 24.11 cluster for `exit 99`
-    (wrapped(["SIGNALED"], 0, signal=15), None),
-    (wrapped(["SIGNALED", "CORE_DUMPED"], 0, signal=11), None),
+    (wrapped(["SIGNALED"], 0, signal=15), 128 + 15),
+    (wrapped(["SIGNALED", "CORE_DUMPED"], 0, signal=11), 128 + 11),
+    (wrapped(["SIGNALED"], 0), None),  # a signal Slurm does not name
     ({"status": ["PENDING"], "return_code": {"set": False, "infinite": False, "number": 0}}, None),
     ({"status": ["ERROR"]}, None),
     (None, None),

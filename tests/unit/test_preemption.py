@@ -307,7 +307,7 @@ def test_settle_words() -> None:
     assert pre.settle(ticket(), job(7, F, exit_code=99), T0).why == "checkpointed and exited for requeue (exit 99)"
     assert pre.settle(ticket(), job(7, C), T0).why == "completed during its grace period (exit 0)"
     assert pre.settle(ticket(), job(7, F, exit_code=None, state_text="FAILED"), T0).why == \
-        "ended FAILED during its grace period (killed by a signal)"
+        "ended FAILED during its grace period (no exit code)"
 
 
 # ------------------------------------------------------------------------------------------------ enforce
@@ -599,6 +599,28 @@ def test_command_one_line_per_job_and_errors(slurm: FakeSlurm, fast: FakeClock, 
         "slurmx preempt: note: job 9: the group spool of elsewhere-1 is not visible here; no intent file, the "
         "job's hook counts its own grace",
     ]
+
+
+def test_command_status_under_slurmxs_own_runner(slurm: FakeSlurm, fast: FakeClock, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`slurmx` runs its group with standalone_mode=False (slurmx.cli._run): a failed job must still mean status 1,
+    with no line beyond the job's own."""
+    from slurmx.cli import _run
+
+    slurm.add(job(8, P))
+
+    @click.group()
+    @click.pass_context
+    def group(ctx: click.Context) -> None:
+        ctx.obj = FakeContext(site(tmp_path), slurm)
+
+    group.add_command(preempt_command)
+    monkeypatch.setattr("sys.argv", ["slurmx", "preempt", "8"])
+    with pytest.raises(SystemExit) as info:
+        _run(group, "slurmx")
+    assert info.value.code == 1
+    assert capsys.readouterr().err == "slurmx preempt: job 8: pending, not running: nothing to preempt\n"
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -19,15 +19,23 @@ export SLURMX_SPOOL_DIR=/shared/spool/train-0a1b2c
 export SLURMX_CHECKPOINT_DIR=/shared/ckpt/train
 export SLURMX_GRACE_SIGNAL=USR2 SLURMX_GRACE_S=45
 export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
+# Slurm signals this batch shell; the payload (a Python loop using slurmx.hooks, or a bash script sourcing
+# hook.sh) is the one that must checkpoint, so the shell passes the grace signal on to it.
+export SLURMX_FORWARD_SIGNAL=1
 export SLURMX_WORK=1000.0
 mkdir -p -- "$SLURMX_SPOOL_DIR" "$SLURMX_CHECKPOINT_DIR"
 
 # --- slurmx job-side hooks (bash), embedded so that nodes need nothing installed -------------------------
 # <slurmx/hooks/hook.sh is embedded here>
-# --- slurmx.hooks (Python, standard library only) on shared storage for payloads that import it -----------
+# --- slurmx.hooks (Python, standard library only) and hook.sh on shared storage, for payloads that use them --
 _slurmx_pylib="$SLURMX_SPOOL_DIR/pylib/slurmx/hooks"
 mkdir -p "$_slurmx_pylib"
 : > "$SLURMX_SPOOL_DIR/pylib/slurmx/__init__.py"
+cat > "$_slurmx_pylib/hook.sh.tmp.$$" <<'SLURMX_EOF_8268242c28ce'
+# <slurmx/hooks/hook.sh is embedded here>
+SLURMX_EOF_8268242c28ce
+mv -f "$_slurmx_pylib/hook.sh.tmp.$$" "$_slurmx_pylib/hook.sh"
+export SLURMX_HOOK_SH="$_slurmx_pylib/hook.sh"  # bash payloads: source "$SLURMX_HOOK_SH"
 cat > "$_slurmx_pylib/__init__.py.tmp.$$" <<'SLURMX_EOF_8268242c28ce'
 # <slurmx/hooks/__init__.py>
 SLURMX_EOF_8268242c28ce
