@@ -130,6 +130,7 @@ def _install(callback: Callback | None) -> tuple[signal.Signals, _Previous]:
     sig = _env.grace_signal()
     handler = _handler_for(callback, _env.on_preempt_mode(), _env.requeue_exit_code(), _env.grace_seconds())
     previous = signal.signal(sig, handler)
+    _env.announce_handler()  # so the batch shell forwards the grace signal to this process
     return sig, previous
 
 

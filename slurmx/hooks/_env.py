@@ -120,6 +120,26 @@ def is_resumed() -> bool:
     return restart_count() > 0
 
 
+def handler_marker_path() -> Path | None:
+    """`$SLURMX_SPOOL_DIR/handler-$SLURM_JOB_ID`: a payload that installed a grace handler says so here, and the
+    batch shell's hook (SLURMX_FORWARD_SIGNAL=auto) forwards the signal only to payloads that did."""
+    spool = spool_dir()
+    return spool / f"handler-{job_id()}" if spool is not None else None
+
+
+def announce_handler() -> None:
+    """Write this process's pid into the handler marker (best effort: a missing spool folder is no error)."""
+    path = handler_marker_path()
+    if path is None:
+        return
+    try:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(f"{os.getpid()}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def intent_path() -> Path | None:
     """`$SLURMX_SPOOL_DIR/preempt-$SLURM_JOB_ID`, which the daemon may write before it signals."""
     spool = spool_dir()

@@ -80,13 +80,36 @@ _slurmx_wait_payload() {
   _SLURMX_RC=$rc
 }
 
+# Forward the grace signal to the payload? SLURMX_FORWARD_SIGNAL=1: always; 0 (default): never; auto: only when
+# the payload announced a handler of its own (slurmx.hooks.on_preempt or slurmx_on_preempt in the payload write
+# their pid to $SLURMX_SPOOL_DIR/handler-$SLURM_JOB_ID), so a payload that knows nothing of the signal is not
+# killed by it and keeps working through its grace period.
+_slurmx_handler_marker() {
+  printf '%s/handler-%s' "${SLURMX_SPOOL_DIR:-}" "${SLURM_JOB_ID:-local-$$}"
+}
+
+_slurmx_should_forward() {
+  case ${SLURMX_FORWARD_SIGNAL:-0} in
+    1) return 0 ;;
+    auto)
+      local marker pid=''
+      [[ -n ${SLURMX_SPOOL_DIR:-} ]] || return 1
+      marker=$(_slurmx_handler_marker)
+      [[ -r $marker ]] && IFS= read -r pid < "$marker"
+      # An explicit status: inside a trap handler a bare `return` reports the interrupted command's status.
+      if [[ -n $pid && $pid != "$$" ]]; then return 0; fi
+      return 1 ;;
+    *) return 1 ;;
+  esac
+}
+
 # The trap: once, export the deadline, forward the signal if asked to, run the registered command, then leave.
 _slurmx_on_signal() {
   if ((_SLURMX_HANDLING)); then return 0; fi
   _SLURMX_HANDLING=1
   _slurmx_set_deadline
   local forward=0
-  if [[ ${SLURMX_FORWARD_SIGNAL:-0} == 1 && -n $_SLURMX_PAYLOAD_PID ]]; then
+  if [[ -n $_SLURMX_PAYLOAD_PID ]] && _slurmx_should_forward; then
     forward=1  # to the payload's process group (slurmx_run gave it its own); to the payload alone as fallback
     kill -s "$_SLURMX_TRAPPED" -- "-$_SLURMX_PAYLOAD_PID" 2>/dev/null \
       || kill -s "$_SLURMX_TRAPPED" "$_SLURMX_PAYLOAD_PID" 2>/dev/null || true
@@ -133,6 +156,11 @@ slurmx_on_preempt() {
   fi
   _slurmx_trap || return 2
   _SLURMX_PREEMPT_CMD=("$@")
+  if [[ -n ${SLURMX_SPOOL_DIR:-} && -d $SLURMX_SPOOL_DIR ]]; then  # announce it (see _slurmx_should_forward)
+    local marker
+    marker=$(_slurmx_handler_marker)
+    printf '%s\n' "$$" > "$marker.$$" 2>/dev/null && mv -f "$marker.$$" "$marker" 2>/dev/null || true
+  fi
 }
 
 # slurmx_run CMD...: run the payload so that the grace signal is handled while it works; returns its exit code.
@@ -144,7 +172,10 @@ slurmx_run() {
     return 2
   fi
   _slurmx_trap || return 2
-  if [[ ${SLURMX_FORWARD_SIGNAL:-0} == 1 ]]; then
+  if [[ ${SLURMX_FORWARD_SIGNAL:-0} == auto && -n ${SLURMX_SPOOL_DIR:-} ]]; then
+    rm -f -- "$(_slurmx_handler_marker)"  # a marker from before a requeue speaks for the old payload
+  fi
+  if [[ ${SLURMX_FORWARD_SIGNAL:-0} == 1 || ${SLURMX_FORWARD_SIGNAL:-0} == auto ]]; then
     local monitor=0
     if [[ $- == *m* ]]; then monitor=1; fi
     set -m  # job control: the payload gets a process group of its own, so forwarding reaches all of it

@@ -338,3 +338,56 @@ def test_checkpoint_dir_and_restart_count(bash: Any, tmp_path: Path) -> None:
     assert rc == 0, err
     assert out.splitlines() == [str(tmp_path / "slurmx-checkpoint"), str(tmp_path / "state" / "run1"), "0", "4"]
     assert (tmp_path / "slurmx-checkpoint").is_dir() and (tmp_path / "state" / "run1").is_dir()
+
+
+# --- SLURMX_FORWARD_SIGNAL=auto (what the job templates set) -------------------------------------------------
+
+AUTO_PYTHON_PAYLOAD = """
+    echo ready
+    slurmx_run python3 -c '
+    import sys, time, slurmx.hooks as h
+    h.on_preempt(lambda deadline: print("payload checkpointed", flush=True))
+    print("handler installed", flush=True)
+    time.sleep(30)'
+    echo "payload ended: $?"
+"""
+
+
+def test_auto_forwards_to_a_payload_that_installed_a_handler(bash: Any, tmp_path: Path) -> None:
+    script = bash(AUTO_PYTHON_PAYLOAD, SLURMX_FORWARD_SIGNAL="auto", SLURMX_SPOOL_DIR=str(tmp_path),
+                  SLURM_JOB_ID="41", SLURMX_REQUEUE_EXIT_CODE="99")
+    script.expect("handler installed")
+    assert (tmp_path / "handler-41").read_text().strip().isdigit()
+    script.signal()
+    script.expect("payload checkpointed", timeout=5)
+    code, out, _ = script.finish()
+    assert code == 99  # the payload left with the requeue code, and the shell (set -e) passed it on
+
+
+def test_auto_leaves_a_payload_without_handler_alone(bash: Any, tmp_path: Path) -> None:
+    """The payload knows nothing of the signal: it is not killed by it and finishes its work."""
+    script = bash("""
+        echo ready
+        slurmx_run bash -c 'sleep 2; echo "work done"'
+        echo "payload ended: $?"
+    """, SLURMX_FORWARD_SIGNAL="auto", SLURMX_SPOOL_DIR=str(tmp_path), SLURM_JOB_ID="42")
+    script.expect("ready")
+    time.sleep(0.5)
+    script.signal()
+    code, out, _ = script.finish()
+    assert "work done" in out and "payload ended: 0" in out and code == 0
+
+
+def test_auto_ignores_a_marker_left_by_the_run_before_a_requeue(bash: Any, tmp_path: Path) -> None:
+    (tmp_path / "handler-43").write_text("1\n")  # pid 1: certainly not this run's payload
+    script = bash("""
+        echo ready
+        slurmx_run bash -c 'sleep 2; echo "work done"'
+        echo "payload ended: $?"
+    """, SLURMX_FORWARD_SIGNAL="auto", SLURMX_SPOOL_DIR=str(tmp_path), SLURM_JOB_ID="43")
+    script.expect("ready")
+    time.sleep(0.5)
+    script.signal()
+    code, out, _ = script.finish()
+    assert "work done" in out and code == 0
+    assert not (tmp_path / "handler-43").exists()

@@ -19,9 +19,9 @@ export SLURMX_SPOOL_DIR=/shared/spool/train-0a1b2c
 export SLURMX_CHECKPOINT_DIR=/shared/ckpt/train
 export SLURMX_GRACE_SIGNAL=USR2 SLURMX_GRACE_S=45
 export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
-# Slurm signals this batch shell; the payload (a Python loop using slurmx.hooks, or a bash script sourcing
-# hook.sh) is the one that must checkpoint, so the shell passes the grace signal on to it.
-export SLURMX_FORWARD_SIGNAL=1
+# Slurm signals this batch shell; a payload that installed a grace handler (slurmx.hooks.on_preempt, or
+# slurmx_on_preempt in a bash payload) gets the signal passed on; one that did not keeps working until the deadline.
+export SLURMX_FORWARD_SIGNAL=auto
 export SLURMX_WORK=1000.0
 mkdir -p -- "$SLURMX_SPOOL_DIR" "$SLURMX_CHECKPOINT_DIR"
 
