@@ -10,12 +10,13 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from slurmx.core.validation import ConfigError
 from slurmx.policies.base import make_policy
+from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster, SimulationError
 from slurmx.sim.config import SimConfig, load_sim_config, load_workload
-from slurmx.sim.engine import Engine, SimResult
 from slurmx.sim.jobs import SimJob
-from slurmx.sim.metrics import compute_metrics
+from slurmx.sim.metrics import SimResult, compute_metrics
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
 
 __all__ = ["run_config", "sim_group"]
@@ -24,11 +25,11 @@ _PROGRESS_MIN_JOBS = 20_000  # below this a run takes about a second: no bar
 
 
 def run_config(config: SimConfig, jobs: Sequence[SimJob],
-               progress: Callable[[int, int], None] | None = None) -> SimResult:
+               progress: Callable[[engine.Progress], None] | None = None) -> SimResult:
     """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it."""
     policy = make_policy(config.policy.name, config.policy.params)
     cluster = ModelCluster(config.cluster.shapes())
-    return Engine(cluster, policy, jobs, config.engine_options(), progress).run()
+    return engine.Engine(cluster, policy, jobs, config.engine_options(), progress).run()
 
 
 @click.group("sim")
@@ -45,7 +46,13 @@ def sim_group() -> None:
 def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_path: str | None) -> None:
     """Run the simulation CONFIG describes; print a summary table and write the metrics as JSON."""
     config = load_sim_config(config_path)
-    jobs = load_workload(config.workload, config.seed, trace_path)
+    try:
+        workload = load_workload(config.workload, config.seed, trace_path)
+    except ValueError as exc:  # a trace the loader rejects (TraceError: file, row, column) or a bad generator
+        if isinstance(exc, ConfigError):
+            raise
+        raise click.ClickException(str(exc)) from None
+    jobs = workload.jobs
     console = Console(stderr=True) if json_path == "-" else (
         Console() if sys.stdout.isatty() else Console(width=200))
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
@@ -54,11 +61,11 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
     with bar:
         task = bar.add_task("run", total=len(jobs))
         try:
-            result = run_config(config, jobs, lambda done, total: bar.update(task, completed=done, total=total))
+            result = run_config(config, jobs, lambda p: bar.update(task, completed=p.done, total=p.total))
         except SimulationError as exc:
             raise click.ClickException(f"{config_path}: simulation failed: {exc}") from None
     metrics = compute_metrics(result, config.report.util_bins)
-    text = result_json(result_document(config, metrics))
+    text = result_json(result_document(config, metrics, workload))
     if json_path == "-":
         click.echo(text, nl=False)
     else:

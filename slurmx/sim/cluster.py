@@ -80,6 +80,7 @@ class ModelCluster:
         gres = sorted({name for p in shapes for s in p.nodes for name in s.capacity.gres})
         self.dims: tuple[str, ...] = ("cpus", "mem_mb", *(f"gres/{g}" for g in gres))
         self._gres = tuple(gres)
+        self._res_cache: dict[Vector, Resources] = {}
         self.nodes: list[_SimNode] = []
         self.index: dict[str, int] = {}
         self.kinds: dict[str, str] = {}
@@ -130,7 +131,14 @@ class ModelCluster:
         return (res.cpus, res.mem_mb, *(res.gres.get(g, 0) for g in self._gres))
 
     def resources(self, vec: Vector | list[int]) -> Resources:
-        return Resources(vec[0], vec[1], {g: vec[2 + i] for i, g in enumerate(self._gres) if vec[2 + i]})
+        """The `Resources` of a vector; one shared immutable object per distinct amount (snapshots reuse them)."""
+        key = tuple(vec)
+        res = self._res_cache.get(key)
+        if res is None:
+            res = Resources(vec[0], vec[1], {g: vec[2 + i] for i, g in enumerate(self._gres) if vec[2 + i]})
+            if len(self._res_cache) < 65_536:
+                self._res_cache[key] = res
+        return res
 
     def capacity(self, index: int) -> Vector:
         return self.nodes[index].capacity

@@ -21,8 +21,8 @@ profiling: {fixed: 0, fraction: 0.03}
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ __all__ = [
     "PartitionConfig",
     "ProfilingConfig",
     "SimConfig",
+    "Workload",
     "WorkloadConfig",
     "load_sim_config",
     "load_workload",
@@ -62,58 +63,75 @@ def _seconds(value: Any) -> Any:
     return float(parse_duration(value)) if isinstance(value, str) else value
 
 
+def _mem(value: Any) -> Any:
+    return parse_mem(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else value
+
+
+def _gres(value: Any) -> Any:
+    return parse_gres(value) if isinstance(value, str) or value is None else value
+
+
 class NodeGroupConfig(_Model):
     """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
 
     nodes: int = Field(ge=1)
     cpus: int = Field(ge=1)
-    mem_mb: int = Field(validation_alias="mem", ge=1)
+    mem_mb: int = Field(alias="mem", ge=1)
     gres: dict[str, int] = Field(default_factory=dict)
     prefix: str | None = None
 
     @field_validator("mem_mb", mode="before")
     @classmethod
-    def _mem(cls, value: Any) -> Any:
-        return parse_mem(value) if isinstance(value, str | int | float) else value
+    def _parse_mem(cls, value: Any) -> Any:
+        return _mem(value)
 
     @field_validator("gres", mode="before")
     @classmethod
-    def _gres(cls, value: Any) -> Any:
-        return parse_gres(value) if isinstance(value, str) or value is None else value
+    def _parse_gres(cls, value: Any) -> Any:
+        return _gres(value)
 
     def capacity(self) -> Resources:
         return Resources(self.cpus, self.mem_mb, self.gres)
 
 
 class PartitionConfig(_Model):
-    """A partition serving one kind: either one homogeneous block (`nodes`, `cpus`, `mem`, `gres`) or `groups`."""
+    """A partition serving one kind: one homogeneous block (`nodes`, `cpus`, `mem`, `gres`) or a list of `groups`."""
 
     name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
     kind: str | None = None
     nodes: int | None = Field(None, ge=1)
     cpus: int | None = Field(None, ge=1)
-    mem: str | int | None = None
-    gres: str | None = None
+    mem_mb: int | None = Field(None, alias="mem", ge=1)
+    gres: dict[str, int] = Field(default_factory=dict)
     prefix: str | None = None
     groups: tuple[NodeGroupConfig, ...] = ()
 
+    @field_validator("mem_mb", mode="before")
+    @classmethod
+    def _parse_mem(cls, value: Any) -> Any:
+        return _mem(value)
+
+    @field_validator("gres", mode="before")
+    @classmethod
+    def _parse_gres(cls, value: Any) -> Any:
+        return _gres(value)
+
     @model_validator(mode="after")
     def _one_shape(self) -> PartitionConfig:
-        block = (self.nodes, self.cpus, self.mem)
-        if self.groups and any(v is not None for v in block):
+        block = (self.nodes, self.cpus, self.mem_mb)
+        if self.groups and (any(v is not None for v in block) or self.gres):
             raise ValueError("give either nodes/cpus/mem/gres or groups, not both")
         if not self.groups and any(v is None for v in block):
             raise ValueError("needs nodes, cpus and mem (or a list of groups)")
         return self
 
     def shape(self) -> PartitionShape:
+        prefix = self.prefix or self.name
         if self.groups:
-            groups = self.groups
+            shapes = tuple(NodeShape(g.nodes, g.capacity(), g.prefix or prefix) for g in self.groups)
         else:
-            assert self.nodes is not None and self.cpus is not None and self.mem is not None
-            groups = (NodeGroupConfig.model_validate(
-                {"nodes": self.nodes, "cpus": self.cpus, "mem": self.mem, "gres": self.gres, "prefix": self.prefix}),)
-        shapes = tuple(NodeShape(g.nodes, g.capacity(), g.prefix or self.prefix or self.name) for g in groups)
+            assert self.nodes is not None and self.cpus is not None and self.mem_mb is not None
+            shapes = (NodeShape(self.nodes, Resources(self.cpus, self.mem_mb, self.gres), prefix),)
         return PartitionShape(self.name, self.kind or self.name, shapes)
 
 
@@ -125,12 +143,8 @@ class ClusterConfig(_Model):
 
 
 class WorkloadConfig(_Model):
-    """Where the jobs come from: a generator `(params, seed) -> jobs` or a trace loader `(path, params, seed)`.
-
-    `generator` is a registered name (resolved as `slurmx.sim.workloads.<name>:generate`) or `module:function`;
-    `trace` is a file path (relative to the config file) read by `loader`, by default
-    `slurmx.sim.traces.<format>:load`.
-    """
+    """Where the jobs come from: a named generator (or `module:function`) with its params and the run's seed,
+    or a trace file (relative to the config file) in `format` (detected when omitted) or read by `loader`."""
 
     generator: str | None = None
     trace: str | None = None
@@ -156,7 +170,7 @@ class ProfilingConfig(_Model):
     """A job becomes visible to the policy `fixed + fraction x (longest true duration of its variants)` after
     submission; the sample runs are not placed on the cluster (an assumption, stated in the report)."""
 
-    fixed_s: float = Field(0.0, validation_alias="fixed", ge=0)
+    fixed_s: float = Field(0.0, alias="fixed", ge=0)
     fraction: float = Field(0.0, ge=0)
 
     @field_validator("fixed_s", mode="before")
@@ -175,12 +189,13 @@ class SimConfig(_Model):
     policy: PolicyConfig = PolicyConfig()
     workload: WorkloadConfig | None = None
     mode: Mode = "event"
-    period_s: float | None = Field(None, validation_alias="period", gt=0)
+    period_s: float | None = Field(None, alias="period", gt=0)
     checkpoint: Literal["keep", "lose"] = "keep"
     estimation_error: ErrorModelConfig | None = None
     profiling: ProfilingConfig = ProfilingConfig()
     call_when_idle: bool = False
     view: Literal["incremental", "naive"] = "incremental"
+    count_notes: tuple[str, ...] = ()
     report: ReportConfig = ReportConfig()
 
     @field_validator("period_s", mode="before")
@@ -200,6 +215,7 @@ class SimConfig(_Model):
             seed=self.seed,
             call_when_idle=self.call_when_idle,
             view=self.view,
+            count_notes=self.count_notes,
         )
 
 
@@ -209,7 +225,8 @@ class EngineOptions:
 
     `view="naive"` rebuilds every Node and Group of the snapshot on every policy call: the slow, obviously
     right reference that tests compare the incremental snapshot against and the benchmark measures.
-    `call_when_idle=False` skips event-mode policy calls while no group is pending (nothing could start).
+    `call_when_idle=False` skips policy calls while no group is pending (nothing could start).
+    `count_notes`: plan-note prefixes to count (e.g. FitGpp's "fitgpp-fallback:"), reported with the metrics.
     """
 
     mode: Mode = "event"
@@ -222,6 +239,7 @@ class EngineOptions:
     seed: int = 0
     call_when_idle: bool = False
     view: Literal["incremental", "naive"] = "incremental"
+    count_notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode != "event" and not self.period_s > 0:
@@ -243,38 +261,74 @@ def load_sim_config(path: str | Path) -> SimConfig:
     return config
 
 
-def _resolve(ref: str, default_module: str, default_attr: str, what: str) -> Callable[..., Any]:
-    module_name, _, attr = ref.partition(":") if ":" in ref else (f"{default_module}.{ref}", ":", default_attr)
+def _resolve(ref: str, what: str) -> Callable[..., Any]:
+    """`package.module:function` -> the function; errors name the config key."""
+    module_name, _, attr = ref.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError([f"workload.{what}: cannot import {module_name!r} for {ref!r}: {exc}"]) from None
+        raise ConfigError([f"workload.{what}: cannot import {module_name!r}: {exc}"]) from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ConfigError([f"workload.{what}: {module_name} has no callable {attr!r}"])
+        raise ConfigError([f"workload.{what}: {module_name} has no function {attr!r}"])
     return fn  # type: ignore[no-any-return]
 
 
-def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None = None) -> list[SimJob]:
-    """Build the jobs of a run: call the generator or trace loader the config names (`trace` overrides the path).
+@dataclass(frozen=True)
+class Workload:
+    """The jobs of a run and where they came from, with what a trace loader had to assume."""
 
-    Without a `format` or `loader`, a trace goes to `slurmx.sim.traces:load`, which is expected to detect it.
+    jobs: list[SimJob]
+    source: str
+    assumptions: tuple[str, ...] = ()
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+
+def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None = None) -> Workload:
+    """Build the jobs of a run from the generator or the trace the config names (`trace` overrides the path).
+
+    A generator name goes to `slurmx.sim.workloads.generate(name, params, seed)`, a trace to
+    `slurmx.sim.traces.load_trace(path, format, **params)` (format detected when not given). `module:function`
+    refs are called as `fn(params, seed)` (generator) or `fn(path, params, seed)` (loader) and may return jobs
+    or an object with `jobs` (and optionally `assumptions`, `skipped`).
     """
     params = dict(workload.params) if workload is not None else {}
     path = trace if trace is not None else (workload.trace if workload is not None else None)
-    jobs: Sequence[Any]
+    produced: Any
     if path is not None:
-        ref = (workload.loader or workload.format) if workload is not None else None
-        fn = _resolve(ref, "slurmx.sim.traces", "load", "loader") if ref else _resolve(
-            "slurmx.sim.traces:load", "", "", "trace")
-        jobs = fn(path, params, seed)
+        loader = workload.loader if workload is not None else None
+        if loader is not None:
+            produced = _resolve(loader, "loader")(path, params, seed)
+        else:
+            from slurmx.sim.traces import LOADERS, load_trace
+
+            fmt = workload.format if workload is not None else None
+            if fmt is None:
+                produced = load_trace(path, **params)
+            elif fmt in LOADERS:
+                produced = LOADERS[fmt](path, **params)
+            else:
+                raise ConfigError([f"workload.format: unknown trace format {fmt!r}; expected one of "
+                                   f"{', '.join(LOADERS)}"])
+        source = f"trace:{path}"
     elif workload is not None and workload.generator is not None:
-        fn = _resolve(workload.generator, "slurmx.sim.workloads", "generate", "generator")
-        jobs = fn(params, seed)
+        if ":" in workload.generator:
+            produced = _resolve(workload.generator, "generator")(params, seed)
+        else:
+            from slurmx.sim.workloads import generate
+
+            try:
+                produced = generate(workload.generator, params, seed)
+            except ValueError as exc:
+                if isinstance(exc, ConfigError):
+                    raise
+                raise ConfigError([f"workload.generator: {exc}"]) from None
+        source = f"generator:{workload.generator}"
     else:
         raise ConfigError(["workload: required key is missing (a generator or a trace; or pass --trace PATH)"])
-    out = list(jobs)
-    for i, job in enumerate(out):
+    jobs = list(getattr(produced, "jobs", produced))
+    for i, job in enumerate(jobs):
         if not isinstance(job, SimJob):
             raise ConfigError([f"workload: item {i} is a {type(job).__name__}, expected SimJob"])
-    return out
+    return Workload(jobs, source, tuple(getattr(produced, "assumptions", ())),
+                    dict(getattr(produced, "skipped", {})))

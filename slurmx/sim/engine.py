@@ -4,7 +4,8 @@ One kernel serves every mode. Events sit in a heap of `(time, priority, sequence
 same way on every run: at one instant, finishes come before grace ends, before arrivals, before profiling
 results, before the periodic tick. The policy is consulted at *scheduling points*, never per event:
 
-- `event` mode: once all events of an instant are processed (and, by default, only if a group is pending);
+- `event` mode: once all events of an instant are processed (by default only while a group is pending), and
+  again at the same instant if the plan released resources (a cancel, a zero-grace preemption);
 - `tick` mode (FitGpp's one-minute steps): at every period boundary, after that instant's events;
 - `round` mode (Synergy's 300 s leases): as tick, and a job whose work completes mid-round keeps its
   resources until the round ends, where its completion is recorded (the paper's simulator's granularity).
@@ -19,6 +20,13 @@ the job has a speed function and the policy allocates something else than the re
 makes no progress during its grace period; when the grace ends it is requeued with its remaining work
 (`checkpoint: keep`) or all of it (`lose`), and only its started variant stays (its siblings were cancelled
 when it first started, as slurmx does on Slurm).
+
+What the view shows of a job: pending, its active variants (PENDING, or HELD after `Hold`) with the estimate
+of its remaining work and `Group.work` = the work left; running (also during a grace period), one RUNNING
+variant on its node with its allocation, `start_time` of the current run and the estimate from there; a
+preempted group carries `grace_deadline` while in grace, `requeue_time` once back in the queue, and
+`preempted_for`/`preempted_nodes` until its beneficiary starts or leaves. Finished groups leave the view,
+as they leave squeue.
 """
 
 from __future__ import annotations
@@ -28,19 +36,20 @@ import math
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import ClusterView, Group, JobClass, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.jobs import SimJob
+from slurmx.sim.metrics import JobRecord, RunStats, SimResult
 
-__all__ = ["Engine", "JobRecord", "RunStats", "SimResult", "SimulationError", "SimulationInvariantError"]
+__all__ = ["Engine", "Progress", "SimulationError", "SimulationInvariantError"]
 
 # Event priorities: the order of events at one instant.
 FINISH, GRACE_END, ARRIVAL, PROFILED, TICK = 0, 1, 2, 3, 4
@@ -49,60 +58,26 @@ EVENT_NAMES = ("finish", "grace_end", "arrival", "profiled", "tick")
 WAITING, PROFILING, PENDING, RUNNING, GRACE, DONE, CANCELLED = range(7)
 _REL_TOL = 1e-7
 _MAX_CALLS_PER_INSTANT = 1000
+_PROGRESS_EVERY = 8192  # events between two progress reports
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """What happened to one job. `exec_s` is its productive run time (no grace, no lost work)."""
+class Progress(NamedTuple):
+    """What a progress callback is told, every few thousand events and at the end."""
 
-    job_id: str
-    user: str
-    job_class: JobClass
-    submit: float
-    first_start: float | None
-    finish: float
-    exec_s: float
-    kind: str | None
-    preemptions: int
-    cancelled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RunStats:
-    """Counters of a run; the wall times are not part of the (deterministic) result JSON."""
-
+    done: int  # jobs completed or cancelled
+    total: int
     events: int
-    by_event: dict[str, int]
-    policy_calls: int
-    actions: dict[str, int]
-    repeated_preempts: int
-    end_time: float
-    wall_s: float
-    policy_wall_s: float
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """Per-job records, the allocation step function (one sample per changing instant) and counters."""
-
-    jobs: tuple[JobRecord, ...]
-    util_times: np.ndarray
-    util_values: np.ndarray  # shape (samples, len(util_columns)): allocated amount per (partition, dim)
-    util_columns: tuple[tuple[str, str], ...]
-    util_capacity: tuple[int, ...]
-    reschedule_intervals: tuple[float, ...]
-    stats: RunStats
-    options: EngineOptions
-    notes: tuple[str, ...] = field(default=())
+    now: float
 
 
 class _Job:
     """Mutable state of one job in the model world."""
 
     __slots__ = (
-        "alloc", "alloc_vec", "complete_at", "done", "est_total", "first_start", "group_id", "held", "idx",
-        "job", "kind", "kinds", "node", "preempted_at", "preemptions", "priority", "productive", "rate",
-        "requests", "run_estimate", "seg_start", "status", "vectors", "version", "vids",
+        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "est_total", "first_start", "grace_deadline",
+        "group_id", "held", "idx", "job", "kind", "kinds", "marked_nodes", "node", "preempted_at", "preemptions",
+        "priority", "productive", "rate", "requests", "requeue_time", "run_estimate", "seg_start", "status",
+        "vectors", "version", "vids",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -131,6 +106,11 @@ class _Job:
         self.first_start: float | None = None
         self.held = False
         self.priority: int | None = None
+        # Preemption marks the view shows (Group.grace_deadline, preempted_for, preempted_nodes, requeue_time).
+        self.grace_deadline: float | None = None
+        self.beneficiary: str | None = None
+        self.marked_nodes: tuple[str, ...] = ()
+        self.requeue_time: float | None = None
 
 
 class Engine:
@@ -142,7 +122,7 @@ class Engine:
         policy: Policy,
         jobs: Sequence[SimJob],
         options: EngineOptions | None = None,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[Progress], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -161,6 +141,7 @@ class Engine:
         self._arrived = 0
         self._open = len(self._jobs)
         self._pending = 0
+        self._max_pending = 0
         self._busy = 0  # running, in grace or profiling
         self._records: list[JobRecord] = []
         self._reschedule: list[float] = []
@@ -169,8 +150,12 @@ class Engine:
         self._calls = 0
         self._actions: dict[str, int] = {}
         self._repeated_preempts = 0
+        self._notes = dict.fromkeys(self.options.count_notes, 0)
+        self._victims: dict[str, list[int]] = {}  # beneficiary -> jobs preempted for it, marks still shown
         self._policy_wall = 0.0
         self._alloc_changed = False
+        self._releases = 0
+        self._moves = 0  # starts, preemptions and cancels: what makes a stalled run move again
         self._util_t = array("d")
         self._util_v = array("d")
         self._util_cols = tuple((p, d) for p in cluster.partitions for d in cluster.dims)
@@ -264,8 +249,8 @@ class Engine:
             if t < self.now:
                 raise SimulationInvariantError(f"t={t:g}: time went backwards from {self.now:g}")
             self.now = t
+            changed = False
             for _ in range(_MAX_CALLS_PER_INSTANT):
-                changed = False
                 while heap and heap[0][0] == t:
                     _, prio, _, payload, version = pop(heap)
                     if handlers[prio](payload, version, t):
@@ -275,21 +260,21 @@ class Engine:
                 # A scheduling point: every event of the instant is in.
                 if periodic or not changed or not (self._pending or idle_calls):
                     break
-                self._schedule(t)
-                if not heap or heap[0][0] != t:
-                    break
+                # A plan that freed resources (cancel, zero-grace preemption) is followed by another decision
+                # at the same instant, as if the release were an event; otherwise the instant is done.
+                changed = self._schedule(t)[1]
             else:
                 raise SimulationError(f"t={t:g}: {_MAX_CALLS_PER_INSTANT} policy calls at one instant; the plans "
                                       "keep creating events at the same time")
             if self._alloc_changed:
                 self._sample(t)
             if self.progress is not None and events >= next_progress:
-                next_progress = events + 8192
-                self.progress(len(self._records), len(self._jobs))
+                next_progress = events + _PROGRESS_EVERY
+                self.progress(Progress(len(self._records), len(self._jobs), events, t))
         self._events = events
         self._finish_checks()
         if self.progress is not None:
-            self.progress(len(self._records), len(self._jobs))
+            self.progress(Progress(len(self._records), len(self._jobs), events, self.now))
         return self._result(time.perf_counter() - started)
 
     def _sample(self, t: float) -> None:
@@ -325,6 +310,7 @@ class Engine:
     def _make_visible(self, j: _Job) -> None:
         j.status = PENDING
         self._pending += 1
+        self._max_pending = max(self._max_pending, self._pending)
         self._visible[j.group_id] = j
         self._dirty[j.idx] = None
 
@@ -350,12 +336,9 @@ class Engine:
         return True
 
     def _on_tick(self, _payload: int, _version: int, t: float) -> bool:
-        if self._pending or self.options.call_when_idle:
-            changed = self._schedule(t)
-        else:
-            changed = False
+        moved = self._schedule(t)[0] if self._pending or self.options.call_when_idle else False
         if self._open:
-            if not changed and not self._busy and self._arrived == len(self._jobs):
+            if not moved and not self._busy and self._arrived == len(self._jobs):
                 self._stalled(t)
             self._push(t + self.options.period_s, TICK, 0)
         return True
@@ -376,12 +359,14 @@ class Engine:
     # ---- state changes ---------------------------------------------------------------------------------
 
     def _release(self, j: _Job, t: float) -> None:
+        self._releases += 1
         self.cluster.release(j.node, j.alloc_vec, j.group_id, t)
         self._alloc_changed = True
         self._busy -= 1
         j.node = -1
 
     def _close(self, j: _Job, t: float, status: int) -> None:
+        self._clear_marks_for(j.group_id)
         j.status = status
         j.version += 1
         self._open -= 1
@@ -391,8 +376,19 @@ class Engine:
             j.group_id, j.job.user, j.job.job_class, j.job.submit_time, j.first_start, t, j.productive, j.kind,
             j.preemptions, cancelled=status == CANCELLED))
 
+    def _clear_marks_for(self, beneficiary: str) -> None:
+        """The beneficiary started or left: its victims' earmarks are void."""
+        for idx in self._victims.pop(beneficiary, ()):
+            victim = self._jobs[idx]
+            if victim.beneficiary == beneficiary:
+                victim.beneficiary = None
+                victim.marked_nodes = ()
+                self._dirty[idx] = None
+
     def _requeue(self, j: _Job, t: float) -> None:
         self._release(j, t)
+        j.grace_deadline = None
+        j.requeue_time = t
         if self.options.checkpoint == "lose":
             j.done = 0.0
             j.productive = 0.0
@@ -400,11 +396,15 @@ class Engine:
         j.version += 1
         j.run_estimate = None
         self._pending += 1
+        self._max_pending = max(self._max_pending, self._pending)
         self._dirty[j.idx] = None
 
     # ---- the policy ------------------------------------------------------------------------------------
 
-    def _schedule(self, now: float) -> bool:
+    def _schedule(self, now: float) -> tuple[bool, bool]:
+        """One policy call, its plan applied: (it started, preempted or cancelled something, it released resources).
+        """
+        moves, releases = self._moves, self._releases
         view = self._view(now)
         started = time.perf_counter()
         plan = self.policy.schedule(view, now)
@@ -412,9 +412,13 @@ class Engine:
         self._calls += 1
         if not isinstance(plan, Plan):
             raise SimulationError(f"t={now:g}: policy {self.policy.name} returned {type(plan).__name__}, not a Plan")
+        for note in plan.notes:
+            for prefix in self.options.count_notes:
+                if note.startswith(prefix):
+                    self._notes[prefix] += 1
         for action in plan.actions:
             self._apply(action, now)
-        return bool(plan.actions)
+        return self._moves != moves, self._releases != releases
 
     def _view(self, now: float) -> ClusterView:
         if self.options.view == "naive":
@@ -450,7 +454,8 @@ class Engine:
             variants = (Variant(j.group_id, j.kind, j.vids[j.kind], VariantState.RUNNING, j.alloc, kinds[j.kind],
                                 (node,), j.run_estimate, j.priority, job.submit_time, j.seg_start),)
         return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
-                     preemptions=j.preemptions, submit_time=job.submit_time)
+                     preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
+                     preempted_for=j.beneficiary, preempted_nodes=j.marked_nodes, requeue_time=j.requeue_time)
 
     def _apply(self, action: Action, now: float) -> None:
         name = type(action).__name__
@@ -505,6 +510,7 @@ class Engine:
         vec = j.vectors[a.kind] if a.alloc is None else self.cluster.vector(alloc)
         node = self._start_node(a, vec, now)
         self.cluster.allocate(node, vec, a.group_id, now)
+        self._moves += 1
         speed = 1.0
         if j.job.speed is not None and alloc != j.requests[a.kind]:
             speed = float(j.job.speed(a.kind, alloc.cpus, alloc.mem_mb))
@@ -535,6 +541,8 @@ class Engine:
             period = self.options.period_s
             finish = max(now, math.ceil(finish / period - 1e-9) * period)
         self._push(finish, FINISH, j.idx, j.version)
+        if j.group_id in self._victims:
+            self._clear_marks_for(j.group_id)
         self._pending -= 1
         self._busy += 1
         self._alloc_changed = True
@@ -573,12 +581,23 @@ class Engine:
         if now > j.complete_at:
             raise SimulationInvariantError(f"t={now:g}: Preempt {a.group_id}: its work completed at "
                                            f"t={j.complete_at:g} and it still runs")
+        if a.beneficiary is not None:
+            other = self._by_id.get(a.beneficiary)
+            if other is None or other.group_id not in self._visible:
+                raise SimulationError(f"t={now:g}: Preempt {a.group_id}: beneficiary {a.beneficiary!r} is not a "
+                                      "group in the view")
+            self._victims.setdefault(a.beneficiary, []).append(j.idx)
+        self._moves += 1
         j.done = min(j.job.work, j.done + j.rate * (now - j.seg_start))
         j.productive += now - j.seg_start
         j.status = GRACE
         j.version += 1
         j.preemptions += 1
         j.preempted_at = now
+        j.grace_deadline = now + a.grace_s
+        j.beneficiary = a.beneficiary
+        j.marked_nodes = (self.cluster.nodes[j.node].name,)
+        self._dirty[j.idx] = None
         if a.grace_s == 0:
             self._requeue(j, now)
         else:
@@ -586,6 +605,7 @@ class Engine:
 
     def _cancel(self, a: Cancel, now: float) -> None:
         j = self._known(a.group_id, "Cancel", now)
+        self._moves += 1
         if j.status == PENDING:
             self._pending -= 1
         else:
@@ -615,6 +635,8 @@ class Engine:
             policy_calls=self._calls,
             actions=dict(sorted(self._actions.items())),
             repeated_preempts=self._repeated_preempts,
+            max_pending=self._max_pending,
+            notes=dict(self._notes),
             end_time=self.now,
             wall_s=wall,
             policy_wall_s=self._policy_wall,

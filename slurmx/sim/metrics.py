@@ -1,4 +1,5 @@
-"""Metrics of a run, as one JSON-ready document: pure functions of a `SimResult`.
+"""What a run produced (`SimResult`: per-job records, allocation over time, counters) and its metrics, as one
+JSON-ready document computed by pure functions.
 
 The definitions follow the papers we reproduce, and each is pinned down here because the papers leave room:
 
@@ -19,14 +20,61 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from slurmx.core.model import JobClass
-from slurmx.sim.engine import JobRecord, SimResult
+from slurmx.sim.config import EngineOptions
 
-__all__ = ["compute_metrics", "fairness", "summary", "utilisation"]
+__all__ = ["JobRecord", "RunStats", "SimResult", "compute_metrics", "fairness", "summary", "utilisation"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What happened to one job. `exec_s` is its productive run time (no grace, no lost work)."""
+
+    job_id: str
+    user: str
+    job_class: JobClass
+    submit: float
+    first_start: float | None
+    finish: float
+    exec_s: float
+    kind: str | None
+    preemptions: int
+    cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """Counters of a run; the wall times are not part of the (deterministic) result JSON."""
+
+    events: int
+    by_event: dict[str, int]
+    policy_calls: int
+    actions: dict[str, int]
+    repeated_preempts: int
+    max_pending: int
+    notes: dict[str, int]  # plan notes counted by the prefixes the config asks for
+    end_time: float
+    wall_s: float
+    policy_wall_s: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per-job records, the allocation step function (one sample per changing instant) and counters."""
+
+    jobs: tuple[JobRecord, ...]
+    util_times: np.ndarray
+    util_values: np.ndarray  # shape (samples, len(util_columns)): allocated amount per (partition, dim)
+    util_columns: tuple[tuple[str, str], ...]
+    util_capacity: tuple[int, ...]
+    reschedule_intervals: tuple[float, ...]
+    stats: RunStats
+    options: EngineOptions
 
 
 def summary(values: Sequence[float] | np.ndarray, percentiles: Sequence[int] = (50, 95, 99)) -> dict[str, Any]:
@@ -130,6 +178,8 @@ def compute_metrics(result: SimResult, bins: int = 100) -> dict[str, Any]:
             "policy_calls": stats.policy_calls,
             "actions": dict(stats.actions),
             "repeated_preempts": stats.repeated_preempts,
+            "max_pending": stats.max_pending,
+            "notes": dict(stats.notes),
             "end_time": stats.end_time,
         },
     }

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from slurmx.sim.config import SimConfig
-from slurmx.sim.engine import SimResult
+from slurmx.sim.config import SimConfig, Workload
+from slurmx.sim.metrics import SimResult
 
 __all__ = ["FORMAT_VERSION", "PlotError", "result_document", "result_json", "summary_table", "write_plots"]
 
@@ -26,10 +26,18 @@ class PlotError(RuntimeError):
     """Plots were asked for but cannot be drawn (matplotlib missing)."""
 
 
-def result_document(config: SimConfig | None, metrics: dict[str, Any]) -> dict[str, Any]:
+def result_document(config: SimConfig | None, metrics: dict[str, Any],
+                    workload: Workload | None = None) -> dict[str, Any]:
+    """Config, workload provenance (with a trace loader's assumptions) and metrics: the whole experiment."""
     return {
         "format": FORMAT_VERSION,
-        "config": config.model_dump(mode="json") if config is not None else None,
+        "config": config.model_dump(mode="json", by_alias=True) if config is not None else None,
+        "workload": None if workload is None else {
+            "source": workload.source,
+            "jobs": len(workload.jobs),
+            "assumptions": list(workload.assumptions),
+            "skipped": dict(sorted(workload.skipped.items())),
+        },
         "metrics": metrics,
     }
 

@@ -360,7 +360,7 @@ def test_auto_forwards_to_a_payload_that_installed_a_handler(bash: Any, tmp_path
     assert (tmp_path / "handler-41").read_text().strip().isdigit()
     script.signal()
     script.expect("payload checkpointed", timeout=5)
-    code, out, _ = script.finish()
+    code, _out, _ = script.finish()
     assert code == 99  # the payload left with the requeue code, and the shell (set -e) passed it on
 
 
