@@ -1,13 +1,16 @@
 """`make demo`: bring up the real Slurm test cluster and show what slurmx sees and does on it.
 
 Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first
-time), the nodes and the site-config check, then the preemption protocol by hand through the adapter —
-a held job released, a grace signal that its trap catches, a requeue, and the job resuming with its
-restart count — the same calls slurmxd will make.
+time), the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all
+held) and in race mode (one runs, the siblings cancel themselves); then a preemption with `slurmx preempt`
+— the protocol slurmxd uses — of the example training loop, which checkpoints in its grace period, is
+requeued, resumes from its checkpoint and finishes with every step counted once.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import time
@@ -18,22 +21,12 @@ from typing import TypeVar
 import click
 from rich.console import Console
 
-from slurmx.core.model import VariantState
 from slurmx.slurm import CliSlurm, RetryPolicy, SlurmError
-from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import DockerExecTransport
 
 T = TypeVar("T")
 console = Console()
 
-JOB = """#!/bin/bash
-# A job that checkpoints a counter when the grace signal arrives and resumes from it after requeue.
-ckpt={shared}/demo-counter
-n=$(cat "$ckpt" 2>/dev/null || echo 0)
-echo "$(date +%T) start restart=${{SLURM_RESTART_COUNT:-0}} resuming at $n" >> {log}
-trap 'echo $n > "$ckpt"; echo "$(date +%T) USR2: checkpointed $n" >> {log}; exit 0' USR2
-while true; do n=$((n+1)); sleep 1; done
-"""
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout: float = 120) -> T:
@@ -52,11 +45,6 @@ def show(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
-def one(slurm: CliSlurm, job_id: int, *states: VariantState) -> SlurmJob | None:
-    found = slurm.jobs(job_ids=[job_id])
-    return found[0] if found and found[0].state in states else None
-
-
 @click.command()
 @click.option("--slurm", "version", default="24.11", type=click.Choice(["22.05", "24.11", "26.05"]))
 def main(version: str) -> None:
@@ -71,7 +59,7 @@ def main(version: str) -> None:
     show([sys.executable, "-m", "slurmx.cli", "--site", site, "--container", login, "nodes"])
     show([sys.executable, "-m", "slurmx.cli", "--site", site, "--container", login, "doctor"])
 
-    site_path = f"/var/tmp/slurmx-cluster/{version}/site.yaml"
+    site_path = f"/var/tmp/slurmx-cluster/{version}/site.yaml"  # written by `cluster up`
     slurmx_cli = [sys.executable, "-m", "slurmx.cli", "--site", site_path]
     console.rule("[bold]2. slurmx submit: one spec, one variant per resource kind, one group")
     dry = subprocess.run([*slurmx_cli, "submit", "--dry-run", "examples/hello.yaml"], check=True,
@@ -93,31 +81,27 @@ def main(version: str) -> None:
              "the race group to finish")
     show([*slurmx_cli, "status", race])
 
-    console.rule("[bold]3. The preemption protocol, step by step, through the adapter")
+    console.rule("[bold]3. A preemption: grace signal, checkpoint, requeue, resume (examples/train_loop.py)")
     shared = Path(f"/var/tmp/slurmx-cluster/{version}/shared")
-    log = shared / "demo.log"
-    for stale in (log, shared / "demo-counter"):
-        stale.unlink(missing_ok=True)
+    examples = shared / "slurmx-examples"
+    examples.mkdir(exist_ok=True)
+    examples.chmod(0o1777)
+    shutil.copy(repo / "examples" / "train_loop.py", examples / "train_loop.py")
+    group = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "pick", "--pick", "cpu",
+                            f"--chdir={examples}", "examples/train_loop.yaml"],
+                           check=True, capture_output=True, text=True).stdout.strip()
     slurm = CliSlurm(DockerExecTransport(login, "alice"), RetryPolicy(retries=3, timeout_s=60))
-    job_id = slurm.submit(JOB.format(shared=shared, log=log), [
-        "--hold", "--job-name=demo@gpu", "--partition=gpu", "--gres=gpu:1", "--mem=200M", "--qos=be",
-        "--requeue", "--signal=B:USR2@30", "--output=/dev/null", "--comment=slurmx:g=demo,v=gpu"])
-    console.print(f"submitted job {job_id} held (managed mode: the daemon decides when it starts)")
-    slurm.release([job_id])
-    running = wait_for(lambda: one(slurm, job_id, VariantState.RUNNING), "the job to run")
-    console.print(f"released -> running on {running.nodes}")
-    time.sleep(5)
-    slurm.signal([job_id], "USR2", batch_only=True)
-    console.print("sent the grace signal USR2 to the batch shell")
-    wait_for(lambda: log.exists() and "checkpointed" in log.read_text(), "the job to checkpoint")
-    slurm.requeue([job_id])
-    console.print("requeued: Slurm restarts it after cred_expire (lowered to 10 s on this cluster)")
-    again = wait_for(lambda: one(slurm, job_id, VariantState.RUNNING), "the job to restart", 180)
-    wait_for(lambda: "restart=1" in log.read_text(), "the job to resume")
-    console.print(f"running again on {again.nodes}, restart count {again.restart_count}")
-    console.rule("[bold]the job's own log")
+    log = shared / "spool" / group / "checkpoint" / "train_loop.log"
+    wait_for(lambda: log.exists() and "START" in log.read_text(), "train_loop to start")
+    time.sleep(8)
+    job_id = json.loads(subprocess.run([*slurmx_cli, "status", "--json", group], check=True, capture_output=True,
+                                       text=True).stdout)[0]["variants"][0]["job_id"]
+    show([*slurmx_cli, "preempt", str(job_id), "--grace", "20"])
+    wait_for(lambda: "DONE" in log.read_text(), "train_loop to resume after the requeue and finish", 240)
+    again = slurm.jobs(job_ids=[job_id])
+    console.print(f"job {job_id}: restart count {again[0].restart_count if again else '?'}")
+    console.rule("[bold]the job's own log: every step counted exactly once across the requeue")
     console.print(log.read_text().rstrip())
-    slurm.cancel([job_id])
     console.rule("[bold]done")
     console.print(f"The cluster stays up: `make cluster-down DEMO_VERSION={version}` stops it.")
 
