@@ -56,7 +56,7 @@ def register(name: str, args: type[A]) -> Callable[[Callable[[A], Policy]], Call
 
 def _load_builtin_and_plugins() -> None:
     # Importing the built-in policy modules registers them.
-    from slurmx.policies import baselines, fitgpp, fitgpp_baselines  # noqa: F401
+    from slurmx.policies import allox, allox_baselines, baselines, fitgpp, fitgpp_baselines  # noqa: F401
 
     for entry in entry_points(group="slurmx.policies"):
         if entry.name not in _REGISTRY:

@@ -1,0 +1,465 @@
+"""AlloX (Le et al., EuroSys '20) and AlloX+: which variant of a job runs, and when, on interchangeable kinds.
+
+AlloX sees the cluster as *machines*: every unit of a GRES kind (each GPU, each accelerator) and every whole
+node of a kind without GRES (a CPU node), any number of kinds. A machine busy with a slurmx job becomes free
+at `start_time + estimate_s` (now if overdue); an idle one is free now. Each decision solves the paper's
+min-cost matching (`slurmx.policies.matching`) over the waiting jobs of the users with the lowest progress,
+with cost `k * p(j, kind) + ω_i - a_j` (time measured from now: ω_i >= 0 is when machine i frees, a_j <= 0
+when job j arrived, so the cost is the job's planned flow time), and starts only the first planned job of
+an idle machine (a rolling horizon: everything else is re-planned at the next decision). A job planned on
+a busy machine waits for it, even while other machines idle: AlloX is not work-conserving on purpose.
+
+Fairness (§3.3): a user's progress is the sum of her running jobs' values, a job's value its dominant share
+on its favoured kind discounted by how much slower the kind it runs on is. Only the ceil(α·n) users with
+the lowest progress are considered; α doubles while nothing can start (§4.4). The module also holds the
+machine model and the helpers the baselines in `allox_baselines` share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from slurmx.core.actions import Plan, Start
+from slurmx.core.model import ClusterView, Group, Variant, VariantState
+from slurmx.core.resources import Resources
+from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.matching import Instance, solve
+
+__all__ = [
+    "Allox",
+    "AlloxArgs",
+    "AlloxPlus",
+    "AlloxPlusArgs",
+    "Cluster",
+    "Job",
+    "Machine",
+    "dominant_share",
+    "job_value",
+    "matching_instance",
+    "read_cluster",
+    "select_users",
+    "user_progress",
+]
+
+_STARTABLE = frozenset({VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED})
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One GPU (unit `unit` of the kind's GRES on `node`) or one whole node; `ready_s` >= 0 seconds from now
+    until it is free, `idle` when it is free now and can take a job."""
+
+    kind: str
+    node: str
+    unit: int
+    ready_s: float
+    idle: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A waiting group as the policies see it: estimated seconds on each kind it can start on here."""
+
+    group: Group
+    estimates: Mapping[str, float]
+
+    @property
+    def user(self) -> str:
+        return self.group.user
+
+    def variant(self, kind: str) -> Variant:
+        found = self.group.variant(kind)
+        assert found is not None
+        return found
+
+
+@dataclass
+class Cluster:
+    """The machines of a view and the state a decision mutates as it starts jobs (free resources per node).
+
+    `kinds` are the site's kinds that have machines, accelerators (GRES kinds) first, then site order: the
+    order ties are broken in (the paper gives ties to the GPU).
+    """
+
+    kinds: tuple[str, ...]
+    machines: list[Machine]
+    unit_gres: dict[str, str | None]
+    capacity: dict[str, int]  # machines per kind, busy or idle
+    total_mem: int
+    free: dict[str, Resources]
+    jobs: list[Job] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def idle(self, kind: str | None = None) -> list[int]:
+        return [i for i, m in enumerate(self.machines) if m.idle and (kind is None or m.kind == kind)]
+
+    def start(self, i: int, job: Job, kind: str, reason: str) -> Start | None:
+        """Occupy machine i with `job` on `kind` if its node still has room; None (and a note) if not."""
+        machine = self.machines[i]
+        request = job.variant(kind).request
+        if not request.fits_in(self.free[machine.node]):
+            self.notes.append(f"{job.group.group_id}: {kind} request does not fit on {machine.node} now")
+            self.machines[i] = Machine(machine.kind, machine.node, machine.unit, machine.ready_s, False)
+            return None
+        self.free[machine.node] = self.free[machine.node] - request
+        self.machines[i] = Machine(machine.kind, machine.node, machine.unit, job.estimates[kind], False)
+        if job in self.jobs:
+            self.jobs.remove(job)
+        return Start(job.group.group_id, kind, (machine.node,), request, reason=reason)
+
+
+def _unit_gres(view: ClusterView, kind: str) -> str | None:
+    """The GRES a kind is counted in (its variants' first requested GRES); None counts whole nodes."""
+    for group in view.groups.values():
+        variant = group.variant(kind)
+        if variant is not None and variant.request.gres:
+            return next(iter(variant.request.gres))
+    return None
+
+
+def _remaining(variant: Variant, now: float) -> float:
+    """Seconds until a running variant is expected to end; an overdue or unestimated one is due now."""
+    if variant.start_time is None or variant.estimate_s is None or not known(variant.estimate_s):
+        return 0.0
+    return max(0.0, variant.start_time + variant.estimate_s - now)
+
+
+def _fits(free: Resources, request: Resources) -> int:
+    """How many copies of `request` fit in `free`."""
+    dims = [(free.cpus, request.cpus), (free.mem_mb, request.mem_mb)]
+    dims += [(free.gres.get(name, 0), count) for name, count in request.gres.items()]
+    counts = [have // need for have, need in dims if need > 0]
+    return min(counts) if counts else 1
+
+
+def read_cluster(view: ClusterView, now: float, need_estimates: bool = True) -> Cluster:
+    """Machines and waiting jobs of a view (pure). A node serves the first kind (site order) listing it;
+    units or nodes held by work slurmx does not know about are left out (their end is unknown). Without
+    `need_estimates`, a variant with no estimate counts as taking forever (for policies that need none)."""
+    running: dict[str, list[Variant]] = {}
+    for group in view.running_groups():
+        variant = group.running_variant()
+        if variant is not None:
+            for name in variant.nodes:
+                running.setdefault(name, []).append(variant)
+    pending = view.pending_groups()
+    site = list(view.kinds)
+    unit_gres = {kind: _unit_gres(view, kind) for kind in site}
+    order = sorted(site, key=lambda k: (unit_gres[k] is None, site.index(k)))
+    machines: list[Machine] = []
+    capacity: dict[str, int] = {}
+    seen: set[str] = set()
+    for kind in site:
+        gres = unit_gres[kind]
+        requests = [v.request for g in pending if (v := g.variant(kind)) is not None]
+        smallest = _smallest(requests)
+        for node in view.nodes_of_kind(kind):
+            if node.name in seen or not node.is_usable:
+                continue
+            seen.add(node.name)
+            mine = [v for v in running.get(node.name, []) if v.kind == kind]
+            if gres is not None:  # one machine per unit: busy ones per known job, then the free ones that fit
+                busy = sorted(_remaining(v, now) for v in mine for _ in range(max(1, v.request.gres_count(gres))))
+                free_units = node.free.gres_count(gres)
+                if smallest is not None:
+                    free_units = min(free_units, _fits(node.free, smallest))
+                units = [(r, False) for r in busy] + [(0.0, True)] * free_units
+                capacity[kind] = capacity.get(kind, 0) + node.capacity.gres_count(gres)
+            else:
+                capacity[kind] = capacity.get(kind, 0) + 1
+                if mine:
+                    units = [(max(_remaining(v, now) for v in mine), False)]
+                elif not running.get(node.name) and node.allocated.cpus == 0 and (
+                    smallest is None or smallest.fits_in(node.free)
+                ):
+                    units = [(0.0, True)]
+                else:
+                    units = []
+            machines += [Machine(kind, node.name, u, r, idle) for u, (r, idle) in enumerate(units)]
+    kinds = tuple(k for k in order if any(m.kind == k for m in machines))
+    machines.sort(key=lambda m: (kinds.index(m.kind) if m.kind in kinds else 0, not m.idle, m.node, m.unit))
+    total_mem = sum(view.nodes[n].capacity.mem_mb for n in seen)
+    free = {name: node.free for name, node in view.nodes.items()}
+    cluster = Cluster(kinds, machines, unit_gres, capacity, total_mem, free)
+    cluster.jobs = _waiting_jobs(pending, cluster, need_estimates)
+    return cluster
+
+
+def _smallest(requests: Sequence[Resources]) -> Resources | None:
+    if not requests:
+        return None
+    names = set.intersection(*(set(r.gres) for r in requests))
+    return Resources(
+        min(r.cpus for r in requests),
+        min(r.mem_mb for r in requests),
+        {n: min(r.gres_count(n) for r in requests) for n in names},
+    )
+
+
+def known(estimate: float | None) -> bool:
+    """An estimate a policy can use: present and finite (a failed profile must not read as zero)."""
+    return estimate is not None and math.isfinite(estimate)
+
+
+def _waiting_jobs(pending: Iterable[Group], cluster: Cluster, need_estimates: bool) -> list[Job]:
+    jobs = []
+    for group in pending:
+        estimates: dict[str, float] = {}
+        for variant in group.variants:
+            gres = cluster.unit_gres.get(variant.kind)
+            if (
+                variant.kind in cluster.kinds
+                and variant.state in _STARTABLE
+                and (known(variant.estimate_s) or not need_estimates)
+                and (gres is None or variant.request.gres_count(gres) == 1)
+            ):
+                est = variant.estimate_s
+                estimates[variant.kind] = max(0.0, est) if est is not None and known(est) else math.inf
+        if estimates:
+            jobs.append(Job(group, estimates))
+        else:
+            cluster.notes.append(f"{group.group_id}: no startable variant with an estimate on a kind with machines")
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------- fairness
+
+
+def dominant_share(request: Resources, kind: str, cluster: Cluster) -> float:
+    """max(machines taken / machines of the kind, memory / cluster memory): the paper's d_i with a machine
+    counted as one GPU or one whole node (the paper's GPU case prints m_c; m_g is meant, erratum 3)."""
+    gres = cluster.unit_gres.get(kind)
+    units = request.gres_count(gres) if gres is not None else 1
+    share = units / cluster.capacity[kind] if cluster.capacity.get(kind) else 0.0
+    return max(share, request.mem_mb / cluster.total_mem if cluster.total_mem else 0.0)
+
+
+def job_value(share_on_favoured: float, favoured_s: float, actual_s: float) -> float:
+    """Value of a running job: its dominant share on the favoured kind, times favoured time / actual time,
+    so value x runtime is the same on every kind ("progress is her instantaneous throughput", §3.3.2)."""
+    if actual_s <= 0 or not math.isfinite(actual_s):
+        return share_on_favoured
+    return share_on_favoured * min(1.0, favoured_s / actual_s)
+
+
+def favoured(estimates: Mapping[str, float], kinds: Sequence[str]) -> str:
+    """The kind with the smallest estimate; ties go to the earlier kind in `kinds` (accelerators first)."""
+    return min(estimates, key=lambda k: (estimates[k], kinds.index(k) if k in kinds else len(kinds)))
+
+
+def user_progress(view: ClusterView, cluster: Cluster | None = None) -> dict[str, float]:
+    """Each user's progress: the sum of her running jobs' values (pure; users with nothing running get 0
+    if they wait). Derived from the view each time, so no event can be missed. Estimates stand in for
+    the true times the paper's simulator used."""
+    cluster = cluster if cluster is not None else read_cluster(view, view.now)
+    progress = {job.user: 0.0 for job in cluster.jobs}
+    for group in view.running_groups():
+        running = group.running_variant()
+        if running is None or running.kind not in cluster.capacity:
+            continue
+        estimates = {
+            v.kind: float(v.estimate_s)
+            for v in group.variants
+            if v.estimate_s is not None and v.kind in cluster.capacity
+        }
+        value = dominant_share(running.request, running.kind, cluster)
+        if running.kind in estimates:
+            fav = favoured(estimates, cluster.kinds)
+            fav_variant = group.variant(fav)
+            assert fav_variant is not None
+            share = dominant_share(fav_variant.request, fav, cluster)
+            value = job_value(share, estimates[fav], estimates[running.kind])
+        progress[group.user] = progress.get(group.user, 0.0) + value
+    return progress
+
+
+def select_users(jobs: Sequence[Job], progress: Mapping[str, float], alpha: float, population: int) -> set[str]:
+    """The max(1, ceil(α · population)) waiting users with the lowest progress (ties: the user waiting
+    longest, then name). α = 0 means strict fairness: one user (the paper's ⌈0·n⌉ = 0 is read that way)."""
+    first: dict[str, float] = {}
+    for job in jobs:
+        first[job.user] = min(first.get(job.user, math.inf), job.group.submit_time)
+    ranked = sorted(first, key=lambda u: (progress.get(u, 0.0), first[u], u))
+    count = max(1, math.ceil(alpha * population - 1e-9))
+    return set(ranked[:count])
+
+
+def _cap_jobs(jobs: list[Job], n_max: int | None, kinds: Sequence[str]) -> list[Job]:
+    """At most n_max jobs: the next shortest on each kind in turn (C-sim's jobSubSet, any number of kinds)."""
+    if n_max is None or len(jobs) <= n_max:
+        return jobs
+    queues = [sorted((j for j in jobs if k in j.estimates), key=lambda j: (j.estimates[k], j.group.submit_time))
+              for k in kinds]
+    chosen: dict[str, Job] = {}
+    cursor = [0] * len(queues)
+    while len(chosen) < n_max and any(c < len(q) for c, q in zip(cursor, queues, strict=True)):
+        for q, queue in enumerate(queues):
+            while cursor[q] < len(queue) and queue[cursor[q]].group.group_id in chosen:
+                cursor[q] += 1
+            if cursor[q] < len(queue) and len(chosen) < n_max:
+                chosen[queue[cursor[q]].group.group_id] = queue[cursor[q]]
+    return [j for j in jobs if j.group.group_id in chosen]
+
+
+def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Instance:
+    """The matching over `jobs` and the cluster's machines, times measured from now (pure)."""
+    index = {k: t for t, k in enumerate(cluster.kinds)}
+    proc = np.full((len(jobs), len(cluster.kinds)), np.inf)
+    for j, job in enumerate(jobs):
+        for kind, est in job.estimates.items():
+            proc[j, index[kind]] = est
+    arrival = np.array([job.group.submit_time - now for job in jobs], dtype=np.float64)
+    types = np.array([index[m.kind] for m in cluster.machines], dtype=np.int64)
+    avail = np.array([m.ready_s for m in cluster.machines], dtype=np.float64)
+    return Instance(proc, arrival, types, avail)
+
+
+# ---------------------------------------------------------------------------------------------- policies
+
+
+class AlloxArgs(PolicyArgs):
+    """AlloX's knobs. Defaults follow the paper's simulation; the open choices of the digest are here.
+
+    - `alpha`: fraction of users (lowest progress first) whose jobs are matched; 1 = no fairness constraint.
+    - `alpha_over`: what α is a fraction of: users with waiting jobs (authors' simulator, default) or all
+      users in the view (their Kubernetes scheduler).
+    - `widen_alpha`: double α while nothing can start, until α = 1 (§4.4; not reset within a decision).
+    - `n_max`: match at most this many jobs, the next shortest per kind in turn (authors' simulator: 50);
+      None matches all (the solver is exact and fast, see docs/policies/allox.md for when to cap).
+    - `starts_per_solve`: "one" re-solves after every start, with progress updated (authors' simulator);
+      "all" starts the first planned job of every idle machine from one solve.
+    """
+
+    alpha: float = Field(0.1, ge=0.0, le=1.0)
+    alpha_over: Literal["waiting", "all"] = "waiting"
+    widen_alpha: bool = True
+    n_max: int | None = Field(None, ge=1)
+    starts_per_solve: Literal["one", "all"] = "one"
+
+
+def _population(view: ClusterView, cluster: Cluster, over: str) -> int:
+    if over == "all":
+        return len({g.user for g in (*view.pending_groups(), *view.running_groups())})
+    return len({j.user for j in cluster.jobs})
+
+
+def _widen(alpha: float, population: int) -> float:
+    """Double α (at least to two users' worth, so α = 0 widens too), capped at 1."""
+    return min(1.0, max(2.0 * alpha, 2.0 / max(population, 1)))
+
+
+@dataclass(frozen=True)
+class Allox:
+    """AlloX: min-cost matching over (machine, position), first planned job of each idle machine, α-fairness."""
+
+    args: AlloxArgs
+    name: ClassVar[str] = "allox"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        progress = user_progress(view, cluster)
+        actions: list[Start] = []
+        alpha = self.args.alpha
+        while cluster.jobs and cluster.idle():
+            population = _population(view, cluster, self.args.alpha_over)
+            users = select_users(cluster.jobs, progress, alpha, population)
+            jobs = _cap_jobs([j for j in cluster.jobs if j.user in users], self.args.n_max, cluster.kinds)
+            firsts = self._first_jobs(cluster, jobs, now)
+            if not firsts:
+                if not self.args.widen_alpha or alpha >= 1.0:
+                    break
+                alpha = _widen(alpha, population)
+                continue
+            if self.args.starts_per_solve == "one":
+                firsts = firsts[:1]
+            for i, job, depth in firsts:
+                kind = cluster.machines[i].kind
+                reason = f"allox: first of {depth} planned on {kind} {cluster.machines[i].node}, α={alpha:g}"
+                start = cluster.start(i, job, kind, reason)
+                if start is not None:
+                    actions.append(start)
+                    progress[job.user] = progress.get(job.user, 0.0) + self._value(job, kind, cluster)
+        waiting = len(cluster.jobs)
+        if waiting:
+            cluster.notes.append(f"allox: {waiting} jobs wait (planned on busy machines or users not selected)")
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+    @staticmethod
+    def _first_jobs(cluster: Cluster, jobs: list[Job], now: float) -> list[tuple[int, Job, int]]:
+        """(idle machine, its first planned job, its queue length), shortest planned job first."""
+        if not jobs:
+            return []
+        solution = solve(matching_instance(cluster, jobs, now))
+        queues = solution.queues(len(cluster.machines))
+        firsts = [(i, jobs[queues[i][0]], len(queues[i])) for i in cluster.idle() if queues[i]]
+        return sorted(firsts, key=lambda f: (f[1].estimates[cluster.machines[f[0]].kind], f[0]))
+
+    @staticmethod
+    def _value(job: Job, kind: str, cluster: Cluster) -> float:
+        fav = favoured(job.estimates, cluster.kinds)
+        share = dominant_share(job.variant(fav).request, fav, cluster)
+        return job_value(share, job.estimates[fav], job.estimates[kind])
+
+
+class AlloxPlusArgs(PolicyArgs):
+    """AlloX+ (§4.4, authors' simulator): (job, kind) pairs of the α-selected users, jobs waiting at least
+    `timeout_s` first, then shortest estimate first; the first pair whose kind has an idle machine starts.
+    `alpha`, `alpha_over`, `widen_alpha` as for AlloX (the simulator's AlloX+ uses the α subset too)."""
+
+    alpha: float = Field(0.1, ge=0.0, le=1.0)
+    alpha_over: Literal["waiting", "all"] = "waiting"
+    widen_alpha: bool = True
+    timeout_s: float = Field(500.0, ge=0.0)
+
+
+@dataclass(frozen=True)
+class AlloxPlus:
+    """AlloX+: the O(m·n·log n) heuristic: time-outs first, then the shortest (job, kind) pair."""
+
+    args: AlloxPlusArgs
+    name: ClassVar[str] = "allox_plus"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        progress = user_progress(view, cluster)
+        actions: list[Start] = []
+        alpha = self.args.alpha
+        while cluster.jobs and cluster.idle():
+            population = _population(view, cluster, self.args.alpha_over)
+            users = select_users(cluster.jobs, progress, alpha, population)
+            pairs = sorted(
+                ((job, kind) for job in cluster.jobs if job.user in users for kind in job.estimates),
+                key=lambda p: (
+                    now - p[0].group.submit_time < self.args.timeout_s,
+                    p[0].estimates[p[1]],
+                    p[0].group.submit_time,
+                    p[0].group.group_id,
+                    cluster.kinds.index(p[1]),
+                ),
+            )
+            started = None
+            for job, kind in pairs:
+                idle = cluster.idle(kind)
+                if idle:
+                    waited = now - job.group.submit_time
+                    tag = "timed out" if waited >= self.args.timeout_s else "shortest pair"
+                    started = cluster.start(idle[0], job, kind, f"allox+: {tag}, {job.estimates[kind]:.0f}s")
+                    if started is not None:
+                        actions.append(started)
+                        progress[job.user] = progress.get(job.user, 0.0) + Allox._value(job, kind, cluster)
+                    break
+            if started is None and not any(cluster.idle(kind) for job, kind in pairs):
+                if not self.args.widen_alpha or alpha >= 1.0:
+                    break
+                alpha = _widen(alpha, population)
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+register("allox", AlloxArgs)(Allox)
+register("allox_plus", AlloxPlusArgs)(AlloxPlus)

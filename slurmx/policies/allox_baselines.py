@@ -1,0 +1,443 @@
+"""The baselines of the AlloX paper (§5.1.1), on the same machine model as AlloX (`allox.read_cluster`).
+
+- `es`: equal share. Every kind's machines are split statically among the users; within a user, a freed
+  machine takes her job that is shortest on it (evaluation), or her jobs go first come first served, each to
+  its favourite kind if her share of it is free, else another (`order: fcfs`, the intro's Table 1).
+- `drff`, `drfs`: online DRF (the user with the least dominant share goes next), FCFS within a user and
+  always the accelerator variant (DRFF: no estimator), or shortest job first on its faster kind (DRFS).
+  If that user's job cannot start, nothing behind it does (head-of-line blocking, as in the authors' code).
+- `drfa`: DRF over one "virtual CPU" resource, an accelerator counting as β CPU machines (the average
+  speedup); SJF within a user, accelerator first, then the other kinds.
+- `srpt`: shortest remaining processing time over all (job, kind) pairs, with FREE preemption and
+  migration between kinds. Simulator only: it returns `Preempt(grace_s=0)` and, in the same plan, the
+  `Start` that takes the freed machine, and assumes the driver applies them in order at no cost.
+- `sjf`: one queue, shortest best-case job first, each on its fastest kind with an idle machine.
+- `jsq_plus`, `sjf_plus`: the intro's strawmen (§2.2) for the worked examples.
+FIFO is `baselines.fifo`. "Waiting" users and ties follow `allox`: accelerators first, then site order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.model import ClusterView, Group, Variant, VariantState
+from slurmx.policies.allox import Cluster, Job, Machine, favoured, read_cluster
+from slurmx.policies.base import PolicyArgs, register
+
+__all__ = [
+    "Drfa",
+    "DrfaArgs",
+    "Drff",
+    "DrffArgs",
+    "Drfs",
+    "DrfsArgs",
+    "EqualShare",
+    "EqualShareArgs",
+    "JsqPlus",
+    "JsqPlusArgs",
+    "Sjf",
+    "SjfArgs",
+    "SjfPlus",
+    "SjfPlusArgs",
+    "Srpt",
+    "SrptArgs",
+]
+
+Usage = dict[str, float]  # units per kind, and "mem" in MB
+
+
+def _units(cluster: Cluster, kind: str, group: Group) -> float:
+    variant = group.variant(kind)
+    gres = cluster.unit_gres.get(kind)
+    return float(variant.request.gres_count(gres)) if variant is not None and gres is not None else 1.0
+
+
+def _usage(view: ClusterView, cluster: Cluster) -> dict[str, Usage]:
+    """What each user's running jobs hold: machines per kind and memory."""
+    usage: dict[str, Usage] = {}
+    for group in view.running_groups():
+        variant = group.running_variant()
+        if variant is None or variant.kind not in cluster.capacity:
+            continue
+        mine = usage.setdefault(group.user, {})
+        mine[variant.kind] = mine.get(variant.kind, 0.0) + _units(cluster, variant.kind, group)
+        mine["mem"] = mine.get("mem", 0.0) + variant.request.mem_mb
+    return usage
+
+
+def _first_submit(jobs: list[Job]) -> dict[str, float]:
+    first: dict[str, float] = {}
+    for job in jobs:
+        first[job.user] = min(first.get(job.user, math.inf), job.group.submit_time)
+    return first
+
+
+def _fcfs(job: Job) -> tuple[float, str]:
+    return job.group.submit_time, job.group.group_id
+
+
+Pick = Callable[[str], tuple[Job, str] | None]
+Share = Callable[[Usage], float]
+
+
+def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick: Pick, tag: str) -> Plan:
+    """Online DRF: the waiting user with the least share picks a (job, kind); stop when it cannot start."""
+    usage = _usage(view, cluster)
+    actions: list[Start] = []
+    while cluster.jobs and cluster.idle():
+        first = _first_submit(cluster.jobs)
+        user = min(first, key=lambda u: (share(usage.get(u, {})), first[u], u))
+        choice = pick(user)
+        idle = cluster.idle(choice[1]) if choice is not None else []
+        if choice is None or not idle:
+            cluster.notes.append(f"{tag}: {user}'s next job cannot start; nothing behind it does")
+            break
+        job, kind = choice
+        start = cluster.start(idle[0], job, kind, f"{tag}: {user} has the least dominant share")
+        if start is not None:
+            actions.append(start)
+            mine = usage.setdefault(user, {})
+            mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
+            mine["mem"] = mine.get("mem", 0.0) + job.variant(kind).request.mem_mb
+    return Plan(tuple(actions), tuple(cluster.notes))
+
+
+def _drf_share(cluster: Cluster) -> Share:
+    def share(use: Usage) -> float:
+        parts = [use.get(k, 0.0) / cap for k, cap in cluster.capacity.items() if cap]
+        parts.append(use.get("mem", 0.0) / cluster.total_mem if cluster.total_mem else 0.0)
+        return max(parts)
+
+    return share
+
+
+class DrffArgs(PolicyArgs):
+    """`config`: "accelerator" always takes the first accelerator variant a job has (the authors' DRFF);
+    "first" takes the variant the user listed first (her stated preference)."""
+
+    config: Literal["accelerator", "first"] = "accelerator"
+
+
+@dataclass(frozen=True)
+class Drff:
+    """DRF + FCFS, no estimator: jobs need no estimates."""
+
+    args: DrffArgs
+    name: ClassVar[str] = "drff"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now, need_estimates=False)
+
+        def pick(user: str) -> tuple[Job, str] | None:
+            job = min((j for j in cluster.jobs if j.user == user), key=_fcfs)
+            if self.args.config == "first":
+                listed = [v.kind for v in job.group.variants if v.kind in job.estimates]
+                return job, listed[0]
+            return job, min(job.estimates, key=cluster.kinds.index)
+
+        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drff")
+
+
+class DrfsArgs(PolicyArgs):
+    """No knobs: SJF by the best estimate within a user, on the faster kind."""
+
+
+@dataclass(frozen=True)
+class Drfs:
+    """DRF + SJF: each user's shortest job (by its best estimate), on its faster kind."""
+
+    args: DrfsArgs
+    name: ClassVar[str] = "drfs"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+
+        def pick(user: str) -> tuple[Job, str] | None:
+            job = min((j for j in cluster.jobs if j.user == user), key=lambda j: (min(j.estimates.values()), _fcfs(j)))
+            return job, favoured(job.estimates, cluster.kinds)
+
+        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drfs")
+
+
+class DrfaArgs(PolicyArgs):
+    """`beta`: machines of the base kind one machine of each kind is worth (the base kind, the first kind
+    without GRES, is 1). None: the mean over the view's jobs with estimates on both of base time / kind
+    time, i.e. the average speedup (the authors average over the whole workload, known in advance)."""
+
+    beta: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Drfa:
+    """DRF on one converted resource: share = max(sum β_k·machines_k / sum β_k·capacity_k, memory)."""
+
+    args: DrfaArgs
+    name: ClassVar[str] = "drfa"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        beta = self.args.beta if self.args.beta is not None else _average_speedups(view, cluster)
+        total = sum(beta.get(k, 1.0) * cap for k, cap in cluster.capacity.items())
+
+        def share(use: Usage) -> float:
+            cpu = sum(beta.get(k, 1.0) * use.get(k, 0.0) for k in cluster.capacity) / total if total else 0.0
+            return max(cpu, use.get("mem", 0.0) / cluster.total_mem if cluster.total_mem else 0.0)
+
+        def pick(user: str) -> tuple[Job, str] | None:
+            for kind in cluster.kinds:
+                mine = [j for j in cluster.jobs if j.user == user and kind in j.estimates]
+                if mine and cluster.idle(kind):
+                    return min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind
+            return None
+
+        return _progressive_filling(view, cluster, share, pick, "drfa")
+
+
+def _average_speedups(view: ClusterView, cluster: Cluster) -> dict[str, float]:
+    base = next((k for k in view.kinds if cluster.unit_gres.get(k) is None and k in cluster.capacity), None)
+    base = base or (cluster.kinds[0] if cluster.kinds else "")
+    beta = {base: 1.0}
+    for kind in cluster.capacity:
+        ratios = []
+        for group in view.groups.values():
+            b, k = group.variant(base), group.variant(kind)
+            if b is not None and k is not None and b.estimate_s and k.estimate_s:
+                ratios.append(b.estimate_s / k.estimate_s)
+        beta.setdefault(kind, sum(ratios) / len(ratios) if ratios else 1.0)
+    return beta
+
+
+class EqualShareArgs(PolicyArgs):
+    """`order`: "sjf" (evaluation, §5.1.1): a freed machine takes the user's job shortest on it, kinds in
+    turn, accelerators first; "fcfs" (intro, Table 1): the user's jobs in order, each on its favourite kind
+    if her share of it is free, else on another, and her later jobs wait behind it. A kind's m machines
+    split among the n users in the view as m // n each, the first m % n users (by name) one more."""
+
+    order: Literal["sjf", "fcfs"] = "sjf"
+
+
+@dataclass(frozen=True)
+class EqualShare:
+    """ES: a static, equal split of every kind's machines among the users."""
+
+    args: EqualShareArgs
+    name: ClassVar[str] = "es"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())})
+        if not users:
+            return Plan()
+        usage = _usage(view, cluster)
+        quota = {
+            (u, k): cap // len(users) + (1 if r < cap % len(users) else 0)
+            for r, u in enumerate(users)
+            for k, cap in cluster.capacity.items()
+        }
+
+        def room(user: str, kind: str) -> bool:
+            return usage.get(user, {}).get(kind, 0.0) < quota[user, kind] and bool(cluster.idle(kind))
+
+        actions: list[Start] = []
+
+        def take(job: Job, kind: str, why: str) -> bool:
+            start = cluster.start(cluster.idle(kind)[0], job, kind, f"es: {why}")
+            if start is None:
+                return False
+            actions.append(start)
+            mine = usage.setdefault(job.user, {})
+            mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
+            return True
+
+        if self.args.order == "sjf":
+            for kind in cluster.kinds:
+                for user in users:
+                    while room(user, kind):
+                        mine = [j for j in cluster.jobs if j.user == user and kind in j.estimates]
+                        if not mine or not take(min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind, "sjf"):
+                            break
+        else:
+            for user in users:
+                for job in sorted((j for j in cluster.jobs if j.user == user), key=_fcfs):
+                    kinds = sorted(job.estimates, key=lambda k: (job.estimates[k], cluster.kinds.index(k)))
+                    if not any(room(user, k) and take(job, k, "fcfs, favourite first") for k in kinds):
+                        break
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+class SrptArgs(PolicyArgs):
+    """No knobs. Free preemption and migration: simulator only (module docstring)."""
+
+
+@dataclass(frozen=True)
+class Srpt:
+    """SRPT over (job, kind) pairs of running and waiting jobs; a running job's remaining fraction applies to
+    every kind. A requeued job's estimates are taken as its remaining times (the driver's contract)."""
+
+    args: SrptArgs
+    name: ClassVar[str] = "srpt"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        candidates = list(cluster.jobs)
+        running: dict[str, tuple[Job, Variant]] = {}
+        slots = {k: len(cluster.idle(k)) for k in cluster.kinds}  # free now, or held by a job SRPT may stop
+        for group in view.running_groups():
+            found = _running_job(group, now, cluster)
+            if found is not None:
+                job, variant = found
+                running[group.group_id] = found
+                candidates.append(job)
+                slots[variant.kind] += 1
+        pairs = sorted(
+            ((job, k) for job in candidates for k in job.estimates),
+            key=lambda p: (p[0].estimates[p[1]], _fcfs(p[0]), cluster.kinds.index(p[1])),
+        )
+        want: dict[str, str] = {}
+        for job, kind in pairs:
+            if job.group.group_id not in want and slots[kind] > 0:
+                want[job.group.group_id] = kind
+                slots[kind] -= 1
+        actions: list[Preempt | Start] = []
+        for gid, (_, variant) in running.items():
+            if want.get(gid) == variant.kind:
+                del want[gid]  # keeps its machine
+            else:
+                actions.append(Preempt(gid, 0, reason="srpt: shorter remaining work needs the machine"))
+                _release(cluster, variant)
+        for job, _ in pairs:
+            kind = want.pop(job.group.group_id, "")
+            idle = cluster.idle(kind) if kind else []
+            if idle:
+                start = cluster.start(idle[0], job, kind, f"srpt: {job.estimates[kind]:.0f}s left")
+                if start is not None:
+                    actions.append(start)
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+def _running_job(group: Group, now: float, cluster: Cluster) -> tuple[Job, Variant] | None:
+    """A running group as a candidate: its remaining fraction applied to every kind it may still run on."""
+    variant = group.running_variant()
+    if variant is None or variant.kind not in cluster.kinds or not variant.estimate_s:
+        return None
+    elapsed = now - (variant.start_time if variant.start_time is not None else now)
+    left = max(0.0, 1.0 - elapsed / variant.estimate_s)
+    estimates = {
+        v.kind: left * float(v.estimate_s)
+        for v in group.variants
+        if v.kind in cluster.kinds
+        and v.estimate_s is not None
+        and (v is variant or v.state in (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED))
+    }
+    return Job(group, estimates), variant
+
+
+def _release(cluster: Cluster, variant: Variant) -> None:
+    """A preempted job's machine is free at once (free preemption)."""
+    for node in variant.nodes:
+        cluster.free[node] = cluster.free[node] + variant.request
+        for i, m in enumerate(cluster.machines):
+            if m.node == node and m.kind == variant.kind and not m.idle:
+                cluster.machines[i] = Machine(m.kind, m.node, m.unit, 0.0, True)
+                break
+
+
+class SjfArgs(PolicyArgs):
+    """No knobs: waiting jobs by their best estimate, each on its fastest kind with an idle machine."""
+
+
+@dataclass(frozen=True)
+class Sjf:
+    """Shortest job first (best-case estimate), each job on the fastest kind that has an idle machine."""
+
+    args: SjfArgs
+    name: ClassVar[str] = "sjf"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        actions: list[Start] = []
+        for job in sorted(cluster.jobs, key=lambda j: (min(j.estimates.values()), _fcfs(j))):
+            for kind in sorted(job.estimates, key=lambda k: (job.estimates[k], cluster.kinds.index(k))):
+                idle = cluster.idle(kind)
+                if idle and (start := cluster.start(idle[0], job, kind, "sjf")) is not None:
+                    actions.append(start)
+                    break
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+class SjfPlusArgs(PolicyArgs):
+    """No knobs: one queue per kind by the time on it; freed machines take their queue's head, the
+    shortest (job, kind) pair first when several are free (§2.2)."""
+
+
+@dataclass(frozen=True)
+class SjfPlus:
+    """SJF+: the intro's strawman; it ignores how much faster a job is elsewhere (Fig. 5: 50 vs 20 min)."""
+
+    args: SjfPlusArgs
+    name: ClassVar[str] = "sjf_plus"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        actions: list[Start] = []
+        pairs = sorted(
+            ((j, k) for j in cluster.jobs for k in j.estimates),
+            key=lambda p: (p[0].estimates[p[1]], _fcfs(p[0]), cluster.kinds.index(p[1])),
+        )
+        for job, kind in pairs:
+            idle = cluster.idle(kind)
+            if job in cluster.jobs and idle and (start := cluster.start(idle[0], job, kind, "sjf+")) is not None:
+                actions.append(start)
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+class JsqPlusArgs(PolicyArgs):
+    """`join_busy`: false (default) lets a job pick only among machines free now, which is what the paper's
+    Fig. 4a shows (Jobs 3 and 4 "have no choices but to pick CPUs": 100 min); true applies the text's rule
+    literally, waiting time + processing time over all machines (60 min on that example)."""
+
+    join_busy: bool = False
+
+
+@dataclass(frozen=True)
+class JsqPlus:
+    """JSQ+: each job in arrival order takes the machine where it would finish first; short-sighted."""
+
+    args: JsqPlusArgs
+    name: ClassVar[str] = "jsq_plus"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now)
+        ready = [m.ready_s if not m.idle else 0.0 for m in cluster.machines]
+        actions: list[Start] = []
+        for job in sorted(cluster.jobs, key=_fcfs):
+            options = [
+                (ready[i] + job.estimates[m.kind], not m.idle, cluster.kinds.index(m.kind), i)
+                for i, m in enumerate(cluster.machines)
+                if m.kind in job.estimates and (m.idle or self.args.join_busy)
+            ]
+            if not options:
+                continue
+            finish, busy, _, i = min(options)
+            if busy:
+                ready[i] = finish  # it queues there: later jobs see the longer wait
+                continue
+            start = cluster.start(i, job, cluster.machines[i].kind, f"jsq+: finishes first here ({finish:.0f}s)")
+            if start is not None:
+                ready[i] = finish
+                actions.append(start)
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+
+register("es", EqualShareArgs)(EqualShare)
+register("drff", DrffArgs)(Drff)
+register("drfs", DrfsArgs)(Drfs)
+register("drfa", DrfaArgs)(Drfa)
+register("srpt", SrptArgs)(Srpt)
+register("sjf", SjfArgs)(Sjf)
+register("sjf_plus", SjfPlusArgs)(SjfPlus)
+register("jsq_plus", JsqPlusArgs)(JsqPlus)
