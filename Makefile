@@ -57,7 +57,7 @@ test-matrix: test-unit test-integration
 
 # The native cluster (host daemons, Debian bookworm's Slurm 22.05, no Docker): needs root; brings it up and down.
 test-native: venv
-	SLURMX_TEST_NATIVE=1 $(BIN)/pytest -q tests/integration/test_native_cluster.py $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/native $(PYTEST_ARGS)
 
 bench: venv
 	@for b in bench/*.py; do $(BIN)/python $$b; done

@@ -1,7 +1,7 @@
 """The native test cluster: the same roles as host processes, with the host's Debian bookworm Slurm 22.05.
 
 It installs packages, creates users and starts root daemons on the host, so it only runs when asked:
-SLURMX_TEST_NATIVE=1 (`make test-native`), as root. The module brings the cluster up through
+`make test-native`, as root. The module brings the cluster up through
 `docker-slurm/cluster up --native` and its last test takes it down again.
 """
 
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("SLURMX_TEST_NATIVE") != "1",
-    reason="starts host Slurm daemons as root and may apt-get install: set SLURMX_TEST_NATIVE=1 (make test-native)",
-)
+# Kept out of tests/integration (which `make test` runs): it starts host Slurm daemons as root and may apt-get
+# install them, so it runs only through `make test-native`.
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "docker-slurm" / "cluster"
