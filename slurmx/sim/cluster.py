@@ -164,33 +164,28 @@ class ModelCluster:
     def allocate(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Hand `vec` on node `index` to a group; raises SimulationInvariantError rather than over-allocate."""
         node = self.nodes[index]
-        alloc = node.allocated
-        for d, v in enumerate(vec):
-            if v < 0:
-                raise SimulationInvariantError(f"t={now:g}: group {group_id} asks a negative {self.dims[d]} on "
-                                               f"{node.name}")
-            if alloc[d] + v > node.capacity[d]:
-                raise SimulationInvariantError(
-                    f"t={now:g}: over-allocation of node {node.name}: group {group_id} needs {self.dims[d]}={v} "
-                    f"but only {node.capacity[d] - alloc[d]} of {node.capacity[d]} are free")
+        after = [a + v for a, v in zip(node.allocated, vec, strict=True)]
+        if any(n > c for n, c in zip(after, node.capacity, strict=True)) or min(vec) < 0:
+            d = next(d for d, (n, c, v) in enumerate(zip(after, node.capacity, vec, strict=True)) if n > c or v < 0)
+            raise SimulationInvariantError(
+                f"t={now:g}: over-allocation of node {node.name}: group {group_id} needs {self.dims[d]}={vec[d]} "
+                f"but only {node.capacity[d] - node.allocated[d]} of {node.capacity[d]} are free")
+        node.allocated = after
         used = self.used[node.partition]
-        for d, v in enumerate(vec):
-            alloc[d] += v
-            used[d] += v
+        used[:] = [u + v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
 
     def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Give back what a group held on a node; releasing more than is allocated is an invariant error."""
         node = self.nodes[index]
-        alloc = node.allocated
-        for d, v in enumerate(vec):
-            if alloc[d] - v < 0:
-                raise SimulationInvariantError(f"t={now:g}: node {node.name} would hold negative {self.dims[d]} "
-                                               f"after group {group_id} releases {v}")
+        after = [a - v for a, v in zip(node.allocated, vec, strict=True)]
+        if min(after) < 0:
+            d = next(d for d, n in enumerate(after) if n < 0)
+            raise SimulationInvariantError(f"t={now:g}: node {node.name} would hold negative {self.dims[d]} "
+                                           f"after group {group_id} releases {vec[d]}")
+        node.allocated = after
         used = self.used[node.partition]
-        for d, v in enumerate(vec):
-            alloc[d] -= v
-            used[d] -= v
+        used[:] = [u - v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
 
     def busy_nodes(self) -> list[str]:

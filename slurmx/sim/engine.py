@@ -58,7 +58,7 @@ EVENT_NAMES = ("finish", "grace_end", "arrival", "profiled", "tick")
 WAITING, PROFILING, PENDING, RUNNING, GRACE, DONE, CANCELLED = range(7)
 _REL_TOL = 1e-7
 _MAX_CALLS_PER_INSTANT = 1000
-_PROGRESS_EVERY = 8192  # events between two progress reports
+_PROGRESS_EVERY = 1024  # events between two progress reports
 
 
 class Progress(NamedTuple):
@@ -136,6 +136,7 @@ class Engine:
         self._by_id: dict[str, _Job] = {}
         self._visible: dict[str, _Job] = {}
         self._groups: dict[str, Group] = {}
+        self._holes = 0  # deletions from _groups since it was last rebuilt
         self._dirty: dict[int, None] = {}
         self._next_arrival = 0
         self._arrived = 0
@@ -293,12 +294,14 @@ class Engine:
         self._arrived += 1
         j = self._jobs[idx]
         opts = self.options
-        delay = opts.profiling_fixed_s + opts.profiling_fraction * max(v.duration_s for v in j.job.variants.values())
-        if delay > 0:
-            j.status = PROFILING
-            self._busy += 1
-            self._push(t + delay, PROFILED, idx)
-            return True
+        if opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
+            longest = max(v.duration_s for v in j.job.variants.values())
+            delay = opts.profiling_fixed_s + opts.profiling_fraction * longest
+            if delay > 0:
+                j.status = PROFILING
+                self._busy += 1
+                self._push(t + delay, PROFILED, idx)
+                return True
         self._make_visible(j)
         return True
 
@@ -374,7 +377,7 @@ class Engine:
         self._dirty[j.idx] = None
         self._records.append(JobRecord(
             j.group_id, j.job.user, j.job.job_class, j.job.submit_time, j.first_start, t, j.productive, j.kind,
-            j.preemptions, cancelled=status == CANCELLED))
+            j.preemptions, cancelled=status == CANCELLED, deadline=j.job.deadline))
 
     def _clear_marks_for(self, beneficiary: str) -> None:
         """The beneficiary started or left: its victims' earmarks are void."""
@@ -402,8 +405,8 @@ class Engine:
     # ---- the policy ------------------------------------------------------------------------------------
 
     def _schedule(self, now: float) -> tuple[bool, bool]:
-        """One policy call, its plan applied: (it started, preempted or cancelled something, it released resources).
-        """
+        """Call the policy and apply its plan; says whether anything started, stopped or was cancelled, and
+        whether resources were released (event mode then decides again at the same instant)."""
         moves, releases = self._moves, self._releases
         view = self._view(now)
         started = time.perf_counter()
@@ -432,9 +435,14 @@ class Engine:
                 j = self._jobs[idx]
                 if j.group_id in self._visible:
                     groups[j.group_id] = self._group_view(j)
-                else:
-                    groups.pop(j.group_id, None)
+                elif groups.pop(j.group_id, None) is not None:
+                    self._holes += 1
             self._dirty.clear()
+            if self._holes * 2 > len(groups):
+                # The view copies this dict on every call, and CPython copies a dict with many deleted slots key by
+                # key instead of cloning its table (about 10x slower): rebuild it compact now and then.
+                self._groups = groups = dict(groups)
+                self._holes = 0
         return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds)
 
     def _group_view(self, j: _Job) -> Group:
@@ -506,13 +514,14 @@ class Engine:
         if a.kind not in j.vectors or a.kind not in j.kinds:
             raise SimulationError(f"t={now:g}: Start: group {a.group_id} has no active {a.kind!r} variant "
                                   f"(active: {', '.join(j.kinds)})")
-        alloc = a.alloc if a.alloc is not None else j.requests[a.kind]
-        vec = j.vectors[a.kind] if a.alloc is None else self.cluster.vector(alloc)
+        request = j.requests[a.kind]
+        alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
+        vec = j.vectors[a.kind] if alloc is request else self.cluster.vector(alloc)
         node = self._start_node(a, vec, now)
         self.cluster.allocate(node, vec, a.group_id, now)
         self._moves += 1
         speed = 1.0
-        if j.job.speed is not None and alloc != j.requests[a.kind]:
+        if j.job.speed is not None and alloc is not request:
             speed = float(j.job.speed(a.kind, alloc.cpus, alloc.mem_mb))
             if not speed > 0:
                 raise SimulationError(f"t={now:g}: group {a.group_id}: speed({a.kind}, {alloc.cpus}, "

@@ -12,6 +12,7 @@ The definitions follow the papers we reproduce, and each is pinned down here bec
 - fairness = the spread of per-user mean slowdown: min, max, max - min, coefficient of variation and Jain's
   index (1 = every user sees the same mean slowdown).
 - re-scheduling interval = from the preemption signal to the restart (FitGpp Table 2; includes the grace).
+- deadlines (jobs that have one): met when the job completed by its deadline; a cancelled job missed it.
 
 Percentiles are numpy's default (linear interpolation between order statistics); empty sets give null.
 """
@@ -45,6 +46,7 @@ class JobRecord:
     kind: str | None
     preemptions: int
     cancelled: bool = False
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,12 @@ def utilisation(result: SimResult, start: float, end: float, bins: int) -> dict[
     return {"mean": {n: float(total[k]) for k, n in enumerate(names)}, "series": series}
 
 
+def _deadlines(records: Sequence[JobRecord]) -> dict[str, Any]:
+    due = [r for r in records if r.deadline is not None]
+    met = sum(1 for r in due if not r.cancelled and r.deadline is not None and r.finish <= r.deadline)
+    return {"jobs": len(due), "met": met, "fraction_met": met / len(due) if due else None}
+
+
 def compute_metrics(result: SimResult, bins: int = 100) -> dict[str, Any]:
     """Every metric of a run, JSON-ready; deterministic for a deterministic result (no wall times inside)."""
     done = [r for r in result.jobs if not r.cancelled]
@@ -172,6 +180,7 @@ def compute_metrics(result: SimResult, bins: int = 100) -> dict[str, Any]:
             "histogram": {str(k): histogram[k] for k in sorted(histogram)},
         },
         "rescheduling_interval": summary(result.reschedule_intervals, (50, 75, 95, 99)),
+        "deadlines": _deadlines(result.jobs),
         "engine": {
             "events": stats.events,
             "by_event": dict(stats.by_event),

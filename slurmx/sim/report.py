@@ -83,6 +83,9 @@ def summary_table(metrics: dict[str, Any], title: str, wall_s: float | None = No
     if metrics["rescheduling_interval"]["count"]:
         table.add_row("re-scheduling interval", _pcts(metrics["rescheduling_interval"],
                                                       ("p50", "p75", "p95", "p99"), " s"))
+    due = metrics["deadlines"]
+    if due["jobs"]:
+        table.add_row("deadlines met", f"{due['met']:,} of {due['jobs']:,} ({due['fraction_met'] * 100:.1f} %)")
     engine = metrics["engine"]
     rate = f", {engine['events'] / wall_s:,.0f} events/s in {wall_s:.2f} s" if wall_s else ""
     table.add_row("engine", f"{engine['events']:,} events, {engine['policy_calls']:,} policy calls{rate}")

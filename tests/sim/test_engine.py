@@ -1,0 +1,511 @@
+"""The simulator's engine: event order, allocation invariants, grace/requeue accounting, estimates, modes,
+determinism. Every expected number is worked out by hand in the test's comment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
+from slurmx.core.model import ClusterView, GroupState, JobClass, VariantState
+from slurmx.core.resources import Resources
+from slurmx.policies import make_policy
+from slurmx.sim import engine as engine_module
+from slurmx.sim.cli import run_config, sim_group
+from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
+from slurmx.sim.config import EngineOptions, parse_sim_config
+from slurmx.sim.engine import Engine
+from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.metrics import JobRecord, SimResult, compute_metrics
+from slurmx.sim.report import result_document, result_json
+from tests.sim import Scripted, cluster, job, run
+
+FIFO = make_policy("fifo")
+
+
+def fifo(view: ClusterView, now: float) -> Sequence[Action]:
+    return FIFO.schedule(view, now).actions
+
+
+def record(result: SimResult, job_id: str) -> JobRecord:
+    return next(r for r in result.jobs if r.job_id == job_id)
+
+
+def tiny_workload(params: dict[str, Any], seed: int) -> list[SimJob]:
+    """A small mixed workload (importable as a generator `tests.sim.test_engine:tiny_workload`)."""
+    rng = np.random.default_rng(seed)
+    n = int(params.get("jobs", 200))
+    submit = np.cumsum(rng.exponential(20.0, n))
+    out = []
+    for i in range(n):
+        cpus = int(rng.choice([1, 2, 4]))
+        variants = {"cpu": SimVariant("cpu", Resources(cpus, 512 * cpus), float(rng.uniform(10, 200)))}
+        if i % 3 == 0:
+            variants["gpu"] = SimVariant("gpu", Resources(1, 512, {"gpu": 1}), float(rng.uniform(5, 50)))
+        out.append(SimJob(f"j{i}", f"u{i % 4}", float(submit[i]), variants,
+                          job_class=JobClass.TE if i % 5 == 0 else JobClass.BE, grace_s=int(rng.integers(0, 30))))
+    return out
+
+
+def two_kinds() -> ModelCluster:
+    return ModelCluster([
+        PartitionShape("cpu", "cpu", (NodeShape(2, Resources(4, 4096), "c"),)),
+        PartitionShape("gpu", "gpu", (NodeShape(1, Resources(8, 8192, {"gpu": 2}), "g"),)),
+    ])
+
+
+# ---- event order -----------------------------------------------------------------------------------------
+
+
+def test_tie_order_is_finish_grace_arrival_profiled_tick() -> None:
+    assert engine_module.EVENT_NAMES == ("finish", "grace_end", "arrival", "profiled", "tick")
+    assert (engine_module.FINISH, engine_module.GRACE_END, engine_module.ARRIVAL, engine_module.PROFILED,
+            engine_module.TICK) == (0, 1, 2, 3, 4)
+
+
+def test_a_finish_frees_the_node_for_an_arrival_at_the_same_instant() -> None:
+    # a holds the whole node 0..10; b arrives at 10: one call at 10 sees a gone and b pending, so b runs 10..15.
+    policy = Scripted(fifo)
+    result = run([job("a", 0, 10, cpus=4), job("b", 10, 5, cpus=4)], policy)
+    assert [s.now for s in policy.seen] == [0.0, 10.0]
+    assert (policy.seen[1].pending, policy.seen[1].running) == (["b"], [])
+    b = record(result, "b")
+    assert (b.first_start, b.finish) == (10.0, 15.0)
+
+
+def test_one_policy_call_per_instant_and_none_while_nothing_is_pending() -> None:
+    policy = Scripted(fifo)
+    run([job("a"), job("b"), job("c")], policy)  # all start at 0 and finish at 10 with an empty queue
+    assert [s.now for s in policy.seen] == [0.0]
+    idle = Scripted(fifo)
+    run([job("a"), job("b"), job("c")], idle, call_when_idle=True)
+    assert [s.now for s in idle.seen] == [0.0, 10.0]
+
+
+def test_simultaneous_arrivals_keep_the_workload_order() -> None:
+    policy = Scripted(fifo)
+    result = run([job("b"), job("a"), job("c")], policy)
+    assert list(policy.seen[0].view.groups) == ["b", "a", "c"]
+    assert [r.job_id for r in result.jobs] == ["b", "a", "c"]
+
+
+def test_a_grace_end_and_an_arrival_at_one_instant_meet_in_one_call() -> None:
+    # a (4 cpus, 100 s) starts at 0; b arrives at 10 and a is preempted with a 10 s grace -> requeued at 20,
+    # when c arrives. The one call at 20 sees a, b, c pending (oldest first) and nothing running.
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        return [Preempt("a", 10)] if now == 10 else fifo(view, now)
+
+    policy = Scripted(decide)
+    result = run([job("a", 0, 100, cpus=4), job("b", 10, 5, cpus=4), job("c", 20, 5, cpus=1)], policy)
+    at_20 = [s for s in policy.seen if s.now == 20.0]
+    assert len(at_20) == 1
+    assert (at_20[0].pending, at_20[0].running) == (["a", "b", "c"], [])
+    # a restarts at 20 with 90 s left -> 110; strict FIFO then runs b 110..115 and c 115..120.
+    assert [(r.job_id, r.first_start, r.finish) for r in result.jobs] == [
+        ("a", 0.0, 110.0), ("b", 110.0, 115.0), ("c", 115.0, 120.0)]
+
+
+# ---- allocation invariants ------------------------------------------------------------------------------
+
+
+def test_a_policy_that_starts_a_group_twice_in_one_plan_fails_loudly() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu"), Start("a", "cpu")])
+    with pytest.raises(SimulationInvariantError, match=r"t=0: group a started twice: it already runs \(cpu on c001"):
+        run([job("a")], policy)
+
+
+def test_a_policy_that_restarts_a_running_group_later_fails_loudly() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu")])
+    with pytest.raises(SimulationInvariantError, match=r"t=5: group a started twice"):
+        run([job("a", 0, 10), job("b", 5, 10)], policy)
+
+
+def test_over_allocating_a_node_names_the_node_the_group_and_the_time() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu", ("c001",)), Start("b", "cpu", ("c001",))])
+    with pytest.raises(SimulationInvariantError,
+                       match=r"t=0: over-allocation of node c001: group b needs cpus=3 but only 1 of 4 are free"):
+        run([job("a", cpus=3), job("b", cpus=3)], policy)
+
+
+def test_an_unpinned_start_that_fits_no_node_is_an_over_allocation() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu"), Start("b", "cpu")])
+    with pytest.raises(SimulationInvariantError, match=r"t=0: Start b: no node of partition cpu has room"):
+        run([job("a", cpus=3), job("b", cpus=3)], policy)
+
+
+def test_starting_a_completed_group_fails_loudly() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu")] + [Start(g.group_id, "cpu") for g in
+                                                              view.pending_groups() if g.group_id != "a"])
+    with pytest.raises(SimulationInvariantError, match=r"t=20: Start: group a completed already"):
+        run([job("a", 0, 10), job("b", 20, 10)], policy)
+
+
+@pytest.mark.parametrize(
+    ("actions", "message"),
+    [
+        ([Start("a", "cpu", ("c001", "c002"))], r"multi-node starts \(c001, c002\) are not modelled"),
+        ([Start("a", "cpu", ("x9",))], r"unknown node 'x9'"),
+        ([Start("a", "gpu")], r"group a has no active 'gpu' variant \(active: cpu\)"),
+        ([Start("zz", "cpu")], r"Start: unknown group 'zz'"),
+        ([Preempt("a", 5)], r"Preempt: group a is not running"),
+        ([Hold("a"), Start("a", "cpu"), Release("a")], r"Release: group a is running"),
+        ([object()], r"does not support action object"),
+    ],
+)
+def test_actions_the_model_cannot_apply_are_loud_errors(actions: list[Any], message: str) -> None:
+    with pytest.raises(SimulationError, match=message):
+        run([job("a")], Scripted(lambda view, now: actions), model=cluster(nodes=2))
+
+
+def test_a_policy_that_never_starts_anything_stalls_loudly() -> None:
+    with pytest.raises(SimulationError, match=r"stalled with 1 unfinished jobs.*first: a"):
+        run([job("a")], Scripted(lambda view, now: []))
+    with pytest.raises(SimulationError, match=r"t=60: stalled"):
+        run([job("a", 10)], Scripted(lambda view, now: []), mode="tick", period_s=60.0)
+    with pytest.raises(SimulationError, match=r"t=60: stalled"):  # actions that never start anything
+        run([job("a", 10)], Scripted(lambda view, now: [SetPriority("a", 1)]), mode="tick", period_s=60.0)
+
+
+def test_jobs_the_cluster_can_never_run_are_rejected_before_the_run() -> None:
+    with pytest.raises(SimulationError, match=r"job a variant cpu: requests cpus=8 .* more than any node"):
+        run([job("a", cpus=8)])
+    with pytest.raises(SimulationError, match=r"job a variant cpu: no node of this cluster has GRES gpu"):
+        run([job("a", gres={"gpu": 1})])
+    with pytest.raises(SimulationError, match=r"job a: none of its kinds \(gpu\) is served"):
+        run([job("a", kind="gpu")])
+    with pytest.raises(SimulationError, match=r"job id 'a' appears twice"):
+        run([job("a"), job("a")])
+
+
+def test_work_that_does_not_add_up_is_an_invariant_error() -> None:
+    class Leaky(Engine):  # a deliberately broken engine: progress is lost behind the model's back
+        def _start(self, a: Start, now: float) -> None:
+            super()._start(a, now)
+            self._by_id[a.group_id].done -= 0.25
+
+    with pytest.raises(SimulationInvariantError, match=r"t=10: group a finished with work 0.75 of 1.0"):
+        Leaky(cluster(), FIFO, [job("a")], EngineOptions()).run()
+
+
+def test_releasing_more_than_a_node_holds_is_an_invariant_error() -> None:
+    model = cluster()
+    model.allocate(0, (1, 100), "a", 0.0)
+    with pytest.raises(SimulationInvariantError, match=r"t=3: node c001 would hold negative cpus"):
+        model.release(0, (2, 100), "a", 3.0)
+
+
+# ---- grace periods and requeue ---------------------------------------------------------------------------
+
+
+def _preempt_at_30(grace: int) -> Scripted:
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        return ([Preempt("a", grace)] if now == 30 else []) + list(fifo(view, now))
+
+    return Scripted(decide)
+
+
+@pytest.mark.parametrize(("checkpoint", "work_left", "finish"), [("keep", 0.7, 110.0), ("lose", 1.0, 140.0)])
+def test_a_preempted_job_resumes_with_exactly_the_work_left(checkpoint: str, work_left: float, finish: float) -> None:
+    # a (100 s) runs 0..30, is signalled at 30 with grace 10 (no progress in grace), requeued at 40 and restarted
+    # at once: keep -> 70 s left, done at 110; lose -> 100 s left, done at 140. b only triggers the call at 30.
+    policy = _preempt_at_30(10)
+    result = run([job("a", 0, 100, cpus=4), job("b", 30, 1, cpus=1)], policy, model=cluster(cpus=8),
+                 checkpoint=checkpoint)
+    restart = next(s for s in policy.seen if s.now == 40.0)
+    group = restart.view.groups["a"]
+    assert group.state is GroupState.PENDING
+    assert (group.work, group.preemptions) == (pytest.approx(work_left), 1)
+    assert group.variants[0].estimate_s == pytest.approx(100 * work_left)
+    a = record(result, "a")
+    assert (a.first_start, a.finish, a.preemptions) == (0.0, finish, 1)
+    assert a.exec_s == pytest.approx(100.0)  # productive time: 30 + 70 (keep) or the final 100 (lose)
+    assert result.reschedule_intervals == (10.0,)
+
+
+def test_the_grace_period_holds_the_node_and_a_zero_grace_frees_it_at_once() -> None:
+    def decide(grace: int) -> Scripted:
+        def plan(view: ClusterView, now: float) -> Sequence[Action]:
+            if now == 30 and view.groups["a"].state is GroupState.RUNNING:
+                return [Preempt("a", grace), Start("b", "cpu")]
+            return fifo(view, now)
+
+        return Scripted(plan)
+
+    jobs = [job("a", 0, 100, cpus=4), job("b", 30, 5, cpus=4)]
+    # Grace 10: a still holds the node when the plan starts b there.
+    with pytest.raises(SimulationInvariantError, match=r"t=30: Start b: no node of partition cpu has room"):
+        run(jobs, decide(10))
+    # Grace 0: the Preempt frees the node within the plan, b runs 30..35, and a restarts at 35 with 70 s left.
+    result = run(jobs, decide(0))
+    assert record(result, "b").first_start == 30.0
+    assert record(result, "a").finish == 105.0
+
+
+def test_preempting_a_group_already_in_grace_is_a_repeat_not_a_second_preemption() -> None:
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        return [Preempt("a", 10)] if now in (30, 35) else fifo(view, now)
+
+    result = run([job("a", 0, 100, cpus=4), job("b", 30, 1, cpus=4), job("c", 35, 1, cpus=4)], Scripted(decide))
+    a = record(result, "a")
+    assert a.preemptions == 1
+    assert result.stats.repeated_preempts == 1
+    assert result.reschedule_intervals == (10.0,)  # the grace still ends at 40, not 45
+
+
+def test_the_view_carries_the_preemption_marks_until_the_beneficiary_starts() -> None:
+    # a (be) is preempted at 30 for te with a 10 s grace; x arrives at 35 to make a call during the grace.
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        if now == 30:
+            return [Preempt("a", 10, beneficiary="te")]
+        if now == 40:
+            return [Start("te", "cpu", ("c001",))]
+        return fifo(view, now)
+
+    policy = Scripted(decide)
+    jobs = [job("a", 0, 100, cpus=4), job("te", 30, 10, cpus=4, job_class=JobClass.TE), job("x", 35, 1, cpus=4)]
+    result = run(jobs, policy)
+    marks = {s.now: (g.grace_deadline, g.preempted_for, g.preempted_nodes, g.requeue_time, g.state)
+             for s in policy.seen if (g := s.view.groups.get("a")) is not None}
+    assert marks[35.0] == (40.0, "te", ("c001",), None, GroupState.RUNNING)
+    assert marks[40.0] == (None, "te", ("c001",), 40.0, GroupState.PENDING)
+    assert marks[50.0] == (None, None, (), 40.0, GroupState.PENDING)  # te started at 40: the earmark is void
+    assert [(r.job_id, r.first_start, r.finish) for r in result.jobs] == [
+        ("a", 0.0, 120.0), ("te", 40.0, 50.0), ("x", 120.0, 121.0)]
+
+
+def test_cancel_frees_a_running_group_and_records_it() -> None:
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        return [Cancel("a"), *fifo(view, now)] if "a" in view.groups and now == 5 else fifo(view, now)
+
+    result = run([job("a", 0, 100, cpus=4), job("b", 5, 10, cpus=4)], Scripted(decide))
+    a, b = record(result, "a"), record(result, "b")
+    assert (a.cancelled, a.finish, b.first_start) == (True, 5.0, 5.0)
+    assert compute_metrics(result)["jobs"] == {"total": 2, "completed": 1, "cancelled": 1}
+
+
+# ---- estimates -------------------------------------------------------------------------------------------
+
+
+def _estimates(**options: Any) -> list[float]:
+    policy = Scripted(fifo)
+    jobs = [job(f"j{i}", 0, 10.0 + i, cpus=1, **({"estimate_s": 50.0} if i == 0 else {})) for i in range(6)]
+    run(jobs, policy, model=cluster(nodes=2), **options)
+    return [g.variants[0].estimate_s or 0.0 for g in policy.seen[0].view.pending_groups()]
+
+
+def test_estimates_are_the_truth_or_the_workloads_estimate_without_an_error_model() -> None:
+    assert _estimates() == [50.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    assert _estimates(error_sigma=0.0) == [50.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+
+
+def test_the_estimation_error_is_deterministic_for_a_seed() -> None:
+    first, again = _estimates(error_sigma=0.3, seed=1), _estimates(error_sigma=0.3, seed=1)
+    assert first == again
+    assert first != _estimates(error_sigma=0.3, seed=2)
+    assert first != _estimates()
+    factors = np.array(_estimates(error_sigma=100.0, error_clamp=0.5, seed=3)) / np.array(_estimates())
+    assert np.all((factors >= 0.5 - 1e-12) & (factors <= 1.5 + 1e-12))
+
+
+def test_execution_follows_the_truth_whatever_the_estimate() -> None:
+    result = run([job("a", 0, 10, estimate_s=50.0)], error_sigma=0.5, seed=4)
+    assert record(result, "a").finish == 10.0
+
+
+# ---- other actions and models -----------------------------------------------------------------------------
+
+
+def test_resize_priority_and_hold_show_in_the_next_view_and_resize_changes_the_allocation() -> None:
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        return [Resize("a", 2, 300), SetPriority("a", 7), Hold("a")] if now == 0 else fifo(view, now)
+
+    policy = Scripted(decide)
+    result = run([job("a", 0, 10), job("b", 1, 10, cpus=1)], policy, model=cluster(nodes=1, cpus=4))
+    variant = policy.seen[1].view.groups["a"].variants[0]
+    assert (variant.request, variant.priority, variant.state) == (Resources(2, 300), 7, VariantState.HELD)
+    assert policy.seen[1].view.nodes["c001"].allocated == Resources()
+    assert list(result.util_values[0]) == [3.0, 400.0]  # a's resized 2 cpus / 300 MB plus b's 1 cpu / 100 MB
+
+
+def test_a_speed_function_scales_the_rate_when_the_allocation_differs_from_the_request() -> None:
+    def speed(kind: str, cpus: int, mem_mb: int) -> float:
+        return cpus / 2  # twice the cpus, twice as fast
+
+    sped = SimJob("a", "u", 0.0, {"cpu": SimVariant("cpu", Resources(2, 100), 100.0)}, speed=speed)
+    policy = Scripted(lambda view, now: [Start("a", "cpu", (), Resources(4, 100))])
+    assert record(run([sped], policy), "a").finish == 50.0
+
+
+def test_profiling_delays_visibility_and_counts_in_the_jct() -> None:
+    # visible at 0 + 5 + 0.1 x 100 = 15, runs 15..115.
+    policy = Scripted(fifo)
+    result = run([job("a", 0, 100)], policy, profiling_fixed_s=5.0, profiling_fraction=0.1)
+    assert [s.now for s in policy.seen] == [15.0]
+    a = record(result, "a")
+    assert (a.first_start, a.finish, a.exec_s) == (15.0, 115.0, 100.0)
+
+
+def test_only_the_kinds_the_cluster_serves_are_shown_and_the_started_one_remains() -> None:
+    two = SimJob("a", "u", 0.0, {"cpu": SimVariant("cpu", Resources(1, 100), 10.0),
+                                 "gpu": SimVariant("gpu", Resources(1, 100, {"gpu": 1}), 5.0),
+                                 "accel": SimVariant("accel", Resources(1, 100), 5.0)})
+    policy = Scripted(lambda view, now: [Start("a", "gpu")] if now == 0 else fifo(view, now))
+    result = run([two, job("b", 1, 1)], policy, model=two_kinds(), call_when_idle=True)
+    assert policy.seen[0].view.groups["a"].kinds() == ("cpu", "gpu")
+    assert policy.seen[1].view.groups["a"].kinds() == ("gpu",)
+    assert record(result, "a").finish == 5.0
+
+
+# ---- modes -----------------------------------------------------------------------------------------------
+
+
+def test_tick_mode_decides_only_on_period_boundaries() -> None:
+    # Ticks at 60, 120: a (arrives 10) starts at 60 and finishes exactly at 90; b (arrives 70) starts at 120.
+    policy = Scripted(fifo)
+    result = run([job("a", 10, 30, cpus=4), job("b", 70, 30, cpus=4)], policy, mode="tick", period_s=60.0)
+    assert [s.now for s in policy.seen] == [60.0, 120.0]
+    assert [(r.first_start, r.finish) for r in result.jobs] == [(60.0, 90.0), (120.0, 150.0)]
+    assert result.stats.by_event["tick"] == 3  # 60, 120 and 180, after which nothing is left
+
+
+def test_round_mode_records_completions_at_the_end_of_the_round() -> None:
+    # a runs from round 0 and completes at 100, but its lease (and the node) ends at 300; b, arriving at 150,
+    # starts at 300, completes at 310 and is recorded at 600. Productive times stay exact.
+    result = run([job("a", 0, 100, cpus=4), job("b", 150, 10, cpus=4)], mode="round", period_s=300.0)
+    a, b = record(result, "a"), record(result, "b")
+    assert (a.first_start, a.finish, a.exec_s) == (0.0, 300.0, 100.0)
+    assert (b.first_start, b.finish, b.exec_s) == (300.0, 600.0, 10.0)
+
+
+@pytest.mark.parametrize(("mode", "period"), [("event", 0.0), ("tick", 60.0), ("round", 300.0)])
+def test_the_incremental_view_gives_exactly_the_naive_views_results(mode: str, period: float) -> None:
+    jobs = tiny_workload({"jobs": 300}, seed=5)
+    results = [Engine(two_kinds(), FIFO, jobs, EngineOptions(mode=mode, period_s=period, view=view)).run()
+               for view in ("incremental", "naive")]
+    assert results[0].jobs == results[1].jobs
+    assert compute_metrics(results[0]) == compute_metrics(results[1])
+
+
+def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
+    seen: list[ClusterView] = []
+
+    class Checked(Engine):
+        def _view(self, now: float) -> ClusterView:
+            view = super()._view(now)
+            groups = {gid: self._group_view(j) for gid, j in self._visible.items()}
+            assert dict(view.groups) == groups and list(view.groups) == list(groups)
+            assert dict(view.nodes) == self.cluster.rebuild_views()
+            fresh = ClusterView(now, dict(view.nodes), dict(view.partitions), dict(view.groups), dict(view.kinds))
+            assert view.pending_groups() == fresh.pending_groups()
+            assert view.running_groups() == fresh.running_groups()
+            assert all(view.nodes_of_kind(kind) == fresh.nodes_of_kind(kind) for kind in view.kinds)
+            seen.append(view)
+            return view
+
+    def decide(view: ClusterView, now: float) -> Sequence[Action]:
+        running = view.running_groups()
+        if len(view.pending_groups()) > 2 and running:
+            return [Preempt(running[-1].group_id, 5)]
+        return fifo(view, now)
+
+    Checked(two_kinds(), Scripted(decide), tiny_workload({"jobs": 150}, seed=9), EngineOptions()).run()
+    assert len(seen) > 50
+
+
+# ---- determinism and the command line ----------------------------------------------------------------------
+
+
+CONFIG = """\
+seed: {seed}
+cluster:
+  partitions:
+    - {{name: cpu, nodes: 2, cpus: 4, mem: 4G}}
+    - {{name: gpu, nodes: 1, cpus: 8, mem: 8G, gres: "gpu:2"}}
+policy: {{name: fifo, params: {{backfill: true}}}}
+workload: {{generator: "tests.sim.test_engine:tiny_workload", params: {{jobs: 150}}}}
+mode: event
+estimation_error: {{sigma: 0.2}}
+report: {{util_bins: 20}}
+"""
+
+
+def test_the_same_config_gives_the_same_json_byte_for_byte(tmp_path: Path) -> None:
+    config = parse_sim_config(__import__("yaml").safe_load(CONFIG.format(seed=3)))
+    texts = []
+    for _ in range(2):
+        jobs = tiny_workload({"jobs": 150}, config.seed)
+        result = run_config(config, jobs)
+        texts.append(result_json(result_document(config, compute_metrics(result, config.report.util_bins))))
+    assert texts[0] == texts[1]
+    other = config.model_copy(update={"seed": 4})
+    result = run_config(other, tiny_workload({"jobs": 150}, 4))
+    assert result_json(result_document(other, compute_metrics(result, 20))) != texts[0]
+
+
+def test_sim_run_prints_a_table_and_writes_identical_json_twice(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(CONFIG.format(seed=11))
+    runner = CliRunner()
+    outputs = []
+    for name in ("a.json", "b.json"):
+        result = runner.invoke(sim_group, ["run", str(path), "--json", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        assert "slowdown all" in result.output and "utilisation cpu/cpus" in result.output
+        outputs.append((tmp_path / name).read_bytes())
+    assert outputs[0] == outputs[1]
+    default = runner.invoke(sim_group, ["run", str(path)])
+    assert default.exit_code == 0 and (tmp_path / "run.result.json").read_bytes() == outputs[0]
+
+
+def test_sim_run_turns_a_simulation_failure_into_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "small.yaml"
+    path.write_text(CONFIG.format(seed=1).replace("gres: \"gpu:2\"", "gres: \"accel:1\""))
+    result = CliRunner().invoke(sim_group, ["run", str(path)])
+    assert result.exit_code != 0
+    assert "simulation failed: job j0 variant gpu: no node of this cluster has GRES gpu" in result.output
+
+
+def test_sim_run_replays_a_trace_through_the_configured_loader(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("id,submit,duration,cpus\nx,0,10,2\ny,5,10,4\n")
+    path = tmp_path / "t.yaml"
+    path.write_text(CONFIG.format(seed=1).replace(
+        'workload: {generator: "tests.sim.test_engine:tiny_workload", params: {jobs: 150}}',
+        'workload: {trace: unused.csv, loader: "tests.sim.test_engine:csv_loader"}'))
+    result = CliRunner().invoke(sim_group, ["run", str(path), "--trace", str(trace), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert '"completed": 2' in result.output
+
+
+def csv_loader(path: str, params: dict[str, Any], seed: int) -> list[SimJob]:
+    rows = Path(path).read_text().splitlines()[1:]
+    out = []
+    for row in rows:
+        jid, submit, duration, cpus = row.split(",")
+        out.append(job(jid, float(submit), float(duration), cpus=int(cpus)))
+    return out
+
+
+def test_plots_are_written_when_matplotlib_is_there(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "run.yaml"
+    path.write_text(CONFIG.format(seed=2))
+    result = CliRunner().invoke(sim_group, ["run", str(path), "--plot", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {"jct_cdf.png", "utilisation.png"}
+
+
+def test_a_plan_is_required() -> None:
+    class NotAPlan:
+        name = "broken"
+
+        def schedule(self, view: ClusterView, now: float) -> Plan:
+            return [Start("a", "cpu")]  # type: ignore[return-value]
+
+    with pytest.raises(SimulationError, match=r"policy broken returned list, not a Plan"):
+        run([job("a")], NotAPlan())
