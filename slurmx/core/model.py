@@ -8,7 +8,7 @@ Resource kinds ("cpu", "gpu", "accel", ...) are site-defined names, hence plain 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -198,6 +198,9 @@ class Node:
     allocated: Resources
     state: str
     features: tuple[str, ...] = ()
+    # Derived on first use and kept: the node is immutable, and a policy reads every node's `free` per pass.
+    _free: Resources | None = field(default=None, init=False, repr=False, compare=False)
+    _usable: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partitions", tuple(self.partitions))
@@ -206,16 +209,25 @@ class Node:
     @property
     def free(self) -> Resources:
         """Unallocated resources, clipped at zero: Slurm can report more allocated than configured."""
-        return _clip(self.capacity - self.allocated)
+        free = self._free
+        if free is None:
+            free = _clip(self.capacity - self.allocated)
+            object.__setattr__(self, "_free", free)
+        return free
 
     @property
     def is_usable(self) -> bool:
         """False for down, draining, failed or unresponsive nodes: they take no new work."""
-        text = self.state.strip().upper()
-        if not text or text.endswith("*"):  # no state reported, or "*" = not responding
-            return False
-        flags = {part.strip().rstrip("~#!%$@^-") for part in text.split("+")}
-        return not (flags & _UNUSABLE_NODE_FLAGS)
+        usable = self._usable
+        if usable is None:
+            text = self.state.strip().upper()
+            if not text or text.endswith("*"):  # no state reported, or "*" = not responding
+                usable = False
+            else:
+                flags = {part.strip().rstrip("~#!%$@^-") for part in text.split("+")}
+                usable = not (flags & _UNUSABLE_NODE_FLAGS)
+            object.__setattr__(self, "_usable", usable)
+        return usable
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +288,7 @@ class Group:
     preempted_for: str | None = None
     preempted_nodes: tuple[str, ...] = ()
     requeue_time: float | None = None
+    _state: GroupState | None = field(default=None, init=False, repr=False, compare=False)  # `state`, once derived
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -303,7 +316,14 @@ class Group:
 
     @property
     def state(self) -> GroupState:
-        """Derived from the variants, so it can never disagree with what Slurm reports."""
+        """Derived from the variants, so it can never disagree with what Slurm reports (derived once)."""
+        state = self._state
+        if state is None:
+            state = self._derive_state()
+            object.__setattr__(self, "_state", state)
+        return state
+
+    def _derive_state(self) -> GroupState:
         if any(v.is_occupying for v in self.variants):
             return GroupState.RUNNING
         chosen = self.chosen_variant()
@@ -345,33 +365,50 @@ class ClusterView:
     partitions: Mapping[str, Partition]
     groups: Mapping[str, Group]
     kinds: Mapping[KindName, str]
+    # Answers of the queries below, computed on first use: the snapshot never changes and policies ask often.
+    _pending: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _running: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _of_kind: dict[KindName, tuple[Node, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("nodes", "partitions", "groups", "kinds"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+            value = getattr(self, name)
+            # dict.copy() clones the table; dict(x) re-inserts every key when x ever had a deletion (10x slower).
+            object.__setattr__(self, name, MappingProxyType(value.copy() if type(value) is dict else dict(value)))
 
     def pending_groups(self) -> tuple[Group, ...]:
         """Groups waiting to start (including requeued ones), oldest first."""
-        return _by_submit(
-            g for g in self.groups.values() if g.state in (GroupState.PENDING, GroupState.REQUEUED)
-        )
+        found = self._pending
+        if found is None:
+            waiting = (GroupState.PENDING, GroupState.REQUEUED)
+            found = _by_submit(g for g in self.groups.values() if g.state in waiting)
+            object.__setattr__(self, "_pending", found)
+        return found
 
     def running_groups(self) -> tuple[Group, ...]:
         """Groups holding resources, oldest first."""
-        return _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)
+        found = self._running
+        if found is None:
+            found = _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)
+            object.__setattr__(self, "_running", found)
+        return found
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         """Nodes of the partition serving `kind`, by name; empty when the site has no such kind."""
+        found = self._of_kind.get(kind)
+        if found is None:
+            found = self._of_kind[kind] = self._nodes_of_kind(kind)
+        return found
+
+    def _nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         partition_name = self.kinds.get(kind)
         if partition_name is None:
             return ()
         partition = self.partitions.get(partition_name)
         listed = set(partition.nodes) if partition is not None else set()
-        return tuple(
-            node
-            for name, node in sorted(self.nodes.items())
-            if name in listed or partition_name in node.partitions
-        )
+        nodes = self.nodes
+        return tuple([nodes[n] for n in sorted(n for n, node in nodes.items()
+                                               if n in listed or partition_name in node.partitions)])
 
     def free_total(self, kind: KindName) -> Resources:
         """Sum of free resources over the usable nodes of `kind` (an upper bound: jobs need one node)."""

@@ -28,7 +28,7 @@ class Fifo:
     name: ClassVar[str] = "fifo"
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
-        free = {name: node.free for name, node in view.nodes.items() if node.is_usable}
+        free: dict[str, Resources] = {}  # what this plan has already handed out, by node
         actions: list[Start] = []
         notes: list[str] = []
         for group in view.pending_groups():
@@ -39,7 +39,7 @@ class Fifo:
                     break
                 continue
             kind, node, request = placed
-            free[node] = free[node] - request
+            free[node] = (free.get(node) or view.nodes[node].free) - request
             actions.append(Start(group.group_id, kind, (node,), request, reason="fifo: oldest pending group"))
         return Plan(tuple(actions), tuple(notes))
 
@@ -50,7 +50,7 @@ class Fifo:
             if variant is None:
                 continue
             for node in view.nodes_of_kind(kind):
-                if node.name in free and variant.request.fits_in(free[node.name]):
+                if node.is_usable and variant.request.fits_in(free.get(node.name) or node.free):
                     return kind, node.name, variant.request
         return None
 
