@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: simulator events per second on two cluster-scale FIFO runs, each beside a named baseline.
+"""Benchmark: simulator events per second on cluster-scale FIFO runs, each beside a named baseline.
 
 Cases (synthetic jobs generated here with a seeded numpy Generator; FIFO without backfill):
 
@@ -9,13 +9,17 @@ Cases (synthetic jobs generated here with a seeded numpy Generator; FIFO without
 - `fitgpp_65536_jobs_84_nodes` — tick mode (60 s), FitGpp-sized: 65,536 jobs, 30 % TE (truncated normal,
   mean 5 min, cap 30 min) and 70 % BE (mean 30 min, cap 24 h), 1/2/4/8 GPUs with 4 CPUs and 32 GB per GPU,
   on 84 nodes of 32 CPUs / 256 GB / 8 GPUs, Poisson arrivals at an offered GPU load of 0.8. Target < 20 s.
+- `fifo_100k_jobs_1000_nodes_tick60` — the first workload decided every 60 s, as a periodic daemon would.
 
 Baseline, `naive_view`: the same engine rebuilding every `Node` and `Group` of the policy's snapshot on
 every policy call (`view: naive`) instead of reusing the cached immutable objects that did not change. It
 runs on a smaller job count (same shape and load) so it finishes; ours is timed on that count too, and both
-must give identical metrics. `policy_s` is the time spent inside `policy.schedule` (the rest is the engine).
+must give identical metrics. `policy_s` is the time spent inside `policy.schedule` (the rest is the engine,
+including building the snapshots). A run still going after `--budget` x its target is stopped and reported
+with `finished: false` and how far it got.
 
-Usage: python3 bench/sim_engine.py [--scale 0.1]   (prints one JSON object on stdout)
+Usage: python3 bench/sim_engine.py [--scale 0.1] [--only cpu|fitgpp|cpu-tick] [--budget 3]
+  (prints one JSON object on stdout)
 """
 
 from __future__ import annotations

@@ -155,9 +155,11 @@ def test_unknown_job_id_is_a_typed_error(slurm: CliSlurm) -> None:
 def test_sacct_sees_finished_job(slurm: CliSlurm, tag: str) -> None:
     job_id = slurm.submit("#!/bin/bash\necho done\n", [
         f"--job-name={tag}", "--partition=accel", "--gres=accel:1", "--mem=100M", "--output=/dev/null"])
+    # Slurm 22.05's sacct briefly shows a just-finished job under the name "allocation" until slurmdbd has the
+    # whole record: wait for the complete record, as the daemon's reconciliation does.
     record = wait_until(lambda: next((r for r in slurm.accounting([job_id], since="now-10minutes")
-                                      if r.state == VariantState.COMPLETED), None), 90, "sacct record")
-    assert record.name == tag
+                                      if r.state == VariantState.COMPLETED and r.name == tag), None), 90,
+                        "the complete sacct record")
     assert record.exit_code == 0
     assert record.allocated.gres_count("accel") == 1
     assert record.nodes == "a1"
