@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,22 @@ class Context:
     site_path: str | None
     container: str | None
     host: str | None = None
+    # Read once per command: several commands need both the site and the adapter (and an SSH adapter would
+    # otherwise open a new connection each time it is asked for).
+    _site: SiteConfig | None = field(default=None, init=False, repr=False)
+    _adapter: SlurmAdapter | None = field(default=None, init=False, repr=False)
 
     def site(self) -> SiteConfig:
+        if self._site is None:
+            self._site = self._load_site()
+        return self._site
+
+    def adapter(self) -> SlurmAdapter:
+        if self._adapter is None:
+            self._adapter = adapter_from_config(self.site().transport)
+        return self._adapter
+
+    def _load_site(self) -> SiteConfig:
         path = self.site_path or os.environ.get("SLURMX_SITE") or DEFAULT_SITE
         site = load_site_config(path)
         update: dict[str, Any] = {}
@@ -49,9 +63,6 @@ class Context:
         if update:
             site = site.model_copy(update={"transport": site.transport.model_copy(update=update)})
         return site
-
-    def adapter(self) -> SlurmAdapter:
-        return adapter_from_config(self.site().transport)
 
 
 pass_ctx = click.make_pass_decorator(Context)
