@@ -9,6 +9,7 @@ the entry-point group `slurmx.policies`.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -54,10 +55,19 @@ def register(name: str, args: type[A]) -> Callable[[Callable[[A], Policy]], Call
     return decorate
 
 
-def _load_builtin_and_plugins() -> None:
-    # Importing the built-in policy modules registers them.
-    from slurmx.policies import allox, allox_baselines, baselines, fitgpp, fitgpp_baselines  # noqa: F401
+# Built-in policy modules; importing one registers its policies. One name per line (keeps merges trivial).
+BUILTIN_MODULES: tuple[str, ...] = (
+    "allox",
+    "allox_baselines",
+    "baselines",
+    "fitgpp",
+    "fitgpp_baselines",
+)
 
+
+def _load_builtin_and_plugins() -> None:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"slurmx.policies.{module}")
     for entry in entry_points(group="slurmx.policies"):
         if entry.name not in _REGISTRY:
             entry.load()
