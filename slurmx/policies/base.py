@@ -57,6 +57,7 @@ def register(name: str, args: type[A]) -> Callable[[Callable[[A], Policy]], Call
 
 # Built-in policy modules; importing one registers its policies. One name per line (keeps merges trivial).
 BUILTIN_MODULES: tuple[str, ...] = (
+    "accel_batch",
     "allox",
     "allox_baselines",
     "baselines",
