@@ -20,6 +20,7 @@ from rich.table import Table
 
 from slurmx.core.config import ConfigError, SiteConfig, load_site_config
 from slurmx.core.units import UnitError, format_mem
+from slurmx.daemon.errors import DaemonError
 from slurmx.slurm import SlurmAdapter, SlurmError, adapter_from_config
 from slurmx.submit.submitter import SubmitError
 
@@ -341,7 +342,7 @@ def _run(entry: Callable[..., Any], prog: str) -> None:
     """Turn expected failures into one line on stderr and exit status 1."""
     try:
         entry(prog_name=prog, standalone_mode=False)
-    except (ConfigError, SlurmError, UnitError, SubmitError) as exc:
+    except (ConfigError, SlurmError, UnitError, SubmitError, DaemonError) as exc:
         click.echo(f"{prog}: {exc}", err=True)
         sys.exit(1)
     except click.ClickException as exc:
@@ -359,13 +360,26 @@ def main() -> None:
 
 
 @click.command()
-@click.option("--site", "site_path", metavar="PATH")
-def _daemon(site_path: str | None) -> None:
+@click.option("--site", "site_path", metavar="PATH",
+              help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
+@click.option("--once", is_flag=True, help="Run one cycle and exit.")
+@click.option("--dry-run", is_flag=True, help="Decide and print the plan; enforce nothing, write nothing.")
+@click.option("--json-logs", is_flag=True, help="One JSON object per log line (overrides daemon.log_format).")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Override daemon.state_dir.")
+def _daemon(site_path: str | None, once: bool, dry_run: bool, json_logs: bool, state_dir: str | None) -> None:
     """slurmxd: the scheduling daemon (observe -> decide -> enforce)."""
+    from slurmx.daemon.main import run_daemon
+
     path = site_path or os.environ.get("SLURMX_SITE") or DEFAULT_SITE
     site = load_site_config(Path(path))
-    raise click.ClickException(
-        f"the control loop is not built yet (roadmap issue 9); {path} is valid (policy {site.policy.name})")
+    update: dict[str, Any] = {}
+    if json_logs:
+        update["log_format"] = "json"
+    if state_dir:
+        update["state_dir"] = Path(state_dir)
+    if update:
+        site = site.model_copy(update={"daemon": site.daemon.model_copy(update=update)})
+    run_daemon(site, once=once, dry_run=dry_run)
 
 
 def daemon_main() -> None:

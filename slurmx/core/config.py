@@ -166,6 +166,9 @@ class DaemonConfig(_Model):
     state_dir: Path = Path("/var/lib/slurmx")
     socket: Path | None = None
     start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0)
+    # Prometheus endpoint on 127.0.0.1 (None: off); `log_format: json` writes one JSON object per log line.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("interval_s", "start_timeout_s", mode="before")
     @classmethod

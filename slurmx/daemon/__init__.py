@@ -1,4 +1,7 @@
-"""slurmxd's parts that exist so far: the preemption protocol (`preemption`), shared by the daemon's enforce step
-and the admin command `slurmx preempt` (`preempt_cli`), so that the two can never disagree on how a job is
-signalled, given its grace and requeued. The control loop itself follows (roadmap issue 9).
+"""slurmxd: the control loop that makes a policy real on Slurm.
+
+`loop` (observe -> reconcile -> decide -> enforce -> record), `observe` (the view from Slurm and the store),
+`trust` (which jobs may be acted on), `enforce` (actions as crash-safe intents), `store` (SQLite, WAL),
+`preemption` (the grace protocol, shared with `slurmx preempt`), `checks` (operator and coexistence),
+`metrics` (Prometheus), `explain` (the audit log read back), `main` (start-up).
 """

@@ -1,0 +1,100 @@
+"""Start-up checks: is the daemon's user a Slurm operator, and do native Slurm settings fight the daemon?
+
+The parsers are pure functions over the text `scontrol show config`, `scontrol show partition -o` and
+`sacctmgr show qos` print, so they are tested on recorded output; `run_checks` is the thin part that asks Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import JobClass
+from slurmx.daemon.errors import DaemonError
+from slurmx.slurm.transport import Transport
+
+__all__ = ["NotOperator", "coexistence_warnings", "operator_problem", "parse_config", "run_checks"]
+
+_OPERATOR_LEVELS = frozenset({"operator", "administrator", "admin"})
+
+
+class NotOperator(DaemonError):
+    """The daemon would run as a user Slurm will not let act on other users' jobs; one line naming the fix."""
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """`scontrol show config` -> {Key: value}."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            found[key.strip()] = value.strip()
+    return found
+
+
+def operator_problem(user: str, config: Mapping[str, str], admin_level: str) -> str:
+    """'' when `user` may release, hold, requeue and reprioritise anyone's jobs; else what is missing."""
+    slurm_user = config.get("SlurmUser", "root").split("(")[0]
+    if user in ("root", slurm_user) or admin_level.strip().lower() in _OPERATOR_LEVELS:
+        return ""
+    return (f"user {user!r} is not a Slurm operator (AdminLevel {admin_level.strip() or 'None'}); slurmxd releases, "
+            f"holds, requeues and reprioritises other users' jobs, which needs AdminLevel=Operator: run "
+            f"`sacctmgr modify user {user} set adminlevel=operator`, or run slurmxd as root or {slurm_user}")
+
+
+def _partition_fields(line: str) -> dict[str, str]:
+    return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions_text: str,
+                         qos_rows: Iterable[tuple[str, str]]) -> list[str]:
+    """Native settings that would fight the daemon on the partitions and QOS it manages (pure).
+
+    `qos_rows`: (name, preempt list) from `sacctmgr -n -P show qos format=name,preempt`.
+    """
+    warnings: list[str] = []
+    managed_parts = {kind.partition for kind in site.resources.values()}
+    managed_qos = {site.qos_for(JobClass.TE), site.qos_for(JobClass.BE)}
+    preempt_type = config.get("PreemptType", "preempt/none")
+    if preempt_type not in ("preempt/none", ""):
+        for name, preempts in qos_rows:
+            if name in managed_qos and preempts.strip():
+                warnings.append(f"QOS {name} may natively preempt {preempts} (PreemptType={preempt_type}): Slurm "
+                                f"would preempt without the grace protocol; clear it: sacctmgr modify qos {name} "
+                                "set preempt=''")
+        if preempt_type == "preempt/partition_prio":
+            tiers = {}
+            for line in partitions_text.splitlines():
+                fields = _partition_fields(line)
+                if fields.get("PartitionName") in managed_parts:
+                    tiers[fields["PartitionName"]] = fields.get("PriorityTier", "1")
+            if len(set(tiers.values())) > 1:
+                warnings.append(f"managed partitions have different PriorityTier ({tiers}) under "
+                                "preempt/partition_prio: Slurm would preempt across them; give them one tier")
+    if config.get("JobRequeue", "1") == "0":
+        warnings.append("JobRequeue=0: preempted jobs must be requeueable; set JobRequeue=1 (or submit with "
+                        "--requeue)")
+    expire = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
+    delay = int(expire.group(1)) + 1 if expire else 121
+    if delay > 60:
+        warnings.append(f"a requeued job may start only {delay} s after its requeue (cred_expire); lower it with "
+                        "AuthInfo=cred_expire=30 so preempted work resumes sooner")
+    return warnings
+
+
+def _run(transport: Transport, argv: list[str]) -> str:
+    result = transport.run(argv, timeout=30.0)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def run_checks(site: SiteConfig, transport: Transport) -> tuple[str, list[str]]:
+    """(operator problem or '', coexistence warnings), asking Slurm over the daemon's own transport."""
+    user = _run(transport, ["id", "-un"]).strip() or "?"
+    config = parse_config(_run(transport, ["scontrol", "show", "config"]))
+    level = _run(transport, ["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"]).strip()
+    problem = operator_problem(user, config, level.splitlines()[0] if level else "")
+    partitions = _run(transport, ["scontrol", "show", "partition", "-o"])
+    qos_text = _run(transport, ["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"])
+    qos = [(name, preempt) for name, _, preempt in (line.partition("|") for line in qos_text.splitlines() if line)]
+    return problem, coexistence_warnings(site, config, partitions, qos)

@@ -1,0 +1,378 @@
+"""Turn a policy's plan into Slurm commands, crash-safely (mechanism apart from policy).
+
+Every multi-step action is an *intent* in the store, written before its first Slurm call and advanced after each
+step, so a daemon killed at any instruction resumes it from the next cycle's snapshot:
+
+- `Start` (key `start:<group>`): `releasing` -> steer (ReqNodeList) and release, batched -> `released`; then, each
+  cycle, once the variant runs its active siblings are cancelled and the intent is dropped; if it has not started
+  after `daemon.start_timeout` it is held again and the policy decides anew. Replaying `releasing` releases
+  again, which Slurm treats as a no-op on a released job.
+- `Preempt` (key `preempt:<job>`): `signalling` -> durable intent file + grace signal -> `signalled`; each cycle
+  `preemption.advance` settles it (requeue at the deadline or when the job exits for requeue; a job that finished
+  in its grace is left alone) -> `requeued`; the beneficiary's earmark stays until it starts. The daemon requeues
+  with `requeuehold` and leaves the victim held, so the victim returns when the policy starts it, not when
+  Slurm's own scheduler would. Replaying `signalling` (killed between intent and signal: unknown whether the
+  signal went out) signals again with a fresh deadline, so no job is ever requeued without a full grace period.
+  A requeue is never sent twice: the restart count recorded at the signal tells a done requeue from a lost one.
+
+One failed action never aborts the cycle; slurmctld unreachable does (the rest of the plan would act on a stale
+view), and the next cycle starts from a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import GroupState, VariantState
+from slurmx.daemon import preemption
+from slurmx.daemon.observe import GraceMark, Observation, StartMark
+from slurmx.daemon.store import Intent, Store
+from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.errors import InvalidJobError, SlurmUnavailable
+from slurmx.slurm.records import SlurmJob
+
+__all__ = ["AuditRow", "Enforcer", "grace_marks", "start_marks"]
+
+AuditRow = tuple[float, int, str, str, str]
+_WAITING = (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED)
+
+
+def start_marks(store: Store) -> dict[str, StartMark]:
+    """Open Start intents as the view needs them (group -> released variant and its nodes)."""
+    return {i.group_id: StartMark(str(i.data["kind"]), int(i.data["job_id"]), tuple(i.data.get("nodes", ())),
+                                  float(i.data.get("released_at", i.created)))
+            for i in store.intents("start")}
+
+
+def grace_marks(store: Store) -> dict[str, GraceMark]:
+    """Open preemptions as the view needs them (group -> deadline while in grace, beneficiary, nodes)."""
+    marks: dict[str, GraceMark] = {}
+    for i in store.intents("preempt"):
+        deadline = None if i.step == "requeued" else float(i.data.get("deadline", i.created))
+        marks[i.group_id] = GraceMark(deadline, i.data.get("beneficiary"), tuple(i.data.get("nodes", ())))
+    return marks
+
+
+@dataclass
+class Enforcer:
+    """Applies plans and advances open intents. `dry_run` prints what it would do and touches nothing."""
+
+    adapter: SlurmAdapter
+    store: Store
+    site: SiteConfig
+    dry_run: bool = False
+    clock: Callable[[], float] = time.time
+    on_action: Callable[[str, str], None] = lambda kind, outcome: None  # metrics hook: (action type, outcome)
+    log: list[AuditRow] = field(default_factory=list)
+    cycle: int = 0
+
+    def _audit(self, group_id: str, event: str, detail: str) -> None:
+        self.log.append((self.clock(), self.cycle, group_id, event, detail))
+
+    def flush(self) -> list[AuditRow]:
+        rows, self.log = self.log, []
+        if not self.dry_run:
+            self.store.audit(rows)
+        return rows
+
+    # ------------------------------------------------------------------------------------------ the plan
+
+    def apply(self, plan: Plan, obs: Observation, now: float) -> None:
+        """Enforce one plan against the snapshot it was computed from."""
+        for note in plan.notes:
+            group = note.split(":", 1)[0] if ":" in note and note.split(":", 1)[0] in obs.view.groups else ""
+            self._audit(group, "note", note)
+        starts = [a for a in plan.actions if isinstance(a, Start)]
+        others = [a for a in plan.actions if not isinstance(a, Start)]
+        try:
+            for action in others:  # preemptions first: they free what the starts may use
+                self._one(action, obs, now)
+            self._starts(starts, obs, now)
+        except SlurmUnavailable as exc:
+            self._audit("", "error", f"slurmctld unreachable while enforcing; rest of the plan dropped: {exc}")
+            self.on_action("cycle", "unavailable")
+            raise
+
+    def _one(self, action: Action, obs: Observation, now: float) -> None:
+        kind = type(action).__name__.lower()
+        try:
+            if isinstance(action, Preempt):
+                self._preempt(action, obs, now)
+            elif isinstance(action, SetPriority):
+                self._on_waiting(action.group_id, obs, kind, f"priority {action.priority}", lambda ids: self.adapter
+                                 .update(ids, JobUpdate(priority=action.priority)), action.reason)
+            elif isinstance(action, Hold):
+                self._on_waiting(action.group_id, obs, kind, "hold", self.adapter.hold, action.reason, held=False)
+            elif isinstance(action, Release):
+                self._on_waiting(action.group_id, obs, kind, "release", self.adapter.release, action.reason,
+                                 held=True)
+            elif isinstance(action, Cancel):
+                ids = _active_ids(obs, action.group_id)
+                self._run(action.group_id, kind, f"cancel jobs {_show(ids)}", lambda: self.adapter.cancel(ids),
+                          action.reason)
+            elif isinstance(action, Resize):
+                self._resize(action, obs)
+        except SlurmUnavailable:
+            raise
+        except (SlurmError, preemption.PreemptionError) as exc:
+            self.on_action(kind, "error")
+            self._audit(action.group_id, "error", f"{kind} failed: {_line(exc)}")
+
+    def _run(self, group_id: str, kind: str, what: str, call: Callable[[], None], reason: str) -> None:
+        if self.dry_run:
+            self._audit(group_id, kind, f"would {what}" + (f" ({reason})" if reason else ""))
+            return
+        call()
+        self.on_action(kind, "ok")
+        self._audit(group_id, kind, what + (f" ({reason})" if reason else ""))
+
+    def _on_waiting(self, group_id: str, obs: Observation, kind: str, what: str,
+                    call: Callable[[list[int]], None], reason: str, held: bool | None = None) -> None:
+        ids = [v.job_id for v in _group_variants(obs, group_id) if v.job_id is not None and v.state in _WAITING
+               and (held is None or (v.state is VariantState.HELD) == held)]
+        if ids:
+            self._run(group_id, kind, f"{what} jobs {_show(ids)}", lambda: call(ids), reason)
+
+    def _resize(self, action: Resize, obs: Observation) -> None:
+        variants = _group_variants(obs, action.group_id)
+        if any(v.is_occupying for v in variants):
+            self._audit(action.group_id, "error", "resize of a running job is not enforced yet (pending only)")
+            self.on_action("resize", "skipped")
+            return
+        ids = [v.job_id for v in variants if v.job_id is not None and v.state in _WAITING]
+        change = JobUpdate(cpus=action.cpus, mem_mb=action.mem_mb)
+        self._run(action.group_id, "resize", f"cpus={action.cpus} mem={action.mem_mb}M on jobs {_show(ids)}",
+                  lambda: self.adapter.update(ids, change), action.reason)
+
+    # ------------------------------------------------------------------------------------------ start
+
+    def _starts(self, starts: list[Start], obs: Observation, now: float) -> None:
+        chosen: list[tuple[Start, int, bool]] = []  # (action, job id, held)
+        for action in starts:
+            group = obs.view.groups.get(action.group_id)
+            variant = group.variant(action.kind) if group is not None else None
+            if group is None or variant is None or variant.job_id is None or variant.state not in _WAITING:
+                self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
+                self.on_action("start", "error")
+                continue
+            if self.store.intent(f"start:{action.group_id}") is not None:
+                continue  # already being started
+            chosen.append((action, variant.job_id, variant.state is VariantState.HELD))
+        if not chosen:
+            return
+        if self.dry_run:
+            for action, job_id, _ in chosen:
+                where = f" on {','.join(action.nodes)}" if action.nodes else ""
+                self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
+                            + (f" ({action.reason})" if action.reason else ""))
+            return
+        for action, job_id, _ in chosen:
+            group = obs.view.groups[action.group_id]
+            siblings = [v.job_id for v in group.variants if v.kind != action.kind and v.job_id is not None]
+            self.store.put_intent(f"start:{action.group_id}", "start", action.group_id, "releasing",
+                                  {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes),
+                                   "siblings": siblings, "released_at": now, "reason": action.reason}, now)
+            self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
+                        + (f" on {','.join(action.nodes)}" if action.nodes else "")
+                        + (f": {action.reason}" if action.reason else ""))
+        self._release([(a.group_id, j, a.nodes, held) for a, j, held in chosen])
+
+    def _release(self, items: list[tuple[str, int, tuple[str, ...], bool]]) -> None:
+        """Steer each job to its nodes, release the held ones in one call, advance their intents."""
+        for group_id, job_id, nodes, _ in items:
+            if nodes:
+                try:
+                    self.adapter.update([job_id], JobUpdate(nodelist=",".join(nodes)))
+                except InvalidJobError as exc:
+                    self._audit(group_id, "error", f"steer job {job_id}: {_line(exc)}")
+        held = [job_id for _, job_id, _, is_held in items if is_held]
+        try:
+            self.adapter.release(held)
+        except InvalidJobError:
+            for job_id in held:  # one job vanished; the others still need their release
+                try:
+                    self.adapter.release([job_id])
+                except InvalidJobError as exc:
+                    self._audit("", "error", f"release job {job_id}: {_line(exc)}")
+        for group_id, job_id, nodes, _ in items:
+            intent = self.store.intent(f"start:{group_id}")
+            if intent is not None:
+                self.store.put_intent(intent.key, "start", group_id, "released", intent.data, self.clock())
+            self.on_action("start", "ok")
+            self._audit(group_id, "release", f"released job {job_id}" + (f" steered to {','.join(nodes)}"
+                                                                           if nodes else ""))
+
+    # ------------------------------------------------------------------------------------------ preempt
+
+    def _preempt(self, action: Preempt, obs: Observation, now: float) -> None:
+        group = obs.view.groups.get(action.group_id)
+        variant = group.running_variant() if group is not None else None
+        if group is None or variant is None or variant.job_id is None:
+            self._audit(action.group_id, "error", "preempt: the group is not running")
+            self.on_action("preempt", "error")
+            return
+        job = obs.jobs.get(variant.job_id)
+        key = f"preempt:{variant.job_id}"
+        if job is None or job.state is not VariantState.RUNNING or self.store.intent(key) is not None:
+            return
+        reason = action.reason + (f" (for {action.beneficiary})" if action.beneficiary else "")
+        if self.dry_run:
+            self._audit(action.group_id, "preempt", f"would signal job {variant.job_id} with {action.grace_s} s "
+                        f"grace{': ' + reason if reason else ''}")
+            return
+        data = {"job_id": variant.job_id, "grace_s": action.grace_s, "beneficiary": action.beneficiary,
+                "nodes": list(variant.nodes), "restart_count": job.restart_count, "t0": now,
+                "deadline": float(math.ceil(now + action.grace_s)), "reason": reason}
+        self.store.put_intent(key, "preempt", action.group_id, "signalling", data, now)
+        self._audit(action.group_id, "decide", f"preempt job {variant.job_id}, grace {action.grace_s} s: {reason}")
+        self._signal(action.group_id, data, job, now)
+
+    def _signal(self, group_id: str, data: dict[str, Any], job: SlurmJob, now: float) -> None:
+        site = self.site
+        try:
+            ticket = preemption.begin(self.adapter, job.job_id, float(data["grace_s"]),
+                                      signal=site.preemption.signal,
+                                      spool_dir=preemption.group_spool_dir(site, job), reason=str(data["reason"]),
+                                      requeue_exit_code=site.preemption.requeue_exit_code, now=now, job=job)
+        except preemption.PreemptionError as exc:
+            self.store.drop_intent(f"preempt:{job.job_id}")
+            self._audit(group_id, "preempt", f"not preempted: {_line(exc)}")
+            return
+        data = {**data, "t0": ticket.t0, "deadline": ticket.deadline, "restart_count": ticket.restart_count,
+                "intent_file": str(ticket.intent) if ticket.intent else None}
+        self.store.put_intent(f"preempt:{job.job_id}", "preempt", group_id, "signalled", data, self.clock())
+        self.on_action("preempt", "ok")
+        self._audit(group_id, "preempt", f"signalled job {job.job_id} ({site.preemption.signal}); requeue at "
+                    f"{time.strftime('%H:%M:%S', time.localtime(ticket.deadline))} unless it exits first")
+
+    # ------------------------------------------------------------------------------------------ follow-up
+
+    def follow_up(self, obs: Observation, now: float) -> None:
+        """Advance every open intent on this cycle's snapshot, then cancel siblings of running variants."""
+        if self.dry_run:
+            return
+        try:
+            for intent in self.store.intents("preempt"):
+                self._advance_preempt(intent, obs, now)
+            for intent in self.store.intents("start"):
+                self._advance_start(intent, obs, now)
+            self._cancel_siblings(obs)
+        except SlurmUnavailable:
+            raise
+        except SlurmError as exc:
+            self.on_action("follow_up", "error")
+            self._audit("", "error", f"follow-up failed: {_line(exc)}")
+
+    def _advance_start(self, intent: Intent, obs: Observation, now: float) -> None:
+        job_id = int(intent.data["job_id"])
+        job = obs.jobs.get(job_id)
+        group = intent.group_id
+        if job is None or not job.state.is_active:
+            self.store.drop_intent(intent.key)
+            self._audit(group, "start", f"job {job_id} {'left squeue' if job is None else job.state.value} "
+                        "before the daemon saw it run")
+            return
+        if job.state in (VariantState.RUNNING, VariantState.COMPLETING):
+            self.store.drop_intent(intent.key)  # siblings: `_cancel_siblings` below, on this same snapshot
+            self._audit(group, "started", f"{intent.data['kind']} job {job_id} runs on {job.nodes or '?'}")
+            return
+        if intent.step == "releasing":  # killed between the intent and the release: do it again
+            self._release([(group, job_id, tuple(intent.data.get("nodes", ())), job.held)])
+            return
+        if now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s:
+            if job.held:
+                self.store.drop_intent(intent.key)
+                return
+            self.adapter.hold([job_id])
+            if intent.data.get("nodes"):
+                self.adapter.update([job_id], JobUpdate(nodelist=""))
+            self.store.drop_intent(intent.key)
+            self.on_action("start", "timeout")
+            self._audit(group, "timeout", f"job {job_id} did not start within {self.site.daemon.start_timeout_s} s "
+                        f"({job.reason or 'no reason given'}); held again, to be decided anew")
+
+    def _advance_preempt(self, intent: Intent, obs: Observation, now: float) -> None:
+        data = dict(intent.data)
+        job_id = int(data["job_id"])
+        job = obs.jobs.get(job_id)
+        if intent.step == "requeued":
+            beneficiary = data.get("beneficiary")
+            target = obs.view.groups.get(beneficiary) if beneficiary else None
+            aged = now - float(data.get("requeued_at", intent.updated)) > self.site.daemon.start_timeout_s
+            if target is None or target.state is GroupState.RUNNING or aged:
+                self.store.drop_intent(intent.key)
+            return
+        if intent.step == "signalling":  # killed before the signal was surely sent: signal again, fresh grace
+            if job is None or job.state is not VariantState.RUNNING or job.restart_count > data["restart_count"]:
+                self.store.drop_intent(intent.key)
+                self._audit(intent.group_id, "preempt", f"job {job_id} no longer running; preemption dropped")
+                return
+            data["deadline"] = float(math.ceil(now + float(data["grace_s"])))
+            self._signal(intent.group_id, data, job, now)
+            return
+        ticket = preemption.PreemptionTicket(
+            job_id, self.site.preemption.signal, float(data["grace_s"]), float(data["t0"]), float(data["deadline"]),
+            int(data["restart_count"]), self.site.preemption.requeue_exit_code, str(data.get("reason", "")),
+            None)
+        step = preemption.advance(self.adapter, ticket, job, now, mode="requeuehold", release=False)
+        action = step.decision.action
+        if not action.done:
+            return
+        if data.get("intent_file"):
+            preemption.close(preemption.PreemptionTicket(job_id, "", 0, 0, 0, 0, intent=Path(data["intent_file"])))
+        if action.requeues or action is preemption.Action.ALREADY_REQUEUED:
+            self.store.count_preemption(intent.group_id, now)
+            self.store.put_intent(intent.key, "preempt", intent.group_id, "requeued", {**data, "requeued_at": now},
+                                  now)
+            self.on_action("requeue", "ok")
+            self._audit(intent.group_id, "requeue", f"job {job_id}: {step.decision.why}; requeued and held "
+                        "until the policy starts it again")
+        else:
+            self.store.drop_intent(intent.key)
+            self._audit(intent.group_id, "preempt", f"job {job_id}: {step.decision.why}; left alone")
+
+    def _cancel_siblings(self, obs: Observation) -> None:
+        """Once a variant runs, cancel its active siblings (one `scancel` for all groups). If two ever run, the
+        one the open Start chose (else the lower job id) stays."""
+        doomed: list[tuple[str, int]] = []
+        starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
+        for group in obs.groups.values():
+            active = [j for j in group.jobs.values() if j.state.is_active]
+            running = [j for j in active if j.state in (VariantState.RUNNING, VariantState.COMPLETING)]
+            if not running or len(active) < 2:
+                continue
+            keep = starts.get(group.group_id)
+            if keep not in {j.job_id for j in running}:
+                keep = min(j.job_id for j in running)
+            doomed += [(group.group_id, j.job_id) for j in active if j.job_id != keep]
+        if doomed:
+            self.adapter.cancel([j for _, j in doomed])
+            for group_id, job_id in doomed:
+                self.on_action("cancel_sibling", "ok")
+                self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
+
+
+def _group_variants(obs: Observation, group_id: str) -> tuple[Any, ...]:
+    group = obs.view.groups.get(group_id)
+    return group.variants if group is not None else ()
+
+
+def _active_ids(obs: Observation, group_id: str) -> list[int]:
+    group = obs.groups.get(group_id)
+    return [j.job_id for j in group.jobs.values() if j.state.is_active] if group is not None else []
+
+
+def _show(ids: Iterable[int]) -> str:
+    return ",".join(map(str, ids)) or "none"
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

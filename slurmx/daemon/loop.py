@@ -1,0 +1,218 @@
+"""slurmxd's control loop: observe -> reconcile -> view -> `policy.schedule(view, now)` -> enforce -> record.
+
+One cycle reads three things from Slurm (jobs, nodes, partitions); if any read fails the cycle does nothing, so
+the daemon never acts on a stale view. Between cycles it sleeps `daemon.interval`, woken early by a datagram on
+`daemon.socket` (what `slurmx submit` sends); while slurmctld is unreachable it backs off, doubling the wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from slurmx.core.actions import Plan
+from slurmx.core.config import SiteConfig
+from slurmx.daemon.enforce import AuditRow, Enforcer, grace_marks, start_marks
+from slurmx.daemon.errors import DaemonError
+from slurmx.daemon.metrics import Metrics
+from slurmx.daemon.observe import Observation, build_view
+from slurmx.daemon.store import Store
+from slurmx.policies.base import Policy
+from slurmx.slurm import SlurmAdapter, SlurmError
+
+__all__ = ["AlreadyRunning", "CycleReport", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
+
+log = logging.getLogger("slurmxd")
+MAX_BACKOFF_S = 60.0
+
+
+class AlreadyRunning(DaemonError):
+    """Another slurmxd holds the lock on this state directory."""
+
+
+def store_path(site: SiteConfig) -> Path:
+    return Path(site.daemon.state_dir) / "slurmxd.sqlite"
+
+
+def acquire_lock(state_dir: Path) -> IO[str]:
+    """One daemon per state directory (two would both act on every decision); the lock dies with the process."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(state_dir / "slurmxd.lock", "a+")  # noqa: SIM115 (held for the daemon's life)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise AlreadyRunning(f"{state_dir}: another slurmxd is running on this state directory") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    cycle: int
+    now: float
+    plan: Plan
+    seconds: float
+    pending: int
+    running: int
+    rejected: int
+    audit: tuple[AuditRow, ...]
+
+
+@dataclass
+class Daemon:
+    """One policy on one cluster. `cycle()` is the whole loop body; `run()` repeats it."""
+
+    site: SiteConfig
+    adapter: SlurmAdapter
+    store: Store
+    policy: Policy
+    dry_run: bool = False
+    clock: Callable[[], float] = time.time
+    metrics: Metrics = field(default_factory=Metrics)
+    cycles: int = 0
+    _reported: set[tuple[str, str]] = field(default_factory=set)
+    enforcer: Enforcer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.enforcer = Enforcer(self.adapter, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
+                                 on_action=self.metrics.action)
+
+    def observe(self, now: float) -> Observation:
+        """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
+        jobs = self.adapter.jobs()
+        nodes = self.adapter.nodes()
+        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
+        partitions = self.adapter.partitions(kinds)
+        return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(),
+                          starts=start_marks(self.store), grace=grace_marks(self.store))
+
+    def cycle(self) -> CycleReport:
+        began = time.perf_counter()
+        self.cycles += 1
+        self.enforcer.cycle = self.cycles
+        now = self.clock()
+        obs = self.observe(now)
+        self._record_new(obs, now)
+        before = self._marks()
+        self.enforcer.follow_up(obs, now)  # intents from earlier cycles (or an earlier life) first
+        if self._marks() != before:  # a start settled or a preemption moved on: the policy sees it now
+            obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
+                             now, facts=self.store.group_facts(), starts=start_marks(self.store),
+                             grace=grace_marks(self.store))
+        plan = self.policy.schedule(obs.view, now)
+        self.enforcer.apply(plan, obs, now)
+        rows = tuple(self.enforcer.flush())
+        seconds = time.perf_counter() - began
+        pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())
+        self.metrics.decision(seconds)
+        for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected))):
+            self.metrics.gauge(state, value)
+        for row in rows:
+            log.info("%s", row[4], extra={"group": row[2], "event": row[3], "cycle": row[1]})
+        return CycleReport(self.cycles, now, plan, seconds, pending, running, len(obs.rejected), rows)
+
+    def _marks(self) -> tuple[object, object]:
+        return start_marks(self.store), grace_marks(self.store)
+
+    def _record_new(self, obs: Observation, now: float) -> None:
+        """Remember original submit times; report each untrusted group once per daemon life."""
+        if not self.dry_run:
+            facts = self.store.group_facts()
+            fresh = {g.group_id: g.submit_time for g in obs.view.groups.values() if g.group_id not in facts}
+            self.store.remember_groups(fresh, now)
+        rows: list[AuditRow] = []
+        for rejected in obs.rejected:
+            key = (rejected.group_id, rejected.reason)
+            if key not in self._reported:
+                self._reported.add(key)
+                log.warning("ignoring group %s (jobs %s): %s", rejected.group_id,
+                            ",".join(map(str, rejected.job_ids)), rejected.reason,
+                            extra={"group": rejected.group_id, "event": "ignore", "cycle": self.cycles})
+                rows.append((now, self.cycles, rejected.group_id, "ignore",
+                             f"ignored (jobs {','.join(map(str, rejected.job_ids))}): {rejected.reason}"))
+        if rows and not self.dry_run:
+            self.store.audit(rows)
+
+    def run(self, stop: threading.Event, waker: Waker | None = None) -> None:
+        """Cycle until `stop` is set; back off while Slurm is unreachable; never let one bad cycle end the loop."""
+        interval = float(self.site.daemon.interval_s)
+        wait = interval
+        while not stop.is_set():
+            try:
+                self.cycle()
+                wait = interval
+            except SlurmError as exc:
+                self.metrics.error("cycle")
+                wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
+                log.warning("Slurm unavailable or refusing (%s); next try in %.0f s, nothing enforced on a stale "
+                            "view", " ".join(str(exc).split()), wait, extra={"event": "backoff"})
+            if waker is not None:
+                waker.wait(wait, stop)
+            else:
+                stop.wait(wait)
+
+    def summary(self) -> dict[str, int]:
+        """How many groups are in which state right now (for `--once`)."""
+        obs = self.observe(self.clock())
+        counts: dict[str, int] = {}
+        for group in obs.view.groups.values():
+            counts[group.state.value] = counts.get(group.state.value, 0) + 1
+        return counts
+
+
+class Waker:
+    """A unix datagram socket `slurmx submit` pokes so the daemon decides at once instead of at the next tick."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o666)  # any user's `slurmx submit` may wake the daemon (the datagram carries nothing)
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        deadline = time.monotonic() + timeout
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if ready:
+                with contextlib.suppress(OSError):
+                    while True:
+                        self.sock.recv(64, socket.MSG_DONTWAIT)
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def notify(path: Path | None) -> bool:
+    """Wake the daemon (best effort: without a daemon or socket, it decides at its next tick anyway)."""
+    if path is None:
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(b"wake", str(path))
+    except OSError:
+        return False
+    return True
+

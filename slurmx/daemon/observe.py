@@ -1,0 +1,123 @@
+"""Reconcile one Slurm snapshot with the daemon's store into the `ClusterView` a policy reads (pure).
+
+Two things Slurm cannot tell the policy are added from the store: a variant the daemon released that Slurm has
+not started yet is shown *running on the nodes it was steered to* (so the next decision does not hand the same
+room out twice), and a victim in its grace period carries its deadline, its beneficiary and the nodes it frees.
+Only active variants enter the view: a cancelled sibling must never look startable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import ClusterView, Group, Node, Partition, Variant, VariantState
+from slurmx.core.resources import Resources
+from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
+from slurmx.slurm.parse import expand_hostlist
+from slurmx.slurm.records import SlurmJob
+
+__all__ = ["GraceMark", "Observation", "StartMark", "build_view", "estimate_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartMark:
+    """A Start the daemon enforced and Slurm has not started yet."""
+
+    kind: str
+    job_id: int
+    nodes: tuple[str, ...]
+    released_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class GraceMark:
+    """An open preemption of a group: its deadline while it still runs, the beneficiary, the nodes it frees."""
+
+    deadline: float | None
+    beneficiary: str | None
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    view: ClusterView
+    groups: Mapping[str, TrustedGroup]  # every trusted group squeue shows, finished ones too
+    rejected: tuple[Rejected, ...]
+    jobs: Mapping[int, SlurmJob]  # every job squeue shows, by id
+
+
+def estimate_of(job: SlurmJob) -> float | None:
+    """Seconds this variant is expected to run: the `e=` tag (the spec's estimate), else its time limit."""
+    text = job.slurmx_tags.get("e")
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if value > 0:
+            return value
+    return float(job.time_limit_s) if job.time_limit_s else None
+
+
+def _variant(group_id: str, kind: str, job: SlurmJob) -> Variant:
+    return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=job.state, request=job.request,
+                   partition=job.partition, nodes=tuple(expand_hostlist(job.nodes)) if job.nodes else (),
+                   estimate_s=estimate_of(job), priority=job.priority,
+                   submit_time=float(job.submit_time) if job.submit_time else None,
+                   start_time=float(job.start_time) if job.start_time and job.state.is_active
+                   and job.state not in (VariantState.PENDING, VariantState.HELD) else None)
+
+
+def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
+               now: float, *, facts: Mapping[str, tuple[float, int, float | None]] | None = None,
+               starts: Mapping[str, StartMark] | None = None,
+               grace: Mapping[str, GraceMark] | None = None) -> Observation:
+    """The policy's snapshot. `facts`: group -> (original submit time, preemptions, last requeue) from the store."""
+    job_list = list(jobs)
+    trusted, rejected = sort_jobs(site, job_list)
+    facts = facts or {}
+    starts = starts or {}
+    grace = grace or {}
+    node_map = {n.name: n for n in nodes}
+    reserved: dict[str, Resources] = {}
+    groups: dict[str, Group] = {}
+    for tg in trusted:
+        variants = []
+        for kind, job in tg.jobs.items():
+            if not job.state.is_active:
+                continue
+            variant = _variant(tg.group_id, kind, job)
+            mark = starts.get(tg.group_id)
+            if (mark is not None and mark.job_id == job.job_id
+                    and variant.state in (VariantState.PENDING, VariantState.REQUEUED)):
+                # Released but not started: it will take these nodes; show it there so nothing else is put there.
+                variant = replace(variant, state=VariantState.RUNNING, nodes=mark.nodes, start_time=mark.released_at)
+                for name in mark.nodes:
+                    reserved[name] = reserved.get(name, Resources()) + job.request
+            variants.append(variant)
+        if not variants:
+            continue
+        submit, preemptions, requeued = facts.get(tg.group_id, (None, 0, None))
+        if submit is None:
+            times = [v.submit_time for v in variants if v.submit_time is not None]
+            submit = min(times) if times else now
+        first = next(iter(tg.jobs.values()))
+        mark_g = grace.get(tg.group_id)
+        groups[tg.group_id] = Group(
+            group_id=tg.group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
+            variants=tuple(sorted(variants, key=lambda v: site.kind_names().index(v.kind))),
+            grace_s=site.preemption.grace_s, preemptions=preemptions, submit_time=submit,
+            grace_deadline=mark_g.deadline if mark_g else None,
+            preempted_for=mark_g.beneficiary if mark_g else None,
+            preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)
+    for name, extra in reserved.items():
+        node = node_map.get(name)
+        if node is not None:
+            node_map[name] = Node(node.name, node.partitions, node.capacity, node.allocated + extra, node.state,
+                                  node.features)
+    kinds = {name: kind.partition for name, kind in site.resources.items()}
+    view = ClusterView(now=now, nodes=node_map, partitions={p.name: p for p in partitions}, groups=groups,
+                       kinds=kinds)
+    return Observation(view, {g.group_id: g for g in trusted}, tuple(rejected), {j.job_id: j for j in job_list})

@@ -1,0 +1,226 @@
+"""The daemon's own state in an embedded SQLite database (WAL): never jobs — Slurm is the truth for those.
+
+What lives here: intents of multi-step actions (written *before* the first Slurm call, so a daemon killed at any
+instruction finds them on restart and finishes or rolls back), per-group facts Slurm forgets or resets (the
+original submit time, how often a group was preempted), and the audit log every decision and action lands in
+(what `slurmx explain` and `slurmx status` read). The schema is versioned with `PRAGMA user_version`; each
+migration runs once, in order, inside one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurmx.daemon.errors import DaemonError
+
+__all__ = ["MIGRATIONS", "AuditEntry", "Intent", "Store", "StoreError"]
+
+# One script per schema version; never edit a released one, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE intents (
+        key TEXT PRIMARY KEY,          -- 'start:<group>' or 'preempt:<job id>': one open intent per target
+        kind TEXT NOT NULL,            -- start | preempt
+        group_id TEXT NOT NULL,
+        step TEXT NOT NULL,            -- how far the action got (see enforce.py)
+        data TEXT NOT NULL,            -- JSON: job ids, nodes, deadline ...
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );
+    CREATE TABLE groups (
+        group_id TEXT PRIMARY KEY,
+        first_seen REAL NOT NULL,
+        submit_time REAL NOT NULL,     -- the original submission; Slurm resets it at requeue
+        preemptions INTEGER NOT NULL DEFAULT 0,
+        last_requeue REAL
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        t REAL NOT NULL,
+        cycle INTEGER NOT NULL,
+        group_id TEXT NOT NULL,        -- '' for daemon-wide events
+        event TEXT NOT NULL,           -- decide | start | release | cancel | preempt | requeue | ignore ...
+        detail TEXT NOT NULL           -- one line for a person
+    );
+    CREATE INDEX audit_group ON audit (group_id, id);
+    """,
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+)
+
+
+class StoreError(DaemonError):
+    """The state store cannot be opened or is newer than this slurmx; one line naming the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    key: str
+    kind: str
+    group_id: str
+    step: str
+    data: Mapping[str, Any]
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    t: float
+    cycle: int
+    group_id: str
+    event: str
+    detail: str
+
+
+class Store:
+    """One SQLite file; every write commits before it returns (the intent must be on disk before Slurm acts)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._migrate()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{path}: cannot open the slurmxd state store: {exc}; check daemon.state_dir") \
+                from None
+
+    # ------------------------------------------------------------------------------------------ schema
+
+    @property
+    def version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        current = self.version
+        if current > len(MIGRATIONS):
+            raise StoreError(f"{self.path}: schema version {current} is newer than this slurmx "
+                             f"({len(MIGRATIONS)}); upgrade slurmx")
+        for number in range(current, len(MIGRATIONS)):
+            # One script, one transaction: the schema change and its version number land together or not at all.
+            self._db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = {number + 1};\n"
+                                   "COMMIT;")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------------------------------ intents
+
+    def put_intent(self, key: str, kind: str, group_id: str, step: str, data: Mapping[str, Any],
+                   now: float | None = None) -> Intent:
+        """Create or advance an intent (same key: step and data replaced, creation time kept)."""
+        t = time.time() if now is None else now
+        text = json.dumps(dict(data), sort_keys=True)
+        self._db.execute(
+            "INSERT INTO intents (key, kind, group_id, step, data, created, updated) VALUES (?,?,?,?,?,?,?) "
+            "ON CONFLICT(key) DO UPDATE SET step=excluded.step, data=excluded.data, updated=excluded.updated",
+            (key, kind, group_id, step, text, t, t))
+        found = self.intent(key)
+        assert found is not None
+        return found
+
+    def intent(self, key: str) -> Intent | None:
+        row = self._db.execute("SELECT key, kind, group_id, step, data, created, updated FROM intents WHERE key=?",
+                               (key,)).fetchone()
+        return _intent(row) if row else None
+
+    def intents(self, kind: str | None = None) -> list[Intent]:
+        sql = "SELECT key, kind, group_id, step, data, created, updated FROM intents"
+        rows = self._db.execute(sql + " WHERE kind=? ORDER BY created, key", (kind,)) if kind else \
+            self._db.execute(sql + " ORDER BY created, key")
+        return [_intent(r) for r in rows]
+
+    def drop_intent(self, key: str) -> None:
+        self._db.execute("DELETE FROM intents WHERE key=?", (key,))
+
+    # ------------------------------------------------------------------------------------------ groups
+
+    def remember_groups(self, first_seen: Mapping[str, float], now: float) -> None:
+        """Record the submit time of groups seen for the first time (one transaction for the lot)."""
+        if not first_seen:
+            return
+        with self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO groups (group_id, first_seen, submit_time) VALUES (?,?,?)",
+                                 [(g, now, t) for g, t in first_seen.items()])
+
+    def group_facts(self) -> dict[str, tuple[float, int, float | None]]:
+        """group -> (original submit time, preemptions, last requeue time)."""
+        rows = self._db.execute("SELECT group_id, submit_time, preemptions, last_requeue FROM groups")
+        return {g: (float(t), int(n), r) for g, t, n, r in rows}
+
+    def count_preemption(self, group_id: str, now: float) -> None:
+        self._db.execute("UPDATE groups SET preemptions = preemptions + 1, last_requeue=? WHERE group_id=?",
+                         (now, group_id))
+
+    def forget_groups(self, keep: Iterable[str], older_than: float) -> None:
+        """Drop facts of groups Slurm no longer shows, once they are old (the audit log keeps their history)."""
+        keep_set = set(keep)
+        old = [g for (g,) in self._db.execute("SELECT group_id FROM groups WHERE first_seen < ?", (older_than,))
+               if g not in keep_set]
+        if old:
+            with self._transaction():
+                self._db.executemany("DELETE FROM groups WHERE group_id=?", [(g,) for g in old])
+
+    # ------------------------------------------------------------------------------------------ audit
+
+    def audit(self, entries: Iterable[tuple[float, int, str, str, str]]) -> None:
+        """Append (t, cycle, group, event, detail) rows in one transaction."""
+        rows = list(entries)
+        if rows:
+            with self._transaction():
+                self._db.executemany("INSERT INTO audit (t, cycle, group_id, event, detail) VALUES (?,?,?,?,?)",
+                                     rows)
+
+    def history(self, group_id: str | None = None, limit: int = 200) -> list[AuditEntry]:
+        """Audit entries, oldest first (the last `limit` of them)."""
+        if group_id is None:
+            rows = self._db.execute("SELECT t, cycle, group_id, event, detail FROM audit ORDER BY id DESC LIMIT ?",
+                                    (limit,)).fetchall()
+        else:
+            rows = self._db.execute("SELECT t, cycle, group_id, event, detail FROM audit WHERE group_id=? "
+                                    "ORDER BY id DESC LIMIT ?", (group_id, limit)).fetchall()
+        return [AuditEntry(float(t), int(c), g, e, d) for t, c, g, e, d in reversed(rows)]
+
+    def last_decisions(self) -> dict[str, AuditEntry]:
+        """The latest audit entry of each group (what `slurmx status` shows beside Slurm's view)."""
+        rows = self._db.execute(
+            "SELECT t, cycle, group_id, event, detail FROM audit WHERE id IN "
+            "(SELECT MAX(id) FROM audit WHERE group_id != '' GROUP BY group_id)")
+        return {g: AuditEntry(float(t), int(c), g, e, d) for t, c, g, e, d in rows}
+
+    # ------------------------------------------------------------------------------------------ meta
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT INTO meta (key, value) VALUES (?,?) "
+                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+
+def _intent(row: tuple[Any, ...]) -> Intent:
+    key, kind, group_id, step, data, created, updated = row
+    return Intent(key, kind, group_id, step, json.loads(data), float(created), float(updated))

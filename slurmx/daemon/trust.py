@@ -1,0 +1,104 @@
+"""Which Slurm jobs the daemon may act on (ARCHITECTURE.md, "Trust"); pure functions over squeue records.
+
+A comment is only a hint anyone can write. Privileges come from fields Slurm enforces: the UserId, the QOS
+(the TE/BE class), the partition. So a job is a variant only when it carries the group tag; a group is acted on
+only when every job tagged with it has one UserId, one class-bearing QOS, a site kind, the partition of that
+kind, and at most one job per kind. Anything else is left alone and reported once, never acted on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import JobClass
+from slurmx.slurm.records import SlurmJob
+
+__all__ = ["Rejected", "TrustedGroup", "sort_jobs"]
+
+_SAFE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedGroup:
+    """Every squeue record of one group (active or recently finished), keyed by kind, and its class."""
+
+    group_id: str
+    user: str
+    user_id: int
+    job_class: JobClass
+    jobs: Mapping[str, SlurmJob]  # kind -> the newest job of that kind
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A group (or a lone job) the daemon will not touch, and why, for the log and `slurmx explain`."""
+
+    group_id: str
+    job_ids: tuple[int, ...]
+    reason: str
+
+
+def _class_of(site: SiteConfig) -> dict[str, JobClass]:
+    return {site.qos_for(JobClass.TE): JobClass.TE, site.qos_for(JobClass.BE): JobClass.BE}
+
+
+def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedGroup], list[Rejected]]:
+    """Split squeue records into trusted groups and rejected ones; jobs without the tag are not ours (skipped).
+
+    Pure. Finished jobs count too: a forged job that already ended still shows the group was tampered with.
+    """
+    by_group: dict[str, list[tuple[str, SlurmJob]]] = defaultdict(list)
+    rejected: list[Rejected] = []
+    for job in jobs:
+        tags = job.slurmx_tags
+        group_id, kind = tags.get("g"), tags.get("v")
+        if not group_id or not kind:
+            continue
+        if not _SAFE_GROUP.match(group_id):
+            rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
+            continue
+        by_group[group_id].append((kind, job))
+    classes = _class_of(site)
+    partitions = {name: kind.partition for name, kind in site.resources.items()}
+    trusted: list[TrustedGroup] = []
+    for group_id, members in by_group.items():
+        members.sort(key=lambda m: m[1].job_id)
+        ids = tuple(j.job_id for _, j in members)
+        reason = _problem(members, classes, partitions)
+        if reason:
+            rejected.append(Rejected(group_id, ids, reason))
+            continue
+        first = members[0][1]
+        by_kind: dict[str, SlurmJob] = {}
+        for kind, job in members:
+            by_kind[kind] = job  # newest wins: a resubmitted variant replaces a finished one
+        trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind))
+    return trusted, rejected
+
+
+def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
+             partitions: Mapping[str, str]) -> str:
+    users = sorted({(j.user_id, j.user) for _, j in members})
+    if len(users) > 1:
+        names = ", ".join(f"{name or '?'}({uid})" for uid, name in users)
+        return f"variants belong to different users ({names}): a comment was forged or edited"
+    qos = sorted({j.qos for _, j in members})
+    if len(qos) > 1:
+        return f"variants run under different QOS ({', '.join(qos)}); the class must be one"
+    if qos[0] not in classes:
+        return f"QOS {qos[0]!r} is neither the TE nor the BE QOS of this site ({', '.join(sorted(classes))})"
+    active: dict[str, int] = {}
+    for kind, job in members:
+        if kind not in partitions:
+            return f"job {job.job_id}: variant {kind!r} is not a resource kind of this site"
+        if job.partition and job.partition != partitions[kind]:
+            return f"job {job.job_id}: variant {kind} is in partition {job.partition}, not {partitions[kind]}"
+        if job.state.is_active:
+            if kind in active:
+                return f"two active jobs ({active[kind]}, {job.job_id}) claim variant {kind}"
+            active[kind] = job.job_id
+    return ""
