@@ -7,10 +7,11 @@ Resource kinds ("cpu", "gpu", "accel", ...) are site-defined names, hence plain 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Protocol
 
 from slurmx.core.resources import Resources
 
@@ -24,6 +25,7 @@ __all__ = [
     "Partition",
     "Variant",
     "VariantState",
+    "ViewIndex",
 ]
 
 KindName = str
@@ -352,6 +354,24 @@ def _by_submit(groups: Iterable[Group]) -> tuple[Group, ...]:
     return tuple(sorted(groups, key=lambda g: (g.submit_time, g.group_id)))
 
 
+class ViewIndex(Protocol):
+    """Answers a driver that tracks the cluster incrementally can give without scanning the snapshot.
+
+    The simulator keeps its queues sorted and its free capacity in arrays, so it answers these in time
+    proportional to the answer, where a scan costs the whole cluster on every policy call. Every answer
+    must equal the scan's (the engine's naive view is the reference the tests compare against), and is
+    valid only for the snapshot it came with, during the policy call.
+    """
+
+    def pending_groups(self) -> tuple[Group, ...]: ...
+
+    def running_groups(self) -> tuple[Group, ...]: ...
+
+    def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]: ...
+
+    def fitting_nodes(self, kind: KindName, request: Resources) -> Iterator[Node]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """Immutable snapshot of the cluster at `now`: the sole input of a policy.
@@ -365,6 +385,7 @@ class ClusterView:
     partitions: Mapping[str, Partition]
     groups: Mapping[str, Group]
     kinds: Mapping[KindName, str]
+    index: ViewIndex | None = field(default=None, repr=False, compare=False)
     # Answers of the queries below, computed on first use: the snapshot never changes and policies ask often.
     _pending: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _running: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
@@ -379,6 +400,9 @@ class ClusterView:
     def pending_groups(self) -> tuple[Group, ...]:
         """Groups waiting to start (including requeued ones), oldest first."""
         found = self._pending
+        if found is None and self.index is not None:
+            found = self.index.pending_groups()
+            object.__setattr__(self, "_pending", found)
         if found is None:
             waiting = (GroupState.PENDING, GroupState.REQUEUED)
             found = _by_submit(g for g in self.groups.values() if g.state in waiting)
@@ -388,6 +412,9 @@ class ClusterView:
     def running_groups(self) -> tuple[Group, ...]:
         """Groups holding resources, oldest first."""
         found = self._running
+        if found is None and self.index is not None:
+            found = self.index.running_groups()
+            object.__setattr__(self, "_running", found)
         if found is None:
             found = _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)
             object.__setattr__(self, "_running", found)
@@ -397,8 +424,15 @@ class ClusterView:
         """Nodes of the partition serving `kind`, by name; empty when the site has no such kind."""
         found = self._of_kind.get(kind)
         if found is None:
-            found = self._of_kind[kind] = self._nodes_of_kind(kind)
+            found = self.index.nodes_of_kind(kind) if self.index is not None else self._nodes_of_kind(kind)
+            self._of_kind[kind] = found
         return found
+
+    def fitting_nodes(self, kind: KindName, request: Resources) -> Iterator[Node]:
+        """Usable nodes of `kind` whose free resources hold `request`, in `nodes_of_kind` order (first fit)."""
+        if self.index is not None:
+            return self.index.fitting_nodes(kind, request)
+        return (n for n in self.nodes_of_kind(kind) if n.is_usable and request.fits_in(n.free))
 
     def _nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         partition_name = self.kinds.get(kind)

@@ -49,8 +49,8 @@ class Fifo:
             variant = group.variant(kind)
             if variant is None:
                 continue
-            for node in view.nodes_of_kind(kind):
-                if node.is_usable and variant.request.fits_in(free.get(node.name) or node.free):
+            for node in view.fitting_nodes(kind, variant.request):  # fits the snapshot; check this plan's starts
+                if variant.request.fits_in(free.get(node.name) or node.free):
                     return kind, node.name, variant.request
         return None
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from slurmx.core.model import Node, Partition
 from slurmx.core.resources import Resources
 
@@ -91,6 +93,17 @@ class ModelCluster:
             self._add_partition(shape)
         self.node_views: dict[str, Node] = {n.name: self._node_view(n) for n in self.nodes}
         self._dirty: set[int] = set()
+        # Free capacity per kind as one array (rows in first-fit order), so "which nodes fit this request"
+        # is one vectorised comparison instead of a Python loop over the partition on every policy call.
+        self._free: dict[str, np.ndarray] = {}
+        self._kind_index: dict[str, np.ndarray] = {}
+        self._row: list[tuple[str, int]] = [("", 0)] * len(self.nodes)
+        for kind, order in self.kind_nodes.items():
+            # One row per dimension (contiguous), so a query compares only the dimensions a request uses.
+            self._free[kind] = np.array([self.nodes[i].capacity for i in order], dtype=np.int64).T.copy()
+            self._kind_index[kind] = np.array(order, dtype=np.int64)
+            for row, i in enumerate(order):
+                self._row[i] = (kind, row)
         self.used: dict[str, list[int]] = {p: [0] * len(self.dims) for p in self.partitions}
 
     def _add_partition(self, shape: PartitionShape) -> None:
@@ -174,6 +187,7 @@ class ModelCluster:
         used = self.used[node.partition]
         used[:] = [u + v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
+        self._set_free(node)
 
     def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Give back what a group held on a node; releasing more than is allocated is an invariant error."""
@@ -187,6 +201,22 @@ class ModelCluster:
         used = self.used[node.partition]
         used[:] = [u - v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
+        self._set_free(node)
+
+    def _set_free(self, node: _SimNode) -> None:
+        kind, row = self._row[node.index]
+        self._free[kind][:, row] = [c - a for c, a in zip(node.capacity, node.allocated, strict=True)]
+
+    def fitting(self, kind: str, vec: Vector) -> np.ndarray:
+        """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order."""
+        free = self._free[kind]
+        mask: np.ndarray | None = None
+        for d, amount in enumerate(vec):
+            if amount > 0:
+                fits = free[d] >= amount
+                mask = fits if mask is None else np.logical_and(mask, fits, out=mask)
+        index = self._kind_index[kind]
+        return index if mask is None else index[mask]
 
     def busy_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if any(n.allocated)]

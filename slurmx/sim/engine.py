@@ -31,17 +31,18 @@ as they leave squeue.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import ClusterView, Group, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, KindName, Node, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
@@ -75,9 +76,9 @@ class _Job:
 
     __slots__ = (
         "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "est_total", "first_start", "grace_deadline",
-        "group_id", "held", "idx", "job", "kind", "kinds", "marked_nodes", "node", "preempted_at", "preemptions",
-        "priority", "productive", "rate", "requests", "requeue_time", "run_estimate", "seg_start", "status",
-        "vectors", "version", "vids",
+        "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "node", "preempted_at",
+        "preemptions", "priority", "productive", "rate", "requests", "requeue_time", "run_estimate", "seg_start",
+        "status", "vectors", "version", "vids",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -111,6 +112,48 @@ class _Job:
         self.beneficiary: str | None = None
         self.marked_nodes: tuple[str, ...] = ()
         self.requeue_time: float | None = None
+        self.listed: list[tuple[float, str]] | None = None  # which sorted queue of the index holds it
+
+
+class _Index:
+    """The engine's `ViewIndex`: pending and running groups kept sorted as jobs change (bisect on
+    `(submit_time, group_id)`, the order `ClusterView` defines), and first-fit candidates from the model
+    cluster's free-capacity arrays. Built per snapshot over the engine's live queues; the engine does not
+    change them while the policy runs."""
+
+    __slots__ = ("_cluster", "_groups", "_nodes", "_pending", "_running")
+
+    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], groups: dict[str, Group],
+                 pending: list[tuple[float, str]], running: list[tuple[float, str]]) -> None:
+        self._cluster = cluster
+        self._nodes = nodes
+        self._groups = groups
+        self._pending = pending
+        self._running = running
+
+    def pending_groups(self) -> tuple[Group, ...]:
+        groups = self._groups
+        return tuple([groups[gid] for _, gid in self._pending])
+
+    def running_groups(self) -> tuple[Group, ...]:
+        groups = self._groups
+        return tuple([groups[gid] for _, gid in self._running])
+
+    def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
+        order = self._cluster.kind_nodes.get(kind, ())
+        nodes, sim = self._nodes, self._cluster.nodes
+        return tuple([nodes[sim[i].name] for i in order])
+
+    def fitting_nodes(self, kind: KindName, request: Resources) -> Iterator[Node]:
+        cluster = self._cluster
+        if kind not in cluster.kind_nodes:
+            return iter(())
+        try:
+            vec = cluster.vector(request)
+        except SimulationError:  # a GRES no node has: nothing fits
+            return iter(())
+        nodes, sim = self._nodes, cluster.nodes
+        return (nodes[sim[i].name] for i in cluster.fitting(kind, vec))  # lazily: first fit reads one or two
 
 
 class Engine:
@@ -137,6 +180,8 @@ class Engine:
         self._visible: dict[str, _Job] = {}
         self._groups: dict[str, Group] = {}
         self._holes = 0  # deletions from _groups since it was last rebuilt
+        self._pending_keys: list[tuple[float, str]] = []  # the index's sorted queues
+        self._running_keys: list[tuple[float, str]] = []
         self._dirty: dict[int, None] = {}
         self._next_arrival = 0
         self._arrived = 0
@@ -435,15 +480,32 @@ class Engine:
                 j = self._jobs[idx]
                 if j.group_id in self._visible:
                     groups[j.group_id] = self._group_view(j)
-                elif groups.pop(j.group_id, None) is not None:
-                    self._holes += 1
+                    self._file(j, self._pending_keys if j.status == PENDING else self._running_keys)
+                else:
+                    self._file(j, None)
+                    if groups.pop(j.group_id, None) is not None:
+                        self._holes += 1
             self._dirty.clear()
             if self._holes * 2 > len(groups):
                 # The view copies this dict on every call, and CPython copies a dict with many deleted slots key by
                 # key instead of cloning its table (about 10x slower): rebuild it compact now and then.
                 self._groups = groups = dict(groups)
                 self._holes = 0
+            index = _Index(self.cluster, nodes, groups, self._pending_keys, self._running_keys)
+            return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds, index)
         return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds)
+
+    @staticmethod
+    def _file(j: _Job, queue: list[tuple[float, str]] | None) -> None:
+        """Move `j` into the sorted `queue` (None: out of both), keeping each sorted by (submit, id)."""
+        if j.listed is queue:
+            return
+        key = (j.job.submit_time, j.group_id)
+        if j.listed is not None:
+            del j.listed[bisect.bisect_left(j.listed, key)]
+        if queue is not None:
+            bisect.insort(queue, key)
+        j.listed = queue
 
     def _group_view(self, j: _Job) -> Group:
         job = j.job

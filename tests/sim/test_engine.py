@@ -404,6 +404,12 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
             assert view.pending_groups() == fresh.pending_groups()
             assert view.running_groups() == fresh.running_groups()
             assert all(view.nodes_of_kind(kind) == fresh.nodes_of_kind(kind) for kind in view.kinds)
+            assert view.index is not None and fresh.index is None  # the engine's answers vs the scan's
+            requests = [v.request for g in view.groups.values() for v in g.variants]
+            requests += [Resources(), Resources(1, 1, {"fpga": 1}), Resources(5, 1)]
+            for kind in (*view.kinds, "no-such-kind"):
+                for request in requests:
+                    assert list(view.fitting_nodes(kind, request)) == list(fresh.fitting_nodes(kind, request))
             seen.append(view)
             return view
 
