@@ -177,7 +177,7 @@ def allocate_round(
     if mechanism == "greedy":
         allocs = greedy([p.demand for p in queue], state, placement)
         return [(a, p.demand.speedup) if a is not None else None for a, p in zip(allocs, queue, strict=True)]
-    admitted = admit_by_gpus([p.demand.gpus for p in queue], int(state.free_gpus.sum() + EPS))
+    admitted = admit_by_gpus([p.demand.gpus for p in queue], int(sum(state.fg) + EPS))
     chosen = [queue[i] for i in admitted]
     out: list[tuple[Allocation, float] | None] = [None] * len(queue)
     if mechanism == "opt":
@@ -194,9 +194,9 @@ def allocate_round(
         chosen = [queue[i] for i in admitted]
     run = tune if mechanism == "tune" else proportional
     allocs = run([p.demand for p in chosen], state, placement)
-    for i, a in zip(admitted, allocs, strict=True):
+    for i, p, a in zip(admitted, chosen, allocs, strict=True):
         assert a is not None  # PROP and TUNE place every admitted job
-        out[i] = (a, chosen[admitted.index(i)].demand.speedup if a.at_ideal else 1.0)
+        out[i] = (a, p.demand.speedup if a.at_ideal else 1.0)
     return out
 
 

@@ -74,59 +74,100 @@ class Allocation:
 
 @dataclass
 class Servers:
-    """Free resources of a homogeneous cluster, mutated as a round's allocations are made."""
+    """Free resources of a homogeneous cluster, mutated as a round's allocations are made.
+
+    Plain lists, not numpy: a round touches single entries thousands of times. First fit keeps, per slice
+    size, the first server that could still hold one GPU's slice; free resources only shrink within a round
+    (a revert moves the pointers back), so every scan resumes where the last one stopped.
+    """
 
     gpus_per_server: int
     cpus_per_server: float
     mem_per_server: float
-    free_gpus: np.ndarray
-    free_cpus: np.ndarray
-    free_mem: np.ndarray
+    fg: list[float]
+    fc: list[float]
+    fm: list[float]
     jobs_on: list[list[int]] = field(default_factory=list)  # job indices per server, this round
+    _first: dict[tuple[float, float], int] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n: int, gpus: int, cpus: float, mem: float) -> Servers:
-        return cls(gpus, cpus, mem, np.full(n, float(gpus)), np.full(n, float(cpus)), np.full(n, float(mem)),
-                   [[] for _ in range(n)])
+        return cls(gpus, cpus, mem, [float(gpus)] * n, [float(cpus)] * n, [float(mem)] * n, [[] for _ in range(n)])
 
     @property
     def count(self) -> int:
-        return len(self.free_gpus)
+        return len(self.fg)
+
+    @property
+    def free_gpus(self) -> np.ndarray:
+        return np.asarray(self.fg)
+
+    @property
+    def free_cpus(self) -> np.ndarray:
+        return np.asarray(self.fc)
+
+    @property
+    def free_mem(self) -> np.ndarray:
+        return np.asarray(self.fm)
 
     def take(self, idx: int, alloc: Allocation, sign: float = 1.0) -> None:
         """Allocate (sign 1) or release (sign -1) `alloc` for job `idx`."""
         for s, k in alloc.shares:
-            self.free_gpus[s] -= sign * k
-            self.free_cpus[s] -= sign * k * alloc.cpus_per_gpu
-            self.free_mem[s] -= sign * k * alloc.mem_per_gpu
+            self.fg[s] -= sign * k
+            self.fc[s] -= sign * k * alloc.cpus_per_gpu
+            self.fm[s] -= sign * k * alloc.mem_per_gpu
             if sign > 0:
                 self.jobs_on[s].append(idx)
             else:
                 self.jobs_on[s].remove(idx)
+                for key, first in self._first.items():
+                    if first > s:
+                        self._first[key] = s
 
     def find(self, gpus: int, cpus_per_gpu: float, mem_per_gpu: float, how: Placement) -> list[tuple[int, int]] | None:
         """Servers for `gpus` GPUs with the given slice per GPU, or None when they do not fit."""
-        if gpus == 1 or how == "consolidate":
-            whole = ((self.free_gpus >= gpus - EPS) & (self.free_cpus >= gpus * cpus_per_gpu - EPS)
-                     & (self.free_mem >= gpus * mem_per_gpu - EPS))
-            if how == "first_fit":
-                s = int(whole.argmax())
-                return [(s, gpus)] if whole[s] else None
-            if whole.any():  # best fit: the fitting server with the least free resources
-                score = (self.free_gpus / self.gpus_per_server + self.free_cpus / self.cpus_per_server
-                         + self.free_mem / self.mem_per_server)
-                return [(int(np.where(whole, score, np.inf).argmin()), gpus)]
-            if gpus == 1:
-                return None
-        per = np.minimum(self.free_gpus, np.minimum(np.floor((self.free_cpus + EPS) / cpus_per_gpu),
-                                                    np.floor((self.free_mem + EPS) / mem_per_gpu)))
-        order = np.arange(self.count) if how == "first_fit" else np.argsort(self.free_gpus, kind="stable")
+        if how == "consolidate":
+            return self._consolidate(gpus, cpus_per_gpu, mem_per_gpu)
+        fg, fc, fm, n = self.fg, self.fc, self.fm, len(self.fg)
+        key = (cpus_per_gpu, mem_per_gpu)
+        s = self._first.get(key, 0)
+        while s < n and not (fg[s] >= 1 - EPS and fc[s] >= cpus_per_gpu - EPS and fm[s] >= mem_per_gpu - EPS):
+            s += 1
+        self._first[key] = s
+        if s == n:
+            return None
+        if gpus == 1:
+            return [(s, 1)]
         shares: list[tuple[int, int]] = []
         left = gpus
-        for s in order:
-            k = int(per[s])
+        for t in range(s, n):  # GPU by GPU in server order (the released code's first fit)
+            if fg[t] < 1 - EPS or fc[t] < cpus_per_gpu - EPS or fm[t] < mem_per_gpu - EPS:
+                continue
+            k = min(int(fg[t] + EPS), int((fc[t] + EPS) // cpus_per_gpu), int((fm[t] + EPS) // mem_per_gpu))
             if k > 0:
                 k = min(k, left)
+                shares.append((t, k))
+                left -= k
+                if left == 0:
+                    return shares
+        return None
+
+    def _consolidate(self, gpus: int, cpus_per_gpu: float, mem_per_gpu: float) -> list[tuple[int, int]] | None:
+        """The paper's placement: the fitting server with the least free resources (best fit), else the
+        fewest servers, fullest first."""
+        fg, fc, fm = self.free_gpus, self.free_cpus, self.free_mem
+        whole = (fg >= gpus - EPS) & (fc >= gpus * cpus_per_gpu - EPS) & (fm >= gpus * mem_per_gpu - EPS)
+        if whole.any():
+            score = fg / self.gpus_per_server + fc / self.cpus_per_server + fm / self.mem_per_server
+            return [(int(np.where(whole, score, np.inf).argmin()), gpus)]
+        if gpus == 1:
+            return None
+        per = np.minimum(fg, np.minimum(np.floor((fc + EPS) / cpus_per_gpu), np.floor((fm + EPS) / mem_per_gpu)))
+        shares: list[tuple[int, int]] = []
+        left = gpus
+        for s in np.argsort(fg, kind="stable"):
+            k = min(int(per[s]), left)
+            if k > 0:
                 shares.append((int(s), k))
                 left -= k
                 if left == 0:
@@ -163,7 +204,7 @@ def proportional(demands: list[Demand], st: Servers, how: Placement = "first_fit
 def greedy(demands: list[Demand], st: Servers, how: Placement = "first_fit") -> list[Allocation | None]:
     """First fit of each job's full best-case demand, in queue order; a job that does not fit is skipped."""
     out: list[Allocation | None] = []
-    free = int(st.free_gpus.sum())
+    free = int(sum(st.fg) + EPS)
     for i, d in enumerate(demands):
         if free == 0:  # nothing more can start this round
             out.extend([None] * (len(demands) - i))
@@ -179,13 +220,16 @@ def _gpu_servers(st: Servers, gpus: int) -> list[tuple[int, int]]:
     """Step 2's server choice, ignoring CPU and memory (the released code): one server holding all the GPUs
     when the job has several, else servers with the fewest free GPUs first."""
     if gpus > 1:
-        whole = st.free_gpus >= gpus - EPS
-        s = int(whole.argmax())
-        if whole[s]:
-            return [(s, gpus)]
+        for s, free in enumerate(st.fg):
+            if free >= gpus - EPS:
+                return [(s, gpus)]
+    if gpus == 1:
+        candidates = [(f, s) for s, f in enumerate(st.fg) if f >= 1 - EPS]
+        if candidates:
+            return [(min(candidates)[1], 1)]
     shares, left = [], gpus
-    for s in np.argsort(st.free_gpus, kind="stable"):
-        k = min(int(st.free_gpus[s] + EPS), left)
+    for free, s in sorted((f, s) for s, f in enumerate(st.fg) if f >= 1 - EPS):
+        k = min(int(free + EPS), left)
         if k > 0:
             shares.append((int(s), k))
             left -= k
@@ -226,7 +270,7 @@ def _steal_back(st: Servers, i: int, d: Demand, out: list[Allocation | None], de
     mem_pg = (d.ideal_mem if ideal else d.prop_mem) / d.gpus
     shares = _gpu_servers(st, d.gpus)
     for s, k in shares:
-        need_c, need_m = k * cpus_pg - st.free_cpus[s], k * mem_pg - st.free_mem[s]
+        need_c, need_m = k * cpus_pg - st.fc[s], k * mem_pg - st.fm[s]
         if need_c <= EPS and need_m <= EPS:
             continue
         victims = []
@@ -242,7 +286,7 @@ def _steal_back(st: Servers, i: int, d: Demand, out: list[Allocation | None], de
             a = out[v]
             assert a is not None
             _revert(st, v, a, demands[v])
-            need_c, need_m = k * cpus_pg - st.free_cpus[s], k * mem_pg - st.free_mem[s]
+            need_c, need_m = k * cpus_pg - st.fc[s], k * mem_pg - st.fm[s]
             if need_c <= EPS and need_m <= EPS:
                 break
         else:
