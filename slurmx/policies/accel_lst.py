@@ -20,7 +20,7 @@ Pure: numpy arrays in, a frozen result out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -181,7 +181,7 @@ def _min_t_columns(p: FloatArray, limit: float, start_width: int = 4) -> tuple[f
             raise LstError(f"accel LST: the min-T LP failed ({result.message})")
         job_dual = np.asarray(result.eqlin.marginals)
         load_dual = np.asarray(result.ineqlin.marginals)
-        reduced = -job_dual[:, None] - load_dual[None, :] * p
+        reduced = -job_dual[:, None] - load_dual[None, :] * np.where(allowed, p, 0.0)
         entering = allowed & ~chosen & (reduced < -1e-9 * max(1.0, float(result.x[-1])))
         if not entering.any():
             return float(result.x[-1]), _dense(p, rows, cols, result.x)
@@ -275,7 +275,9 @@ def round_vertex(y: FloatArray, p: FloatArray, t_lp: float) -> tuple[IntArray, i
     split = [int(i) for i in np.nonzero(degree >= 2)[0]]
     if not split:
         return assign, 0, False
-    walked = _walk_pseudo_forest({i: [int(j) for j in np.nonzero(support[i])[0]] for i in split})
+    loads = np.bincount(assign[whole], weights=p[np.nonzero(whole)[0], assign[whole]], minlength=p.shape[1])
+    walked = _walk_pseudo_forest({i: [int(j) for j in np.nonzero(support[i])[0]] for i in split},
+                                 lambda i, j: float(loads[j] + p[i, j]))
     used_matching = walked is None
     if walked is None:
         walked = _match(split, support)
@@ -286,11 +288,14 @@ def round_vertex(y: FloatArray, p: FloatArray, t_lp: float) -> tuple[IntArray, i
     return assign, len(split), used_matching
 
 
-def _walk_pseudo_forest(neighbours: dict[int, list[int]]) -> dict[int, int] | None:
+def _walk_pseudo_forest(neighbours: dict[int, list[int]], cost: Callable[[int, int], float]
+                        ) -> dict[int, int] | None:
     """Leaf peeling on the bipartite graph split jobs - responders; None when a job is stranded.
 
     A leaf and its only neighbour belong to some maximum matching, so peeling them is safe; when no leaf is
-    left every component is an even cycle, and taking any one edge of it turns the rest into a path.
+    left every component is an even cycle, and taking any one edge of it turns the rest into a path. Among
+    the safe choices, the one with the smallest `cost` (the responder's resulting load) goes first: the
+    bound does not care which, the make-span does.
     """
     job_adj = {i: set(js) for i, js in neighbours.items()}
     resp_adj: dict[int, set[int]] = {}
@@ -307,14 +312,15 @@ def _walk_pseudo_forest(neighbours: dict[int, list[int]]) -> dict[int, int] | No
             job_adj[other_job].discard(j)
 
     while job_adj:
-        leaf = next((j for j in sorted(resp_adj) if len(resp_adj[j]) == 1), None)
-        if leaf is not None:
+        leaves = [(cost(next(iter(jobs)), j), j) for j, jobs in resp_adj.items() if len(jobs) == 1]
+        if leaves:
+            _, leaf = min(leaves)
             take(next(iter(resp_adj[leaf])), leaf)
             continue
         lone = min(job_adj, key=lambda i: (len(job_adj[i]), i))
         if not job_adj[lone]:
             return None
-        take(lone, min(job_adj[lone]))
+        take(lone, min(job_adj[lone], key=lambda j: (cost(lone, j), j)))
     return chosen
 
 

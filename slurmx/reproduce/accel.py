@@ -20,6 +20,7 @@ from slurmx.policies.accel_baselines import mmi_schedule, sct_schedule
 from slurmx.policies.accel_batch import overlap_lower_bound
 from slurmx.policies.accel_lst import lst_assign
 from slurmx.policies.accel_model import BatchInstance, Schedule, schedule_from_assignment
+from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
 from slurmx.sim.batch import execute, execute_stream, instances_of
 from slurmx.sim.parallel import parallel_map
@@ -304,7 +305,7 @@ def _plot(plot_dir: Path, groups: dict[str, dict[float, list[Outcome]]], fig4: R
 def reproduce(options: ReproOptions) -> Reproduction:
     unknown = set(options.only) - set(EXPERIMENTS)
     if unknown:
-        raise ValueError(f"accel: unknown experiment(s) {', '.join(sorted(unknown))}; "
+        raise UnknownPaper(f"accel: unknown experiment(s) {', '.join(sorted(unknown))}; "
                          f"choose from {', '.join(EXPERIMENTS)}")
     scale = QUICK if options.quick else FULL
     seeds = options.seeds or scale.seeds
