@@ -252,10 +252,58 @@ def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
         groups = [found]
     else:
         groups = list_groups(ctx.adapter(), user=_me(ctx))
+    decisions = _daemon_decisions(ctx.site())
     if as_json:
-        click.echo(json.dumps([_group_json(g) for g in groups], indent=2))
+        click.echo(json.dumps([{**_group_json(g), "decision": decisions.get(g.group_id)} for g in groups], indent=2))
     else:
         _console().print(_status_rows(groups))
+        for g in groups:
+            if g.group_id in decisions:
+                click.echo(f"slurmxd on {g.group_id}: {decisions[g.group_id]}")
+
+
+def _open_store(site: SiteConfig) -> Any:
+    """The daemon's store when this host can read it (the daemon host), else None."""
+    from slurmx.daemon.loop import store_path
+    from slurmx.daemon.store import Store, StoreError
+
+    path = store_path(site)
+    if not path.exists():
+        return None
+    try:
+        return Store(path)
+    except StoreError:
+        return None
+
+
+def _daemon_decisions(site: SiteConfig) -> dict[str, str]:
+    """group -> the daemon's latest decision or action on it, as one line."""
+    store = _open_store(site)
+    if store is None:
+        return {}
+    try:
+        return {g: f"{e.event}: {e.detail}" for g, e in store.last_decisions().items()}
+    finally:
+        store.close()
+
+
+@cli.command()
+@click.argument("group_id")
+@pass_ctx
+def explain(ctx: Context, group_id: str) -> None:
+    """Why GROUP waits, why it got its variant, why it was preempted (from slurmxd's audit log)."""
+    from slurmx.daemon.explain import explain as explain_group
+    from slurmx.daemon.loop import store_path
+
+    store = _open_store(ctx.site())
+    if store is None:
+        raise click.ClickException(f"no slurmxd state store readable at {store_path(ctx.site())}; run this on the "
+                                   "daemon's host or pass --site with its daemon.state_dir")
+    try:
+        for line in explain_group(group_id, store.history(group_id)):
+            click.echo(line)
+    finally:
+        store.close()
 
 
 def _me(ctx: Context) -> str | None:

@@ -73,6 +73,7 @@ class Enforcer:
     on_action: Callable[[str, str], None] = lambda kind, outcome: None  # metrics hook: (action type, outcome)
     log: list[AuditRow] = field(default_factory=list)
     cycle: int = 0
+    _last_note: dict[str, str] = field(default_factory=dict)
 
     def _audit(self, group_id: str, event: str, detail: str) -> None:
         self.log.append((self.clock(), self.cycle, group_id, event, detail))
@@ -87,9 +88,12 @@ class Enforcer:
 
     def apply(self, plan: Plan, obs: Observation, now: float) -> None:
         """Enforce one plan against the snapshot it was computed from."""
-        for note in plan.notes:
-            group = note.split(":", 1)[0] if ":" in note and note.split(":", 1)[0] in obs.view.groups else ""
-            self._audit(group, "note", note)
+        for note in plan.notes:  # policies repeat a note every cycle while it holds: record it when it changes
+            head = note.split(":", 1)[0]
+            group = head if head in obs.view.groups else ""
+            if group and self._last_note.get(group) != note:
+                self._last_note[group] = note
+                self._audit(group, "note", note)
         starts = [a for a in plan.actions if isinstance(a, Start)]
         others = [a for a in plan.actions if not isinstance(a, Start)]
         try:
@@ -346,18 +350,28 @@ class Enforcer:
         starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
         for group in obs.groups.values():
             active = [j for j in group.jobs.values() if j.state.is_active]
-            running = [j for j in active if j.state in (VariantState.RUNNING, VariantState.COMPLETING)]
-            if not running or len(active) < 2:
+            if not active:
                 continue
-            keep = starts.get(group.group_id)
-            if keep not in {j.job_id for j in running}:
-                keep = min(j.job_id for j in running)
+            running = [j for j in active if j.state in (VariantState.RUNNING, VariantState.COMPLETING)]
+            if running:
+                keep: int | None = starts.get(group.group_id)
+                if keep not in {j.job_id for j in running}:
+                    keep = min(j.job_id for j in running)
+            elif any(_ran(j) for j in group.jobs.values()):
+                keep = None  # a variant already ran to its end (possibly between two snapshots): the group is done
+            else:
+                continue
             doomed += [(group.group_id, j.job_id) for j in active if j.job_id != keep]
         if doomed:
             self.adapter.cancel([j for _, j in doomed])
             for group_id, job_id in doomed:
                 self.on_action("cancel_sibling", "ok")
                 self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
+
+
+def _ran(job: SlurmJob) -> bool:
+    """The job ran and ended (anything but cancelled): its group has had its one run."""
+    return job.state.is_finished and job.state is not VariantState.CANCELLED
 
 
 def _group_variants(obs: Observation, group_id: str) -> tuple[Any, ...]:

@@ -84,6 +84,8 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
     reserved: dict[str, Resources] = {}
     groups: dict[str, Group] = {}
     for tg in trusted:
+        if any(j.state.is_finished and j.state is not VariantState.CANCELLED for j in tg.jobs.values()):
+            continue  # one variant already ran to its end: nothing of this group may start again
         variants = []
         for kind, job in tg.jobs.items():
             if not job.state.is_active:

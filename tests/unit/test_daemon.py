@@ -1,0 +1,376 @@
+"""slurmxd without Slurm: the store, trust rules, the view, crash-safe enforcement and the checks, over a fake
+Slurm that records every call and changes job states the way slurmctld does."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.config import SiteConfig, parse_site_config
+from slurmx.core.model import GroupState, Node, Partition, VariantState
+from slurmx.core.resources import Resources
+from slurmx.daemon.checks import coexistence_warnings, operator_problem, parse_config
+from slurmx.daemon.enforce import Enforcer
+from slurmx.daemon.explain import explain
+from slurmx.daemon.loop import AlreadyRunning, Daemon, acquire_lock
+from slurmx.daemon.metrics import Metrics
+from slurmx.daemon.observe import StartMark, build_view
+from slurmx.daemon.store import MIGRATIONS, Store, StoreError
+from slurmx.daemon.trust import sort_jobs
+from slurmx.policies.base import make_policy
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.errors import SlurmUnavailable
+from slurmx.slurm.records import SlurmJob
+
+SITE: SiteConfig = parse_site_config({
+    "cluster": {"name": "t"},
+    "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "500M"},
+                  "gpu": {"partition": "gpu", "cpus": 1, "mem": "500M", "gres": "gpu:1"}},
+    "preemption": {"grace": 10},
+    "daemon": {"start_timeout": 30},
+    "submit": {"spool_dir": "/nonexistent/spool"},
+})
+
+
+def job(job_id: int, group: str | None, kind: str = "cpu", *, user: str = "alice", uid: int = 1000,
+        state: VariantState = VariantState.HELD, qos: str = "be", partition: str | None = None,
+        nodes: str = "", est: float = 60, restarts: int = 0, exit_code: int | None = None) -> SlurmJob:
+    request = Resources(1, 500, {"gpu": 1} if kind == "gpu" else {})
+    comment = f"slurmx:g={group},v={kind},c=be,e={est:g}" if group else ""
+    return SlurmJob(job_id=job_id, name=f"{group}@{kind}", user=user, user_id=uid, state=state,
+                    state_text=state.value.upper(), reason="", partition=partition or kind, qos=qos, comment=comment,
+                    nodes=nodes, request=request, allocated=Resources(), priority=1, nice=0,
+                    held=state is VariantState.HELD, restart_count=restarts, time_limit_s=3600, submit_time=100 + job_id,
+                    start_time=None, end_time=None, exit_code=exit_code)
+
+
+NODES = [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE"),
+         Node("g1", ("gpu",), Resources(4, 8000, {"gpu": 2}), Resources(), "IDLE")]
+PARTITIONS = [Partition("cpu", ("c1",), "cpu"), Partition("gpu", ("g1",), "gpu")]
+
+
+class FakeSlurm:
+    """Jobs in a dict; every control call recorded as (verb, ids) and applied like slurmctld would."""
+
+    def __init__(self, jobs: Iterable[SlurmJob], store: Store | None = None) -> None:
+        self.table = {j.job_id: j for j in jobs}
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+        self.store = store
+        self.intents_at_release: list[list[str]] = []
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise SlurmUnavailable(["squeue"], 1, "Unable to contact slurm controller")
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        self._check()
+        wanted = None if job_ids is None else set(job_ids)
+        return [j for j in self.table.values() if wanted is None or j.job_id in wanted]
+
+    def nodes(self) -> list[Node]:
+        self._check()
+        return list(NODES)
+
+    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
+        return list(PARTITIONS)
+
+    def _set(self, ids: Iterable[int], **change: Any) -> tuple[int, ...]:
+        ids = tuple(ids)
+        for i in ids:
+            self.table[i] = replace(self.table[i], **change)
+        return ids
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        if self.store is not None:
+            self.intents_at_release.append([i.step for i in self.store.intents("start")])
+        self.calls.append(("release", self._set(job_ids, state=VariantState.PENDING, held=False)))
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        self.calls.append(("hold", self._set(job_ids, state=VariantState.HELD, held=True)))
+
+    def cancel(self, job_ids: Iterable[int]) -> None:
+        self.calls.append(("cancel", self._set(job_ids, state=VariantState.CANCELLED, held=False)))
+
+    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
+        self.calls.append(("signal", tuple(job_ids)))
+
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
+        ids = tuple(job_ids)
+        for i in ids:
+            self.table[i] = replace(self.table[i], state=VariantState.HELD if hold else VariantState.PENDING,
+                                    held=hold, restart_count=self.table[i].restart_count + 1, nodes="")
+        self.calls.append(("requeuehold" if hold else "requeue", ids))
+
+    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
+        self.calls.append((f"update {' '.join(change.assignments()) or 'nodelist=' + str(change.nodelist)}",
+                           tuple(job_ids)))
+
+    def verbs(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+    def run(self, job_id: int, node: str) -> None:
+        self._set([job_id], state=VariantState.RUNNING, nodes=node, start_time=200)
+
+
+# ------------------------------------------------------------------------------------------------ store
+
+
+def test_store_migrates_to_the_latest_schema_and_keeps_intents_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    assert store.version == len(MIGRATIONS) == 2
+    store.put_intent("start:g", "start", "g", "releasing", {"job_id": 7}, now=5.0)
+    store.put_intent("start:g", "start", "g", "released", {"job_id": 7}, now=6.0)
+    store.audit([(1.0, 1, "g", "decide", "start cpu")])
+    store.close()
+    again = Store(path)
+    [intent] = again.intents()
+    assert (intent.step, intent.data, intent.created, intent.updated) == ("released", {"job_id": 7}, 5.0, 6.0)
+    assert [e.detail for e in again.history("g")] == ["start cpu"]
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_store_refuses_a_newer_schema_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    sqlite3.connect(path).execute("PRAGMA user_version = 99")
+    with pytest.raises(StoreError, match="schema version 99 is newer than this slurmx"):
+        Store(path)
+
+
+def test_one_daemon_per_state_dir(tmp_path: Path) -> None:
+    lock = acquire_lock(tmp_path)
+    with pytest.raises(AlreadyRunning, match="another slurmxd"):
+        acquire_lock(tmp_path)
+    lock.close()
+    acquire_lock(tmp_path).close()
+
+
+# ------------------------------------------------------------------------------------------------ trust
+
+
+def test_trust_ignores_untagged_jobs_and_rejects_mixed_users_bad_qos_and_wrong_partition() -> None:
+    jobs = [job(1, "ok"), job(2, "ok", "gpu"), job(3, None),
+            job(4, "mixed"), job(5, "mixed", "gpu", user="bob", uid=1001),
+            job(6, "qos", qos="normal"), job(7, "part", partition="gpu"), job(8, "../x")]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    assert [t.group_id for t in trusted] == ["ok"]
+    reasons = {r.group_id: r.reason for r in rejected}
+    assert "different users (alice(1000), bob(1001))" in reasons["mixed"]
+    assert "neither the TE nor the BE QOS" in reasons["qos"]
+    assert "in partition gpu, not cpu" in reasons["part"]
+    assert reasons["../x"] == "group tag is not a plain name"
+    assert 3 not in {i for r in rejected for i in r.job_ids}
+
+
+def test_class_comes_from_the_qos_not_the_comment() -> None:
+    trusted, _ = sort_jobs(SITE, [job(1, "g", qos="te")])  # the comment says c=be
+    assert trusted[0].job_class.value == "te"
+
+
+# ------------------------------------------------------------------------------------------------ view
+
+
+def test_released_variant_shows_running_on_its_nodes_and_finished_groups_leave_the_view() -> None:
+    jobs = [job(1, "a", state=VariantState.PENDING), job(2, "a", "gpu"),
+            job(3, "done", state=VariantState.COMPLETED), job(4, "done", "gpu")]
+    obs = build_view(SITE, jobs, NODES, PARTITIONS, 300.0,
+                     starts={"a": StartMark("cpu", 1, ("c1",), 250.0)})
+    assert set(obs.view.groups) == {"a"}
+    group = obs.view.groups["a"]
+    assert group.state is GroupState.RUNNING
+    assert group.running_variant() is not None and group.running_variant().nodes == ("c1",)  # type: ignore[union-attr]
+    assert obs.view.nodes["c1"].free == Resources(3, 7500)
+
+
+# ------------------------------------------------------------------------------------------------ enforce
+
+
+def _enforcer(tmp_path: Path, fake: FakeSlurm, now: list[float]) -> tuple[Enforcer, Store]:
+    store = fake.store or Store(tmp_path / "s.sqlite")
+    fake.store = store
+    return Enforcer(fake, store, SITE, clock=lambda: now[0]), store  # type: ignore[arg-type]
+
+
+def _obs(fake: FakeSlurm, store: Store, now: float) -> Any:
+    from slurmx.daemon.enforce import grace_marks, start_marks
+
+    return build_view(SITE, fake.jobs(), NODES, PARTITIONS, now, facts=store.group_facts(),
+                      starts=start_marks(store), grace=grace_marks(store))
+
+
+def test_start_writes_intent_first_releases_in_one_call_then_cancels_siblings(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu"), job(3, "b"), job(4, "b", "gpu")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    plan = Plan((Start("a", "gpu", ("g1",)), Start("b", "cpu")))
+    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    assert fake.intents_at_release == [["releasing", "releasing"]]  # on disk before Slurm acts
+    assert fake.calls == [("update nodelist=g1", (2,)), ("release", (2, 3))]
+    assert [i.step for i in store.intents("start")] == ["released", "released"]
+    fake.run(2, "g1")
+    fake.run(3, "c1")
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.calls[-1] == ("cancel", (1, 4))
+    assert store.intents() == []
+
+
+def test_a_variant_that_finished_between_snapshots_still_cancels_its_siblings(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "gpu"),)), _obs(fake, store, now[0]), now[0])
+    fake._set([2], state=VariantState.COMPLETED)
+    obs = _obs(fake, store, now[0])
+    assert "a" not in obs.view.groups  # never offered to the policy again
+    enforcer.follow_up(obs, now[0])
+    assert fake.calls[-1] == ("cancel", (1,))
+
+
+def test_start_that_does_not_run_in_time_is_held_again_and_replay_releases_again(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    store.put_intent("start:a", "start", "a", "releasing", {"kind": "cpu", "job_id": 1, "nodes": ["c1"],
+                                                            "released_at": now[0]}, now[0])  # killed right here
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["update nodelist=c1", "release"]
+    now[0] += 31
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs()[-2:] == ["hold", "update nodelist="]
+    assert store.intents() == [] and fake.table[1].state is VariantState.HELD
+
+
+def test_preempt_signals_then_requeues_held_at_the_deadline_exactly_once(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1"), job(2, "te", qos="te")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Preempt("v", 10, beneficiary="te"),)), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("signal", (1,))]
+    obs = _obs(fake, store, now[0])
+    assert obs.view.groups["v"].grace_deadline == 1010.0 and obs.view.groups["v"].preempted_for == "te"
+    now[0] = 1009.0
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["signal"]  # still in its grace period
+    now[0] = 1010.0
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["signal", "requeuehold"]
+    [intent] = store.intents("preempt")
+    assert intent.step == "requeued"
+    now[0] = 1011.0
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["signal", "requeuehold"]  # never a second requeue
+
+
+def test_preempt_replayed_after_a_crash_before_the_signal_signals_with_a_fresh_grace(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    store.put_intent("preempt:1", "preempt", "v", "signalling",
+                     {"job_id": 1, "grace_s": 10, "beneficiary": None, "nodes": ["c1"], "restart_count": 0,
+                      "t0": 900.0, "deadline": 910.0, "reason": "r"}, 900.0)
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["signal"]
+    [intent] = store.intents("preempt")
+    assert (intent.step, intent.data["deadline"]) == ("signalled", 1010.0)
+    enforcer.follow_up(_obs(fake, store, now[0] + 5), now[0] + 5)
+    assert fake.verbs() == ["signal"]
+
+
+def test_a_requeue_lost_in_a_crash_is_counted_not_repeated(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "v", state=VariantState.HELD, restarts=1)])  # Slurm did requeue it
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    store.remember_groups({"v": 50.0}, 60.0)
+    store.put_intent("preempt:1", "preempt", "v", "signalled",
+                     {"job_id": 1, "grace_s": 10, "beneficiary": None, "nodes": ["c1"], "restart_count": 0,
+                      "t0": 980.0, "deadline": 990.0, "reason": "r"}, 980.0)
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.calls == []
+    assert store.group_facts()["v"][1] == 1
+
+
+def test_dry_run_touches_neither_slurm_nor_the_store(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "b")])
+    store = Store(tmp_path / "s.sqlite")
+    daemon = Daemon(SITE, fake, store, make_policy("fifo"), dry_run=True, clock=lambda: 1000.0)  # type: ignore[arg-type]
+    report = daemon.cycle()
+    assert [a.group_id for a in report.plan.of_type(Start)] == ["a", "b"]
+    assert fake.calls == [] and store.intents() == [] and store.history() == []
+    assert all(row[4].startswith("would release") for row in report.audit)
+
+
+def test_daemon_cycle_acts_on_a_fresh_view_only(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
+    store = Store(tmp_path / "s.sqlite")
+    daemon = Daemon(SITE, fake, store, make_policy("fifo"), clock=lambda: 1000.0)  # type: ignore[arg-type]
+    fake.down = True
+    with pytest.raises(SlurmUnavailable):
+        daemon.cycle()
+    assert fake.calls == []
+    fake.down = False
+    daemon.cycle()
+    assert fake.verbs() == ["update nodelist=c1", "release"]
+    daemon.cycle()  # released, not yet running: no second start
+    assert fake.verbs() == ["update nodelist=c1", "release"]
+
+
+# ------------------------------------------------------------------------------------------------ checks, explain
+
+
+CONFIG = """Configuration data as of 2026-11-22T09:00:00
+AuthInfo                = cred_expire=10
+JobRequeue              = 1
+PreemptType             = preempt/qos
+SlurmUser               = slurm(64030)
+"""
+
+
+def test_operator_check_names_the_missing_privilege() -> None:
+    config = parse_config(CONFIG)
+    assert operator_problem("root", config, "None") == ""
+    assert operator_problem("slurm", config, "") == ""
+    assert operator_problem("ops", config, "Operator") == ""
+    problem = operator_problem("alice", config, "None")
+    assert "not a Slurm operator" in problem and "sacctmgr modify user alice set adminlevel=operator" in problem
+
+
+def test_coexistence_flags_native_qos_preemption_and_a_long_requeue_delay() -> None:
+    config = parse_config(CONFIG)
+    assert coexistence_warnings(SITE, config, "", [("te", ""), ("be", "")]) == []
+    warnings = coexistence_warnings(SITE, {**config, "AuthInfo": "", "JobRequeue": "0"}, "",
+                                    [("te", "be"), ("normal", "be")])
+    assert len(warnings) == 3
+    assert warnings[0].startswith("QOS te may natively preempt be")
+    assert "JobRequeue=0" in warnings[1] and "121 s" in warnings[2]
+
+
+def test_explain_answers_from_the_audit_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.audit([(1.0, 1, "g", "note", "g: waiting for a gpu"),
+                 (2.0, 2, "g", "decide", "start gpu (job 5) on g1: allox: first of 1 planned"),
+                 (3.0, 9, "g", "decide", "preempt job 5, grace 10 s: fitgpp victim (for te-1)")])
+    lines = explain("g", store.history("g"))
+    assert lines[1] == "  why this variant: start gpu (job 5) on g1: allox: first of 1 planned"
+    assert lines[2] == "  why preempted: preempt job 5, grace 10 s: fitgpp victim (for te-1) (1 preemption(s) in all)"
+    assert explain("x", [])[0].startswith("x: slurmxd has recorded nothing")
+
+
+def test_metrics_render_prometheus_text() -> None:
+    metrics = Metrics()
+    metrics.action("start", "ok")
+    metrics.action("preempt", "ok")
+    metrics.decision(0.2)
+    metrics.gauge("pending", 3)
+    text = metrics.render()
+    assert 'slurmx_actions_total{type="start",outcome="ok"} 1' in text
+    assert "slurmx_preemptions_total 1" in text
+    assert 'slurmx_decision_seconds_bucket{le="0.1"} 0' in text and 'slurmx_decision_seconds_bucket{le="0.25"} 1' in text
+    assert 'slurmx_queue{state="pending"} 3' in text
