@@ -143,25 +143,29 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             order = sorted(range(len(live)), key=lambda i: queue_key(settings.order, states[i], t, shape, aware,
                                                                       settings.ftf))
             live = [live[i] for i in order]
-        servers = shape.servers_state()
-        started = time.perf_counter()
-        results = allocate_round([lj.profile for lj in live], servers, settings.mechanism, settings.placement,
-                                 settings.tune_order)
-        wall += time.perf_counter() - started
-        admitted, free = 0, total_gpus
-        for lj in live:
+        admitted, free, cut = 0, total_gpus, 0
+        for n, lj in enumerate(live):  # the GPU-only admission, to know how far down the queue a round reaches
+            if free == 0:
+                break
             if lj.job.gpus <= free:
                 admitted += lj.job.gpus
                 free -= lj.job.gpus
+                cut = n + 1
+        head = live if settings.mechanism == "greedy" else live[:cut]
+        servers = shape.servers_state()
+        started = time.perf_counter()
+        results = allocate_round([lj.profile for lj in head], servers, settings.mechanism, settings.placement,
+                                 settings.tune_order)
+        wall += time.perf_counter() - started
         if settings.speed_model == "matrix" and settings.mechanism in ("tune", "greedy"):
             results = [None if res is None else (res[0], lj.profile.speed(res[0], "matrix"))
-                       for lj, res in zip(live, results, strict=True)]
-        _check(live, results, (servers.free_gpus, servers.free_cpus, servers.free_mem), settings, admitted, t)
+                       for lj, res in zip(head, results, strict=True)]
+        _check(head, results, (servers.free_gpus, servers.free_cpus, servers.free_mem), settings, admitted, t)
         checked += 1
         rounds += 1
         end = t + r
         still: list[_Live] = []
-        for lj, res in zip(live, results, strict=True):
+        for lj, res in zip(head, results, strict=True):
             if res is not None:
                 speed = res[1]
                 max_speed = max(max_speed, speed)
@@ -176,6 +180,8 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
                     speedups.append(prop_time / max(end - lj.job.arrival, EPS))
             else:
                 still.append(lj)
+        if len(head) < len(live):
+            still.extend(live[len(head):])
         live = still
         t = end
     first = arrivals[0].arrival if arrivals else 0.0
