@@ -395,7 +395,7 @@ class Allox:
         """(idle machine, its first planned job, its queue length), shortest planned job first."""
         if not jobs:
             return []
-        solution = solve(matching_instance(cluster, jobs, now))
+        solution = solve(matching_instance(cluster, jobs, now), certify=False)
         queues = solution.queues(len(cluster.machines))
         firsts = [(i, jobs[queues[i][0]], len(queues[i])) for i in cluster.idle() if queues[i]]
         return sorted(firsts, key=lambda f: (f[1].estimates[cluster.machines[f[0]].kind], f[0]))

@@ -203,3 +203,13 @@ def test_insertion_order_does_not_change_the_optimum() -> None:
     for seed in range(3):
         order = np.random.default_rng(seed).permutation(120).tolist()
         assert solve(inst, order=order).objective == pytest.approx(best, rel=1e-12)
+
+
+def test_certify_false_skips_only_the_bound() -> None:
+    rng = np.random.default_rng(5)
+    inst = Instance(rng.uniform(1, 50, (40, 2)), -rng.uniform(0, 30, 40), np.array([0, 0, 1, 1, 1]),
+                    np.array([0.0, 4.0, 0.0, 0.0, 9.0]))
+    full, plain = solve(inst), solve(inst, certify=False)
+    assert plain.lower_bound is None and full.lower_bound == pytest.approx(full.objective, rel=1e-9)
+    assert plain.objective == full.objective
+    assert plain.machine.tolist() == full.machine.tolist() and plain.position.tolist() == full.position.tolist()
