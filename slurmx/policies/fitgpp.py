@@ -21,7 +21,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +131,20 @@ class PreemptiveArgs(PolicyArgs):
     blocked_te: Literal["skip", "stop"] = "skip"
 
 
+# Memos of pure functions of immutable view objects (a driver hands the same Group / Resources object again
+# while it is unchanged). Each entry holds its object, so an id is never reused while the entry lives; the
+# memos change no decision, only skip recomputing it, and are dropped whole when they grow past `_MEMO_MAX`.
+_MEMO_MAX = 200_000
+_VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
+_FACTS: dict[int, tuple[Group, Variant | None, Marks]] = {}
+
+
+def _memo(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = value
+
+
 class Ledger:
     """Per-node resources for one round (rows = nodes): free now, releasing when the victims in grace there
     stop, and earmarked for TE jobs. An earmark is met first from what is releasing on its node; only the unmet
@@ -183,7 +197,7 @@ class Round:
         gres = sorted({g for name in self.node_names for g in view.nodes[name].capacity.gres})
         self._gres = {name: 2 + i for i, name in enumerate(gres)}
         self.dims = 2 + len(gres)
-        self._vectors: dict[int, tuple[Resources, list[int] | None]] = {}
+        self._layout = tuple(gres)
         self.capacity = self._matrix([view.nodes[n].capacity for n in self.node_names]).astype(np.float64)
         self.ledger = Ledger(self._matrix([view.nodes[n].free for n in self.node_names]))
         self.kind_nodes: dict[str, IntArray] = {}
@@ -198,8 +212,9 @@ class Round:
 
     def _vector(self, res: Resources) -> list[int] | None:
         """The resource vector in this round's dimensions; None if it asks for a GRES no usable node has."""
-        cached = self._vectors.get(id(res))  # the entry holds `res`, so its id cannot be reused this round
-        if cached is not None:
+        key = (id(res), self._layout)
+        cached = _VECTORS.get(key)  # the entry holds `res`, so its id cannot be reused while it is there
+        if cached is not None and cached[0] is res:
             return cached[1]
         row: list[int] | None = [res.cpus, res.mem_mb] + [0] * (self.dims - 2)
         for name, count in res.gres.items():
@@ -207,7 +222,7 @@ class Round:
                 row = None
                 break
             row[self._gres[name]] = count  # type: ignore[index]
-        self._vectors[id(res)] = (res, row)
+        _memo(_VECTORS, key, (res, row))
         return row
 
     def _matrix(self, items: Sequence[Resources]) -> IntArray:
@@ -226,8 +241,11 @@ class Round:
         pending: list[Group] = []
         marked: list[tuple[Variant | None, Marks]] = []
         for group in view.groups.values():
-            variant = next((v for v in group.variants if v.is_occupying), None)
-            marks = preemption_marks(group)
+            facts = _FACTS.get(id(group))
+            if facts is None or facts[0] is not group:
+                facts = (group, next((v for v in group.variants if v.is_occupying), None), preemption_marks(group))
+                _memo(_FACTS, id(group), facts)
+            _, variant, marks = facts
             if marks is not _NO_MARKS:
                 marked.append((variant, marks))
             if variant is None:

@@ -1,0 +1,104 @@
+"""`slurmx reproduce fitgpp`: the quick run end to end, the FIFO closed-loop calibration with exact answers,
+the slowdown of Eq. 5 (digest A9), and behaviour that holds on a small seeded instance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurmx.core.model import JobClass
+from slurmx.core.resources import Resources
+from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
+from slurmx.reproduce.fitgpp import EXPERIMENTS, RunSpec, measured_load, run_one, slowdowns
+from slurmx.sim.cli import run_config
+from slurmx.sim.config import parse_sim_config
+from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.workloads.fitgpp import fifo_closed_loop_times
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
+    plots = tmp_path_factory.mktemp("plots")
+    return run("fitgpp", ReproOptions(quick=True, workers=1, progress=False, plot_dir=plots))
+
+
+def test_quick_run_reports_every_table_claim_and_figure(quick: Reproduction) -> None:
+    assert quick.quick and quick.paper == "fitgpp"
+    assert {"table1", "table2", "table3", "s", "P", "te_share", "grace_scale"} <= set(quick.data)
+    titles = [t.title.split(":")[0] for t in quick.tables]
+    assert titles == ["Table 1", "Table 2", "Table 3", "Fig. 4", "Fig. 5 / Table 4", "Fig. 6", "Fig. 7"]
+    for claim in quick.claims:
+        assert claim.paper and claim.ours
+        assert claim.holds is None or claim.check
+    papers = {c.what: c.paper for c in quick.claims}
+    assert papers["TE p95 slowdown, FitGpp vs FIFO"] == "-96.6% (33.4 -> 1.15)"
+    assert papers["BE p50 slowdown, FitGpp vs FIFO"] == "+18.0% (2.78 -> 3.28)"
+    assert papers["BE p95 slowdown, FitGpp vs FIFO"] == "+23.9% (4.89 -> 6.06)"
+    assert any("closed loop" in a for a in quick.assumptions)
+    names = sorted(p.name for p in quick.figures)
+    assert names == ["fitgpp-fig3-slowdown-cdf.png", "fitgpp-fig4-s.png", "fitgpp-fig5-P.png",
+                     "fitgpp-fig6-te-share.png", "fitgpp-fig7-grace-scale.png"]
+    assert all(p.stat().st_size > 1000 for p in quick.figures)
+
+
+def test_identical_runs_are_simulated_once(quick: Reproduction) -> None:
+    # main 4; s 0/4/8: 3; P: LRTP, RAND at 1 and all three at inf: 5; TE share 0.3 adds FIFO, 0.5 all four: 5;
+    # grace x8: FitGpp s=4, s=8, LRTP, RAND: 4 (x1 is s=4, s=8 and P=1 already)
+    assert quick.data["runs"] == 4 + 3 + 5 + 5 + 4
+    assert quick.data["s"]["s=4"]["fitgpp"] == quick.data["P"]["P=1"]["fitgpp"] == \
+        quick.data["grace_scale"]["GP x1 s=4"]["fitgpp"]
+
+
+def test_small_instance_preemption_cuts_te_slowdown_and_fitgpp_preempts_least(quick: Reproduction) -> None:
+    """The quick workload is seeded: FIFO makes TE jobs queue behind BE jobs, the preemptive policies serve them
+    at once (median exactly 1), and on the 12-node sweep FitGpp's one-victim rule preempts fewer jobs than
+    LRTP's and RAND's preempt-until-it-fits, without its fallback."""
+    table = quick.data["table1"]
+    assert table["fifo"]["te_p95"] > 5 * table["fitgpp"]["te_p95"]
+    assert table["fitgpp"]["te_p50"] == table["lrtp"]["te_p50"] == table["rand"]["te_p50"] == 1.0
+    at_cap = quick.data["P"]["P=1"]
+    assert 0 < at_cap["fitgpp"]["preempted"] < min(at_cap["lrtp"]["preempted"], at_cap["rand"]["preempted"])
+    assert at_cap["fitgpp"]["fallbacks"] == 0
+    assert quick.data["P"]["P=1"]["lrtp"]["preempted_twice"] == 0  # P = 1: never twice
+    assert 1.9 <= quick.data["fifo_load"] <= 2.1
+
+
+def test_unknown_experiment_is_a_one_line_error() -> None:
+    with pytest.raises(UnknownPaper, match=r"unknown experiment.*choose from " + ", ".join(EXPERIMENTS)):
+        run("fitgpp", ReproOptions(quick=True, workers=1, progress=False, only=("tabel1",)))
+
+
+def test_closed_loop_calibration_by_hand() -> None:
+    """One node of 2 units, each job takes 1 unit (share 1/2), load 2: four jobs fit in the system at t = 0, two
+    run; at t = 60 j0 ends (j1 runs 2 minutes), so j4 enters and j2 starts; at 120 j1 and j2 end, j3 starts,
+    j5 and j6 enter; j4 takes the other unit."""
+    requests = np.ones((7, 1), dtype=np.int64)
+    exec_s = np.array([60.0, 120, 60, 60, 60, 60, 60])
+    shares = np.full((7, 1), 0.5)
+    times = fifo_closed_loop_times(requests, exec_s, shares, (2,), 1, 2.0, 60.0)
+    assert times.tolist() == [0, 0, 0, 0, 60, 120, 120]
+
+
+def test_fifo_replay_keeps_the_calibrated_load() -> None:
+    """The engine's strict FIFO on the closed-loop submit times keeps running + queued demand at 2.0."""
+    spec = RunSpec("fifo", 3, 1500, 12)
+    outcome = run_one(spec)
+    assert outcome.load == pytest.approx(2.0, abs=0.05)
+    assert outcome.preemptions.sum() == 0 and outcome.intervals_min.size == 0
+
+
+def _job(job_id: str, submit: float, exec_s: float) -> SimJob:
+    request = Resources(32, 256 * 1024, {"gpu": 8})
+    return SimJob(job_id, "u", submit, {"gpu": SimVariant("gpu", request, exec_s)}, JobClass.BE)
+
+
+def test_slowdown_eq5_is_exactly_one_without_waiting_and_counts_the_wait() -> None:
+    """Digest A9: a job that never waits has slowdown 1.0; one that waits 600 s for a 300 s run has 3.0."""
+    config = parse_sim_config({
+        "cluster": {"partitions": [{"name": "gpu", "kind": "gpu", "nodes": 1, "cpus": 32, "mem": "256G",
+                                    "gres": "gpu:8"}]},
+        "policy": {"name": "fifo", "params": {"backfill": False}}, "mode": "tick"})
+    jobs = [_job("a", 0.0, 600.0), _job("b", 0.0, 300.0)]
+    result = run_config(config, jobs)
+    assert slowdowns(result.jobs, JobClass.BE).tolist() == [1.0, 3.0]
+    assert measured_load(jobs, {"a": 600.0, "b": 900.0}, 1) == 0.0  # one submit instant: no window to average
