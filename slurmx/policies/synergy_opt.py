@@ -11,8 +11,10 @@ servers; a simplex vertex splits at most 3s jobs (Theorem A.2).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
@@ -63,8 +65,12 @@ def super_machine(jobs: Sequence[OptJob], total_cpus: float, total_mem: float, *
     throughput-weighted mean point). Always feasible: every job's proportional point is admissible."""
     if not jobs:
         return OptResult((), 0.0)
+    best = [max(job.points, key=lambda p: (p[2], -p[0], -p[1])) for job in jobs]
+    if (sum(b[0] * j.gpus for b, j in zip(best, jobs, strict=True)) <= total_cpus + _EPS
+            and sum(b[1] * j.gpus for b, j in zip(best, jobs, strict=True)) <= total_mem + _EPS):
+        return OptResult(tuple(best), sum(b[2] for b in best))  # nothing contended: every job at its best point
+    classes: dict[OptJob, list[int]] = {}
     if aggregate:
-        classes: dict[OptJob, list[int]] = {}
         for i, job in enumerate(jobs):
             classes.setdefault(job, []).append(i)
         keys = list(classes)
@@ -72,24 +78,8 @@ def super_machine(jobs: Sequence[OptJob], total_cpus: float, total_mem: float, *
     else:
         keys = list(jobs)
         counts = [1] * len(jobs)
-    cols_w, cols_c, cols_m, rows, starts = [], [], [], [], []
-    for r, key in enumerate(keys):
-        starts.append(len(cols_w))
-        for c, m, w in key.points:
-            cols_w.append(w)
-            cols_c.append(c * key.gpus)
-            cols_m.append(m * key.gpus)
-            rows.append(r)
-    n = len(cols_w)
-    eq = coo_matrix((np.ones(n), (rows, np.arange(n))), shape=(len(keys), n))
-    res_rows = np.vstack([cols_c, cols_m])
-    constraints = [LinearConstraint(eq, counts, counts), LinearConstraint(res_rows, -np.inf, [total_cpus, total_mem])]
-    options = {"time_limit": time_limit_s} if time_limit_s else {}
-    sol = milp(-np.asarray(cols_w), constraints=constraints, integrality=np.full(n, 1 if integral else 0),
-               bounds=Bounds(0, np.inf), options=options)
-    if sol.x is None:
-        raise RuntimeError(f"OPT LP1: HiGHS found no solution ({sol.message}); proportional is always feasible")
-    x = sol.x
+    x, objective = _solve(tuple(zip(keys, counts, strict=True)), total_cpus, total_mem, integral, time_limit_s)
+    starts = list(itertools.accumulate((len(k.points) for k in keys), initial=0))
     choice: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(jobs)
     for r, key in enumerate(keys):
         lo = starts[r]
@@ -104,7 +94,34 @@ def super_machine(jobs: Sequence[OptJob], total_cpus: float, total_mem: float, *
         slots = [p for _, p, a in sorted(amounts, reverse=True) for _ in range(round(a))]
         for i, p in zip(members, slots, strict=True):  # queue order gets the faster points first
             choice[i] = key.points[p]
-    return OptResult(tuple(choice), float(-sol.fun))
+    return OptResult(tuple(choice), objective)
+
+
+@lru_cache(maxsize=4096)
+def _solve(classes: tuple[tuple[OptJob, int], ...], total_cpus: float, total_mem: float, integral: bool,
+           time_limit_s: float | None) -> tuple[tuple[float, ...], float]:
+    """LP1 over (job class, count) pairs; cached, since a round often sees the same mix as an earlier one."""
+    cols_w: list[float] = []
+    cols_c: list[float] = []
+    cols_m: list[float] = []
+    rows: list[int] = []
+    for r, (key, _) in enumerate(classes):
+        for c, m, w in key.points:
+            cols_w.append(w)
+            cols_c.append(c * key.gpus)
+            cols_m.append(m * key.gpus)
+            rows.append(r)
+    n = len(cols_w)
+    counts = [count for _, count in classes]
+    eq = coo_matrix((np.ones(n), (rows, np.arange(n))), shape=(len(classes), n))
+    res_rows = np.vstack([cols_c, cols_m])
+    constraints = [LinearConstraint(eq, counts, counts), LinearConstraint(res_rows, -np.inf, [total_cpus, total_mem])]
+    options = {"time_limit": time_limit_s} if time_limit_s else {}
+    sol = milp(-np.asarray(cols_w), constraints=constraints, integrality=np.full(n, 1 if integral else 0),
+               bounds=Bounds(0, np.inf), options=options)
+    if sol.x is None:
+        raise RuntimeError(f"OPT LP1: HiGHS found no solution ({sol.message}); proportional is always feasible")
+    return tuple(float(v) for v in sol.x), float(-sol.fun)
 
 
 @dataclass(frozen=True, slots=True)
