@@ -18,7 +18,7 @@ from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
 from slurmx.slurm.parse import expand_hostlist
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["GraceMark", "Observation", "StartMark", "build_view", "estimate_of"]
+__all__ = ["GraceMark", "Observation", "StartMark", "build_view"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,23 +48,10 @@ class Observation:
     jobs: Mapping[int, SlurmJob]  # every job squeue shows, by id
 
 
-def estimate_of(job: SlurmJob) -> float | None:
-    """Seconds this variant is expected to run: the `e=` tag (the spec's estimate), else its time limit."""
-    text = job.slurmx_tags.get("e")
-    if text:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if value > 0:
-            return value
-    return float(job.time_limit_s) if job.time_limit_s else None
-
-
-def _variant(group_id: str, kind: str, job: SlurmJob) -> Variant:
+def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None) -> Variant:
     return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=job.state, request=job.request,
                    partition=job.partition, nodes=tuple(expand_hostlist(job.nodes)) if job.nodes else (),
-                   estimate_s=estimate_of(job), priority=job.priority,
+                   estimate_s=estimate, priority=job.priority,
                    submit_time=float(job.submit_time) if job.submit_time else None,
                    start_time=float(job.start_time) if job.start_time and job.state.is_active
                    and job.state not in (VariantState.PENDING, VariantState.HELD) else None)
@@ -81,6 +68,7 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
     starts = starts or {}
     grace = grace or {}
     node_map = {n.name: n for n in nodes}
+    order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
     groups: dict[str, Group] = {}
     for tg in trusted:
@@ -90,7 +78,7 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
         for kind, job in tg.jobs.items():
             if not job.state.is_active:
                 continue
-            variant = _variant(tg.group_id, kind, job)
+            variant = _variant(tg.group_id, kind, job, tg.estimates.get(kind))
             mark = starts.get(tg.group_id)
             if (mark is not None and mark.job_id == job.job_id
                     and variant.state in (VariantState.PENDING, VariantState.REQUEUED)):
@@ -109,7 +97,7 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
         mark_g = grace.get(tg.group_id)
         groups[tg.group_id] = Group(
             group_id=tg.group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
-            variants=tuple(sorted(variants, key=lambda v: site.kind_names().index(v.kind))),
+            variants=tuple(sorted(variants, key=lambda v: order[v.kind])) if len(variants) > 1 else tuple(variants),
             grace_s=site.preemption.grace_s, preemptions=preemptions, submit_time=submit,
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,

@@ -31,6 +31,7 @@ class TrustedGroup:
     user_id: int
     job_class: JobClass
     jobs: Mapping[str, SlurmJob]  # kind -> the newest job of that kind
+    estimates: Mapping[str, float | None]  # kind -> seconds from the `e=` tag, else the job's time limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,11 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
     """
     by_group: dict[str, list[tuple[str, SlurmJob]]] = defaultdict(list)
     rejected: list[Rejected] = []
+    estimates: dict[int, float | None] = {}
     for job in jobs:
-        tags = job.slurmx_tags
+        tags = _tags(job.comment)
+        if tags is None:
+            continue
         group_id, kind = tags.get("g"), tags.get("v")
         if not group_id or not kind:
             continue
@@ -62,6 +66,7 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
             rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
             continue
         by_group[group_id].append((kind, job))
+        estimates[job.job_id] = _estimate(tags.get("e"), job)
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
@@ -76,8 +81,29 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
         by_kind: dict[str, SlurmJob] = {}
         for kind, job in members:
             by_kind[kind] = job  # newest wins: a resubmitted variant replaces a finished one
-        trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind))
+        trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
+                                    {kind: estimates[job.job_id] for kind, job in by_kind.items()}))
     return trusted, rejected
+
+
+def _tags(comment: str) -> dict[str, str] | None:
+    """The `slurmx:k=v,...` tags of a comment, None for other comments (the lean form of parse_comment_tags:
+    the daemon reads every job's comment every cycle)."""
+    if not comment.startswith("slurmx:"):
+        return None
+    return dict(item.split("=", 1) for item in comment[7:].split(",") if "=" in item)
+
+
+def _estimate(text: str | None, job: SlurmJob) -> float | None:
+    """Seconds this variant is expected to run: the `e=` tag (the spec's estimate), else its time limit."""
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if value > 0 and value != float("inf"):
+            return value
+    return float(job.time_limit_s) if job.time_limit_s else None
 
 
 def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
