@@ -155,9 +155,9 @@ def measure(naive: bool, texts: tuple[str, str, str]) -> dict[str, Any]:
     for line in commands:
         verb = " ".join(line.split()[:2]) if line.startswith("scontrol") else line.split()[0]
         kinds[verb] = kinds.get(verb, 0) + 1
-    return {"seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4), "slurm_commands": len(commands), "by_command": kinds,
-            "starts": runs[0][2], "projected_seconds_at_25ms_per_command": round(seconds + COMMAND_S * len(commands),
-                                                                                  2)}
+    projected = round(seconds + COMMAND_S * len(commands), 2)
+    return {"seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4), "slurm_commands": len(commands),
+            "by_command": kinds, "starts": runs[0][2], "projected_seconds_at_25ms_per_command": projected}
 
 
 def main() -> None:
