@@ -10,7 +10,7 @@ MATRIX_VERSIONS ?= 22.05 24.11 26.05
 DEMO_VERSION ?= 24.11
 PYTEST_ARGS ?=
 
-.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix test-native lint bench \
+.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix test-native test-daemon-crash lint bench \
         cluster-up cluster-down cluster-status clean
 
 all: test
@@ -54,6 +54,12 @@ test: lint test-unit test-integration
 
 test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
 test-matrix: test-unit test-integration
+
+# slurmxd's crash test at the issue's full size (40 groups, 20 SIGKILLs, 2 slurmctld restarts); `make test` runs a
+# smaller default of the same test.
+test-daemon-crash: deps
+	SLURMX_CRASH_GROUPS=40 SLURMX_CRASH_KILLS=20 SLURMX_CRASH_CTLD_RESTARTS=2 SLURMX_TEST_SLURM=$(DEMO_VERSION) \
+	  $(BIN)/pytest -q tests/integration/test_daemon_crash.py $(PYTEST_ARGS)
 
 # The native cluster (host daemons, Debian bookworm's Slurm 22.05, no Docker): needs root; brings it up and down.
 test-native: venv
