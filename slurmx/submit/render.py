@@ -68,7 +68,9 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     # Slurm opens the output file before the script runs (and before it can mkdir the group folder), so the
     # output goes straight into the spool root, which the site creates once.
     options.append(f"--output={site.submit.spool_dir}/{group_id}.{kind}-%j.out")
-    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}")
+    # The spec's runtime estimate rides along (`e=<s>`): slurmxd's policies read it; a hint, like the whole comment.
+    estimate = f",e={spec.estimates[kind]}" if kind in spec.estimates else ""
+    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}{estimate}")
     if spec.job_class == JobClass.BE:
         grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
         options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
