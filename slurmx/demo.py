@@ -2,9 +2,10 @@
 
 Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first
 time), the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all
-held) and in race mode (one runs, the siblings cancel themselves); then a preemption with `slurmx preempt`
-— the protocol slurmxd uses — of the example training loop, which checkpoints in its grace period, is
-requeued, resumes from its checkpoint and finishes with every step counted once.
+held) and in race mode (one runs, the siblings cancel themselves); then slurmxd with AlloX choosing the cpu or
+gpu variant of six groups, and slurmxd with FitGpp preempting one of eight example training loops that fill the
+cpu partition for a TE job: the victim checkpoints in its grace period, is requeued, resumes from its checkpoint
+and finishes with every step counted once.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typing import TypeVar
 import click
 from rich.console import Console
 
-from slurmx.slurm import CliSlurm, RetryPolicy, SlurmError
-from slurmx.slurm.transport import DockerExecTransport
+from slurmx.slurm import SlurmError
 
 T = TypeVar("T")
 console = Console()
@@ -38,6 +38,44 @@ def wait_for(probe: Callable[[], T | None], what: str, timeout: float = 120) -> 
                 return got
             time.sleep(1)
     raise click.ClickException(f"timed out waiting for {what}")
+
+
+def daemon_site(base: Path, work: Path, policy: str, kinds: tuple[str, ...], grace: int = 30) -> Path:
+    """A site file for slurmxd next to the cluster's own: root (Slurm's operator here), the given policy."""
+    import yaml
+
+    data = yaml.safe_load(base.read_text())
+    data["resources"] = {k: v for k, v in data["resources"].items() if k in kinds}
+    data["transport"]["docker_user"] = "root"
+    data["policy"] = {"name": policy, "params": {}}
+    data["preemption"]["grace"] = f"{grace}s"
+    data["daemon"] = {"interval": "1s", "state_dir": str(work / f"state-{policy}"), "start_timeout": "60s"}
+    path = work / f"site-{policy}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start_daemon(site: Path, log: Path) -> subprocess.Popen[bytes]:
+    console.print(f"[bold]$ slurmxd --site {site}[/bold]   (log: {log})")
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-c", "from slurmx.cli import daemon_main; daemon_main()",
+                                 "--site", str(site)], stdout=out, stderr=out)
+
+
+def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _group_state(cli: list[str], group: str) -> str:
+    out = subprocess.run([*cli, "status", "--json", group], capture_output=True, text=True).stdout
+    try:
+        return str(json.loads(out)[0]["state"])
+    except (ValueError, IndexError, KeyError):
+        return "?"
 
 
 def show(cmd: list[str]) -> None:
@@ -81,27 +119,59 @@ def main(version: str) -> None:
              "the race group to finish")
     show([*slurmx_cli, "status", race])
 
-    console.rule("[bold]3. A preemption: grace signal, checkpoint, requeue, resume (examples/train_loop.py)")
+    console.rule("[bold]3. slurmxd with AlloX: which variant of each group runs")
     shared = Path(f"/var/tmp/slurmx-cluster/{version}/shared")
-    examples = shared / "slurmx-examples"
-    examples.mkdir(exist_ok=True)
-    examples.chmod(0o1777)
-    shutil.copy(repo / "examples" / "train_loop.py", examples / "train_loop.py")
-    group = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "pick", "--pick", "cpu",
-                            f"--chdir={examples}", "examples/train_loop.yaml"],
-                           check=True, capture_output=True, text=True).stdout.strip()
-    slurm = CliSlurm(DockerExecTransport(login, "alice"), RetryPolicy(retries=3, timeout_s=60))
-    log = shared / "spool" / group / "checkpoint" / "train_loop.log"
-    wait_for(lambda: log.exists() and "START" in log.read_text(), "train_loop to start")
-    time.sleep(8)
-    job_id = json.loads(subprocess.run([*slurmx_cli, "status", "--json", group], check=True, capture_output=True,
-                                       text=True).stdout)[0]["variants"][0]["job_id"]
-    show([*slurmx_cli, "preempt", str(job_id), "--grace", "20"])
-    wait_for(lambda: "DONE" in log.read_text(), "train_loop to resume after the requeue and finish", 240)
-    again = slurm.jobs(job_ids=[job_id])
-    console.print(f"job {job_id}: restart count {again[0].restart_count if again else '?'}")
-    console.rule("[bold]the job's own log: every step counted exactly once across the requeue")
-    console.print(log.read_text().rstrip())
+    work = shared / "slurmx-demo"
+    work.mkdir(exist_ok=True)
+    work.chmod(0o1777)
+    allox_site = daemon_site(Path(site_path), work, "allox", ("cpu", "gpu"))
+    daemon = start_daemon(allox_site, work / "slurmxd-allox.log")
+    groups = []
+    try:
+        for i in range(6):  # half gain 4x on a GPU, half barely: AlloX sends them to different kinds
+            estimates = "{cpu: 40s, gpu: 10s}" if i % 2 == 0 else "{cpu: 12s, gpu: 10s}"
+            spec = work / f"demo-{i}.yaml"
+            spec.write_text(f"name: demo{i}\ncommand: sleep 6\nvariants: [cpu, gpu]\nclass: be\ntime: 5m\n"
+                            f"estimates: {estimates}\n")
+            groups.append(subprocess.run([*slurmx_cli, "submit", "--parsable", str(spec)], check=True,
+                                         capture_output=True, text=True).stdout.strip())
+        console.print(f"submitted {len(groups)} groups, every variant held: {', '.join(groups)}")
+        wait_for(lambda: all(_group_state(slurmx_cli, g) == "completed" for g in groups),
+                 "every group to run one variant and finish", 240)
+    finally:
+        stop_daemon(daemon)
+    show([*slurmx_cli, "--site", str(allox_site), "status", *groups[:1]])
+    show([*slurmx_cli, "--site", str(allox_site), "explain", groups[0]])
+    show([*slurmx_cli, "--site", str(allox_site), "explain", groups[1]])
+
+    console.rule("[bold]4. slurmxd with FitGpp: a TE job into a full cpu partition preempts one BE job, "
+                 "which resumes")
+    shutil.copy(repo / "examples" / "train_loop.py", work / "train_loop.py")
+    fit_site = daemon_site(Path(site_path), work, "fitgpp", ("cpu",), grace=15)
+    daemon = start_daemon(fit_site, work / "slurmxd-fitgpp.log")
+    try:
+        be = [subprocess.run([*slurmx_cli, "submit", "--parsable", "--variants", "cpu", f"--chdir={work}",
+                              "examples/train_loop.yaml"], check=True, capture_output=True, text=True).stdout.strip()
+              for _ in range(8)]  # 8 x 1 cpu: c1 and c2 full
+        wait_for(lambda: all(_group_state(slurmx_cli, g) == "running" for g in be), "the BE jobs to fill the cpus")
+        te_spec = work / "te.yaml"
+        te_spec.write_text("name: te-probe\ncommand: sleep 5\nvariants: [cpu]\nclass: te\ntime: 5m\n")
+        te = subprocess.run([*slurmx_cli, "submit", "--parsable", str(te_spec)], check=True, capture_output=True,
+                            text=True).stdout.strip()
+        console.print(f"TE group {te} submitted into a full cluster")
+        wait_for(lambda: _group_state(slurmx_cli, te) == "completed", "the TE job to preempt its way in", 120)
+        victims = [g for g in be if (shared / "spool" / g / "checkpoint" / "train_loop.log").exists()
+                   and "CHECKPOINT" in (shared / "spool" / g / "checkpoint" / "train_loop.log").read_text()]
+        console.print(f"victim(s): {', '.join(victims) or 'none'}")
+        for victim in victims:
+            log = shared / "spool" / victim / "checkpoint" / "train_loop.log"
+            wait_for(lambda log=log: "DONE" in log.read_text(), "the victim to resume and finish", 300)  # type: ignore[misc]
+            show([*slurmx_cli, "--site", str(fit_site), "explain", victim])
+            console.rule(f"[bold]{victim}: its own log, every step counted once across the requeue")
+            console.print(log.read_text().rstrip())
+        show([*slurmx_cli, "--site", str(fit_site), "explain", te])
+    finally:
+        stop_daemon(daemon)
     console.rule("[bold]done")
     console.print(f"The cluster stays up: `make cluster-down DEMO_VERSION={version}` stops it.")
 
