@@ -13,7 +13,7 @@ from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies.base import make_policy
 from slurmx.policies.synergy import ClusterShape, QueueState, SynergyPolicy, allocate_round, job_profile, queue_key
-from slurmx.policies.synergy_mechanisms import Demand, greedy, tune
+from slurmx.policies.synergy_mechanisms import Demand, admit_by_gpus, greedy, tune
 from slurmx.policies.synergy_opt import OptJob, spread, super_machine
 from slurmx.policies.synergy_rounds import RoundJob, RoundSettings, simulate
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
@@ -226,3 +226,16 @@ def test_engine_runs_the_policy_and_matches_the_round_simulation() -> None:
     ours = simulate([RoundJob(i, a, 1, m, n, 0.6) for i, a, m, n in rows],
                     RoundSettings(mechanism="tune", shape=ONE, placement="consolidate"))
     assert engine_mean == pytest.approx(ours.mean_h() * 3600, rel=0.05)
+
+
+def test_gpu_only_admission_backfills_past_jobs_that_do_not_fit() -> None:
+    assert admit_by_gpus([4, 8, 2, 1], 8) == [0, 2, 3]
+
+
+def test_consolidate_picks_the_fullest_server_that_fits_and_first_fit_the_first() -> None:
+    shape = ClusterShape(3, 8, 24.0, 500.0)
+    for how, expected in (("first_fit", 0), ("consolidate", 1)):
+        st = shape.servers_state()
+        st.fg[1], st.fc[1], st.fm[1] = 2.0, 12.0, 200.0  # server 1 is nearly full but holds alexnet's best case
+        allocs = tune([job_profile("alexnet", 1, shape).demand], st, how)  # type: ignore[arg-type]
+        assert allocs[0] is not None and allocs[0].shares == [(expected, 1)]
