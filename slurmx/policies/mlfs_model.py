@@ -1,0 +1,141 @@
+"""The task-level world MLFS schedules in: jobs made of DAG tasks, servers with per-GPU utilisation, and a plan.
+
+MLFS (CoNEXT '20, digest `../shared/papers/mlfs.md`) decides per *task* (a model partition on one worker, plus
+the job's parameter server) and per GPU with utilisation-based sharing, which the group-level `ClusterView`
+cannot express. This module is the contract between the task-level simulator (`slurmx.sim.mlfs_sim`) and the
+task-level policies (`slurmx.policies.mlfs`, `slurmx.policies.mlfs_baselines`): the simulator owns these
+objects and updates them between calls; a policy only reads them and returns a `TaskPlan` (no mutation, no
+state between calls), so a daemon could build the same snapshot from `scontrol`/`nvidia-smi` and call it.
+
+Utilisations are fractions of one server's capacity (cpu, mem, net) or of one GPU (gpu). `nominal` is what the
+placed tasks were profiled to use (their demand); `observed` is what the monitor measured this minute (demand
+times a fluctuation), which is what overload detection and MLF-H's host selection read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "SERVER_DIMS",
+    "JobState",
+    "ServerState",
+    "Snapshot",
+    "TaskKey",
+    "TaskPlan",
+    "TaskPolicy",
+    "TaskState",
+]
+
+FloatArray = npt.NDArray[np.float64]
+SERVER_DIMS = ("cpu", "mem", "net")  # server-level resource types; GPUs are tracked one by one
+TaskKey = tuple[str, int]  # (job id, task index); task 0 is the parameter server
+
+
+@dataclass(slots=True)
+class TaskState:
+    """One task: its place in the DAG, its demand, and where it runs (None: in the queue)."""
+
+    job: str
+    index: int
+    stage: int  # -1 for the parameter server
+    params_frac: float  # S_k / S^J
+    demand: FloatArray  # (cpu, mem, net) fraction of one server
+    gpu_demand: float  # fraction of one GPU (0 for the PS)
+    server: int | None = None
+    gpu: int | None = None
+    waited_s: float = 0.0  # w_k: time spent queued (grows again after an eviction)
+
+    @property
+    def key(self) -> TaskKey:
+        return (self.job, self.index)
+
+    @property
+    def is_ps(self) -> bool:
+        return self.index == 0
+
+
+@dataclass(slots=True)
+class JobState:
+    """What the scheduler knows about a job: DAG, ML progress (I, delta-l), deadline, and its tasks."""
+
+    job_id: str
+    submit: float
+    urgency: int  # L^J
+    deadline: float  # absolute seconds
+    stages: tuple[int, ...]  # workers per DAG stage (all replicas); every stage feeds the next, the last the PS
+    iter_time_s: float
+    iterations_done: float
+    planned_iterations: int  # the user's iteration count (option 1); t_{k,J} derives from it
+    last_drop: float  # delta-l of the last finished iteration
+    drop_sum: float  # sum of delta-l over finished iterations
+    loss: float  # current loss (SLAQ reads it)
+    loss_start: float
+    accuracy: float
+    accuracy_req: float
+    gpu_seconds: float  # attained service (Tiresias)
+    comm_ps_mb: float
+    comm_worker_mb: float
+    tasks: list[TaskState] = field(default_factory=list)
+    stop_at_requirement: bool = False  # MLF-C switched the job from OptStop to its required accuracy
+
+    @property
+    def iteration(self) -> int:
+        """I >= 1: the iteration being computed."""
+        return int(self.iterations_done) + 1
+
+    @property
+    def workers(self) -> int:
+        return len(self.tasks) - 1
+
+    @property
+    def remaining_s(self) -> float:
+        """r_{k,J}: estimated remaining running time (t - p) of every worker of the job."""
+        return max(0.0, (self.planned_iterations - self.iterations_done) * self.iter_time_s)
+
+
+@dataclass(slots=True)
+class ServerState:
+    """One server: nominal and observed utilisation per server dimension and per GPU."""
+
+    index: int
+    nominal: FloatArray  # (cpu, mem, net)
+    observed: FloatArray
+    gpu_nominal: FloatArray  # one entry per GPU
+    gpu_observed: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scheduling call sees. Policies must not mutate it."""
+
+    now: float
+    jobs: Mapping[str, JobState]  # active jobs (arrived, not finished), in submit order
+    servers: Sequence[ServerState]
+
+
+@dataclass(slots=True)
+class TaskPlan:
+    """What a policy wants: tasks to place or move (server, gpu), tasks to send back to the queue, switches.
+
+    `assign` may name a queued task (start it) or a running one (migrate it). `to_queue` preempts running tasks.
+    `stop_at_requirement` lists jobs MLF-C switches from OptStop to stopping at their required accuracy.
+    """
+
+    assign: dict[TaskKey, tuple[int, int | None]] = field(default_factory=dict)
+    to_queue: list[TaskKey] = field(default_factory=list)
+    stop_at_requirement: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class TaskPolicy(Protocol):
+    """A task-level scheduler: pure, deterministic, called once per scheduling period."""
+
+    name: str
+
+    def decide(self, snapshot: Snapshot) -> TaskPlan: ...
