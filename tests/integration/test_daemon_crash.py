@@ -57,10 +57,14 @@ def test_daemon_killed_at_random_moments_completes_every_group_exactly_once(
     daemon.start()
     try:
         for k in range(KILLS):
-            time.sleep(rng.uniform(0.3, 3.0))  # a random moment: mid-observe, mid-release, mid-cancel, idle
-            daemon.kill()
-            if k in restarts_at:
+            # Past its start-up checks, then a random moment: mid-observe, mid-release, mid-cancel, idle.
+            wait_until(lambda: daemon.text().count("slurmxd started") >= daemon.lives, 60,
+                       "the daemon to enter its loop", every=0.2)
+            time.sleep(rng.uniform(0.2, 3.0))
+            if k in restarts_at:  # slurmctld goes away under a running daemon, which must wait and resume
                 _restart_slurmctld(cluster, admin)
+                time.sleep(rng.uniform(0.5, 2.0))
+            daemon.kill()
             daemon.start()
         found = wait_finished(admin, groups, 300)
         wait_until(lambda: not Store(tmp_path / "state" / "slurmxd.sqlite").intents(), 30,
@@ -68,6 +72,7 @@ def test_daemon_killed_at_random_moments_completes_every_group_exactly_once(
     finally:
         daemon.stop()
     assert daemon.lives == KILLS + 1
+    assert daemon.text().count("slurmxd started") == KILLS + 1, "a life was killed before its loop began"
     for group in groups:
         states = {kind: found[job_id].state for kind, job_id in group.jobs.items()}
         completed = [k for k, s in states.items() if s is VariantState.COMPLETED]

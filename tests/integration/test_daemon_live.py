@@ -56,7 +56,7 @@ def test_allox_live_runs_one_variant_per_group_as_the_policy_decides(
     finally:
         daemon.stop()
     store = Store(tmp_path / "state" / "slurmxd.sqlite")
-    first_cycle = {}
+    first_cycle: dict[int, dict[str, str]] = {}
     for entry in store.history(limit=10_000):
         if entry.event == "decide" and entry.detail.startswith("start ") and entry.group_id.startswith(tag):
             first_cycle.setdefault(entry.cycle, {})[entry.group_id] = entry.detail.split()[1]

@@ -46,8 +46,8 @@ def job(job_id: int, group: str | None, kind: str = "cpu", *, user: str = "alice
     return SlurmJob(job_id=job_id, name=f"{group}@{kind}", user=user, user_id=uid, state=state,
                     state_text=state.value.upper(), reason="", partition=partition or kind, qos=qos, comment=comment,
                     nodes=nodes, request=request, allocated=Resources(), priority=1, nice=0,
-                    held=state is VariantState.HELD, restart_count=restarts, time_limit_s=3600, submit_time=100 + job_id,
-                    start_time=None, end_time=None, exit_code=exit_code)
+                    held=state is VariantState.HELD, restart_count=restarts, time_limit_s=3600,
+                    submit_time=100 + job_id, start_time=None, end_time=None, exit_code=exit_code)
 
 
 NODES = [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE"),
@@ -372,5 +372,6 @@ def test_metrics_render_prometheus_text() -> None:
     text = metrics.render()
     assert 'slurmx_actions_total{type="start",outcome="ok"} 1' in text
     assert "slurmx_preemptions_total 1" in text
-    assert 'slurmx_decision_seconds_bucket{le="0.1"} 0' in text and 'slurmx_decision_seconds_bucket{le="0.25"} 1' in text
+    assert 'slurmx_decision_seconds_bucket{le="0.1"} 0' in text
+    assert 'slurmx_decision_seconds_bucket{le="0.25"} 1' in text
     assert 'slurmx_queue{state="pending"} 3' in text
