@@ -31,6 +31,7 @@ __all__ = [
     "ResourceKindConfig",
     "SiteConfig",
     "SubmitConfig",
+    "SweepConfig",
     "TransportConfig",
     "load_site_config",
     "parse_site_config",
@@ -199,6 +200,33 @@ class SubmitConfig(_Model):
         return value.rstrip("/") or "/"
 
 
+class SweepConfig(_Model):
+    """`slurmx sim sweep --slurm`: how simulation points run as a job array on this cluster.
+
+    The sweep ships its own copy of slurmx next to the points (on the shared spool), so the nodes need only
+    `python` with slurmx's third-party dependencies (numpy, scipy, pydantic, msgspec, pyyaml), found on
+    `pythonpath` when they are not installed there.
+    """
+
+    python: str = "python3"
+    pythonpath: tuple[str, ...] = ()
+    partition: str | None = None
+    cpus: int = Field(1, ge=1)
+    mem_mb: int = Field(2048, validation_alias="mem", ge=1)
+    time_s: int = Field(3600, validation_alias="time", gt=0)
+    max_parallel: int | None = Field(None, ge=1)  # the array's %N throttle
+
+    @field_validator("mem_mb", mode="before")
+    @classmethod
+    def _mem(cls, value: Any) -> Any:
+        return parse_mem(value) if isinstance(value, str) else value
+
+    @field_validator("time_s", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> Any:
+        return _duration(value)
+
+
 class TransportConfig(_Model):
     kind: Literal["local", "ssh", "docker"] = "local"
     host: str | None = Field(None, validate_default=True)
@@ -243,6 +271,7 @@ class SiteConfig(_Model):
     preemption: PreemptionConfig = PreemptionConfig()
     daemon: DaemonConfig = DaemonConfig()
     submit: SubmitConfig = SubmitConfig()
+    sweep: SweepConfig = SweepConfig()
     transport: TransportConfig = TransportConfig()
 
     @field_validator("resources", mode="before")

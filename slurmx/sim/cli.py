@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from slurmx.core.validation import ConfigError
 from slurmx.policies.base import make_policy
@@ -17,7 +21,10 @@ from slurmx.sim.cluster import ModelCluster, SimulationError
 from slurmx.sim.config import SimConfig, load_sim_config, load_workload
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import SimResult, compute_metrics
+from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
+from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
+from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 
 __all__ = ["run_config", "sim_group"]
 
@@ -81,3 +88,84 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
                 console.print(f"plot: {path}")
         except PlotError as exc:
             raise click.ClickException(str(exc)) from None
+
+
+_SWEEP_COLUMNS = {  # point_row key -> (header, format)
+    "jobs": ("jobs", "{:,}"),
+    "jct_mean_s": ("JCT mean s", "{:,.0f}"),
+    "jct_p50_s": ("p50", "{:,.0f}"),
+    "jct_p95_s": ("p95", "{:,.0f}"),
+    "jct_p99_s": ("p99", "{:,.0f}"),
+    "makespan_s": ("makespan s", "{:,.0f}"),
+    "slowdown_p95": ("slowdown p95", "{:,.2f}"),
+    "te_slowdown_p95": ("TE sd p95", "{:,.2f}"),
+    "be_slowdown_p50": ("BE sd p50", "{:,.2f}"),
+    "preempted": ("preempted", "{:,}"),
+}
+
+
+def _sweep_table(points: Sequence[SweepPoint], results: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    keys = list(points[0].label) if points else []
+    for key in keys:
+        table.add_column(key)
+    for header, _ in _SWEEP_COLUMNS.values():
+        table.add_column(header, justify="right")
+    for point, metrics in zip(points, results, strict=True):
+        row = point_row(metrics)
+        cells = [str(point.label[k]) for k in keys]
+        cells += ["-" if row[key] is None else fmt.format(row[key]) for key, (_, fmt) in _SWEEP_COLUMNS.items()]
+        table.add_row(*cells)
+    return table
+
+
+@sim_group.command("sweep")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.option("--param", "params", multiple=True, metavar="KEY=V1,V2",
+              help="A grid axis (repeatable): policy=fifo,fitgpp, load=1.5,2.0, policy.params.s=0,4, seed=1,2.")
+@click.option("--workers", type=click.IntRange(1, 256), help="Local processes (default: all cores).")
+@click.option("--slurm", "on_slurm", is_flag=True,
+              help="Run the points as one job array on the site's Slurm cluster (slurmx --site ...).")
+@click.option("--timeout", type=click.FloatRange(min=1), help="With --slurm: give up after this many seconds.")
+@click.option("--json", "json_path", metavar="PATH", help="Write every point's label and metrics ('-': stdout).")
+@click.pass_obj
+def sweep(obj: Any, config_path: str, params: tuple[str, ...], workers: int | None, on_slurm: bool,
+          timeout: float | None, json_path: str | None) -> None:
+    """Run CONFIG over a grid of parameters, locally on a process pool or as a Slurm job array.
+
+    \b
+    slurmx sim sweep examples/sim/fitgpp.yaml --param policy=fifo,fitgpp,lrtp,rand --param seed=1,2
+    slurmx --site site.yaml sim sweep run.yaml --param load=1,1.5,2 --slurm
+    """
+    base = load_base(config_path)
+    points = expand_grid(base, [parse_param(p) for p in params], Path(config_path).name)
+    console = Console(stderr=True) if json_path == "-" else (
+        Console() if sys.stdout.isatty() else Console(width=200))
+    where: str
+    if on_slurm:
+        if obj is None:
+            raise click.ClickException("--slurm needs the slurmx command (with --site) to reach a cluster")
+        site, adapter = obj.site(), obj.adapter()
+        bar = Progress(TextColumn("sweep on slurm"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=console, transient=True, disable=not console.is_terminal)
+        with bar:
+            task = bar.add_task("sweep", total=len(points))
+            try:
+                job, results = run_on_slurm(adapter, site, points, lambda n: bar.update(task, completed=n),
+                                            timeout_s=timeout)
+            except SweepError as exc:
+                raise click.ClickException(str(exc)) from None
+        where = f"Slurm job array {job.job_id} ({job.directory})"
+    else:
+        results = parallel_map(run_point, [p.document for p in points], workers or os.cpu_count() or 1,
+                               "sweep points", progress=console.is_terminal)
+        where = f"local pool of {min(workers or os.cpu_count() or 1, len(points))}"
+    console.print(_sweep_table(points, results, f"{Path(config_path).name}: {len(points)} points on {where}"))
+    if json_path:
+        text = json.dumps([{"label": dict(p.label), "metrics": r} for p, r in zip(points, results, strict=True)],
+                          sort_keys=True, indent=1, allow_nan=False) + "\n"
+        if json_path == "-":
+            click.echo(text, nl=False)
+        else:
+            Path(json_path).write_text(text, encoding="utf-8")
+            console.print(f"result: {json_path}")
