@@ -92,6 +92,12 @@ class _Live:
     profile: JobProfile
     done: int = 0
     attained: float = 0.0
+    key: tuple[float, ...] | None = None  # queue key, cleared when the job runs
+
+
+def _key_of(lj: _Live) -> tuple[float, ...]:
+    assert lj.key is not None
+    return lj.key
 
 
 def round_jobs(rows: Sequence[tuple[int, float, int, str, int, float, bool]]) -> list[RoundJob]:
@@ -135,14 +141,14 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             j = arrivals[nxt]
             live.append(_Live(j, job_profile(j.model, j.gpus, shape)))
             nxt += 1
-        states = [] if settings.order == "fifo" else [
-            QueueState(lj.job.arrival, (lj.job.total_iters - lj.done) * lj.job.iter_time_s,
-                       lj.job.total_iters * lj.job.iter_time_s, lj.attained, lj.profile, lj.job.job_id)
-            for lj in live]
         if settings.order != "fifo":  # FIFO: `live` stays in arrival order
-            order = sorted(range(len(live)), key=lambda i: queue_key(settings.order, states[i], t, shape, aware,
-                                                                      settings.ftf))
-            live = [live[i] for i in order]
+            for lj in live:  # a key changes only when the job ran (or, for FTF, with the clock)
+                if lj.key is None or settings.order == "ftf":
+                    state = QueueState(lj.job.arrival, (lj.job.total_iters - lj.done) * lj.job.iter_time_s,
+                                       lj.job.total_iters * lj.job.iter_time_s, lj.attained, lj.profile,
+                                       lj.job.job_id)
+                    lj.key = queue_key(settings.order, state, t, shape, aware, settings.ftf)
+            live.sort(key=_key_of)
         admitted, free, cut = 0, total_gpus, 0
         for n, lj in enumerate(live):  # the GPU-only admission, to know how far down the queue a round reaches
             if free == 0:
@@ -171,6 +177,7 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
                 max_speed = max(max_speed, speed)
                 lj.done += math.floor(r / (lj.job.iter_time_s / speed))
                 lj.attained += r * lj.job.gpus
+                lj.key = None
             if lj.done >= lj.job.total_iters:
                 last_finish = end
                 if lj.job.measured:
