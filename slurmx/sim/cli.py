@@ -18,11 +18,12 @@ from slurmx.core.validation import ConfigError
 from slurmx.policies.base import make_policy
 from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster, SimulationError
-from slurmx.sim.config import SimConfig, load_sim_config, load_workload
+from slurmx.sim.config import SimConfig, Workload, load_sim_config, load_workload, resolve_cluster
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import SimResult, compute_metrics
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
+from slurmx.sim.sizing import SizedCluster
 from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
 from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 
@@ -32,11 +33,15 @@ _PROGRESS_MIN_JOBS = 20_000  # below this a run takes about a second: no bar
 
 
 def run_config(config: SimConfig, jobs: Sequence[SimJob],
-               progress: Callable[[engine.Progress], None] | None = None) -> SimResult:
-    """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it."""
+               progress: Callable[[engine.Progress], None] | None = None,
+               sized: SizedCluster | None = None) -> SimResult:
+    """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it.
+
+    A cluster sized from the trace (`cluster.from_trace`) may leave out jobs no node could hold; pass the
+    `resolve_cluster` answer as `sized` when the caller already has it (and reports its assumptions)."""
     policy = make_policy(config.policy.name, config.policy.params)
-    cluster = ModelCluster(config.cluster.shapes())
-    return engine.Engine(cluster, policy, jobs, config.engine_options(), progress).run()
+    sized = sized or resolve_cluster(config, list(jobs))
+    return engine.Engine(ModelCluster(sized.partitions), policy, sized.jobs, config.engine_options(), progress).run()
 
 
 @click.group("sim")
@@ -59,6 +64,10 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         if isinstance(exc, ConfigError):
             raise
         raise click.ClickException(str(exc)) from None
+    sized = resolve_cluster(config, workload.jobs)
+    if config.cluster.from_trace is not None:
+        skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
+        workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped)
     jobs = workload.jobs
     console = Console(stderr=True) if json_path == "-" else (
         Console() if sys.stdout.isatty() else Console(width=200))
@@ -68,7 +77,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
     with bar:
         task = bar.add_task("run", total=len(jobs))
         try:
-            result = run_config(config, jobs, lambda p: bar.update(task, completed=p.done, total=p.total))
+            result = run_config(config, jobs, lambda p: bar.update(task, completed=p.done, total=p.total), sized)
         except SimulationError as exc:
             raise click.ClickException(f"{config_path}: simulation failed: {exc}") from None
     metrics = compute_metrics(result, config.report.util_bins)

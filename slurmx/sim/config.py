@@ -34,12 +34,15 @@ from slurmx.core.units import parse_duration, parse_mem
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.sim.cluster import NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
+from slurmx.sim.sizing import SizedCluster, partitions_from_machines, sized_for_load
 
 __all__ = [
     "ClusterConfig",
     "EngineOptions",
     "ErrorModelConfig",
+    "FromTraceConfig",
     "NodeGroupConfig",
+    "NodeSpecConfig",
     "PartitionConfig",
     "ProfilingConfig",
     "SimConfig",
@@ -48,6 +51,7 @@ __all__ = [
     "load_sim_config",
     "load_workload",
     "parse_sim_config",
+    "resolve_cluster",
 ]
 
 Mode = Literal["event", "tick", "round"]
@@ -135,11 +139,71 @@ class PartitionConfig(_Model):
         return PartitionShape(self.name, self.kind or self.name, shapes)
 
 
+class NodeSpecConfig(_Model):
+    """One node's capacity (`cpus`, `mem`, `gres`)."""
+
+    cpus: int = Field(ge=1)
+    mem_mb: int = Field(alias="mem", ge=1)
+    gres: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("mem_mb", mode="before")
+    @classmethod
+    def _parse_mem(cls, value: Any) -> Any:
+        return _mem(value)
+
+    @field_validator("gres", mode="before")
+    @classmethod
+    def _parse_gres(cls, value: Any) -> Any:
+        return _gres(value)
+
+    def capacity(self) -> Resources:
+        return Resources(self.cpus, self.mem_mb, self.gres)
+
+
+class FromTraceConfig(_Model):
+    """A cluster for a trace (see `slurmx.sim.sizing`): its machine list, or nodes per kind sized to `load`."""
+
+    nodes_file: str | None = None
+    node: dict[str, NodeSpecConfig] = Field(default_factory=dict)
+    load: float = Field(0.8, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> FromTraceConfig:
+        if (self.nodes_file is None) == (not self.node):
+            raise ValueError("give exactly one of nodes_file (a trace's machine list) or node (a shape per kind)")
+        return self
+
+
 class ClusterConfig(_Model):
-    partitions: tuple[PartitionConfig, ...] = Field(min_length=1)
+    partitions: tuple[PartitionConfig, ...] = ()
+    from_trace: FromTraceConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ClusterConfig:
+        if bool(self.partitions) == (self.from_trace is not None):
+            raise ValueError("give exactly one of partitions or from_trace")
+        return self
 
     def shapes(self) -> tuple[PartitionShape, ...]:
+        if self.from_trace is not None:
+            raise ConfigError(["cluster.from_trace: the cluster depends on the jobs; use resolve_cluster()"])
         return tuple(p.shape() for p in self.partitions)
+
+
+def resolve_cluster(config: SimConfig, jobs: list[SimJob]) -> SizedCluster:
+    """The partitions a run uses and the jobs it keeps (all of them, unless sized from a trace)."""
+    spec = config.cluster.from_trace
+    if spec is None:
+        return SizedCluster(config.cluster.shapes(), jobs, (), 0)
+    if spec.nodes_file is not None:
+        from slurmx.sim.traces.alibaba import load_alibaba_nodes
+
+        machines = [(m.name, m.capacity, m.gpu_model) for m in load_alibaba_nodes(spec.nodes_file)]
+        return partitions_from_machines(machines, jobs)
+    try:
+        return sized_for_load(jobs, {kind: n.capacity() for kind, n in spec.node.items()}, spec.load)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
 
 
 class WorkloadConfig(_Model):
@@ -254,6 +318,11 @@ def load_sim_config(path: str | Path) -> SimConfig:
     """Read and validate a run config; a relative trace path is taken relative to the config file."""
     data = load_yaml(path, SimConfig, "write a sim run config (see slurmx/sim/config.py)")
     config = parse_sim_config(data, str(path))
+    spec = config.cluster.from_trace
+    if spec is not None and spec.nodes_file is not None and not Path(spec.nodes_file).is_absolute():
+        nodes_file = str(Path(path).parent / spec.nodes_file)
+        cluster = config.cluster.model_copy(update={"from_trace": spec.model_copy(update={"nodes_file": nodes_file})})
+        config = config.model_copy(update={"cluster": cluster})
     workload = config.workload
     if workload is not None and workload.trace is not None and not Path(workload.trace).is_absolute():
         trace = str(Path(path).parent / workload.trace)

@@ -1,0 +1,105 @@
+"""A model cluster for a trace: the trace's own machines, or identical nodes sized from the jobs it will run.
+
+Real traces rarely come with a cluster we can model exactly, and a FIFO replay on the wrong size says
+nothing. Two ways, both stated in the run's assumptions:
+
+- `nodes_file`: the trace's machine list (Alibaba v2023 `openb_node_list_*.csv`), grouped by capacity; GPU
+  machines serve kind `gpu`, CPU-only machines kind `cpu`.
+- `node` per kind: how many such nodes give an offered load of `load` over the trace's submission span
+  (per dimension: requested amount x duration / span / node capacity; the largest dimension decides).
+
+Jobs no node of their kind could ever hold (Philly's 16-128 GPU gangs on 8-GPU nodes: the engine runs a job
+on one node) are left out and counted, rather than failing a 100,000-job run on its 20th job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from slurmx.core.resources import Resources
+from slurmx.sim.cluster import NodeShape, PartitionShape
+from slurmx.sim.jobs import SimJob
+
+__all__ = ["SizedCluster", "partitions_from_machines", "sized_for_load"]
+
+
+@dataclass(frozen=True)
+class SizedCluster:
+    partitions: tuple[PartitionShape, ...]
+    jobs: list[SimJob]
+    assumptions: tuple[str, ...]
+    skipped: int
+
+
+def _vector(res: Resources) -> dict[str, int]:
+    return {"cpus": res.cpus, "mem_mb": res.mem_mb, **{f"gres/{k}": v for k, v in res.gres.items()}}
+
+
+def _fits(request: Resources, capacity: Resources) -> bool:
+    return request.fits_in(capacity)
+
+
+def _keep_fitting(jobs: Sequence[SimJob], largest: Mapping[str, Sequence[Resources]]) \
+        -> tuple[list[SimJob], int]:
+    kept = []
+    for job in jobs:
+        if any(kind in largest and any(_fits(v.request, cap) for cap in largest[kind])
+               for kind, v in job.variants.items()):
+            kept.append(job)
+    return kept, len(jobs) - len(kept)
+
+
+def partitions_from_machines(machines: Sequence[tuple[str, Resources, str]], jobs: Sequence[SimJob]) -> SizedCluster:
+    """Partitions `gpu` (machines with GPUs) and `cpu` (the rest) from a trace's machine list."""
+    by_kind: dict[str, Counter[Resources]] = {"gpu": Counter(), "cpu": Counter()}
+    for _name, capacity, _model in machines:
+        kind = "gpu" if capacity.gres.get("gpu", 0) > 0 else "cpu"
+        clean = Resources(capacity.cpus, capacity.mem_mb, {k: v for k, v in capacity.gres.items() if v > 0})
+        by_kind[kind][clean] += 1
+    partitions = []
+    for kind, shapes in by_kind.items():
+        if not shapes:
+            continue
+        groups = tuple(NodeShape(count, cap, f"{kind[0]}{i}-")
+                       for i, (cap, count) in enumerate(sorted(shapes.items(), key=lambda kv: str(kv[0]))))
+        partitions.append(PartitionShape(kind, kind, groups))
+    largest = {p.kind: [g.capacity for g in p.nodes] for p in partitions}
+    kept, skipped = _keep_fitting(jobs, largest)
+    notes: tuple[str, ...] = (f"cluster = the trace's {len(machines):,} machines: "
+             + ", ".join(f"{sum(g.count for g in p.nodes):,} {p.kind} nodes in {len(p.nodes)} shapes"
+                         for p in partitions),)
+    if skipped:
+        notes += (f"{skipped:,} jobs fit no machine of their kind and are left out",)
+    return SizedCluster(tuple(partitions), kept, notes, skipped)
+
+
+def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: float) -> SizedCluster:
+    """For each kind in `node`, enough such nodes that the kind's offered load over the submission span is
+    `load` (at least one node). A job runs on the first of its kinds that `node` names."""
+    kept, skipped = _keep_fitting(jobs, {kind: [cap] for kind, cap in node.items()})
+    if not kept:
+        raise ValueError("no job of the trace fits the node shapes given (cluster.from_trace.node)")
+    submits = [j.submit_time for j in kept]
+    span = max(max(submits) - min(submits), 1.0)
+    demand: dict[str, dict[str, float]] = {kind: {} for kind in node}
+    for job in kept:
+        kind = next(k for k in job.variants if k in node and _fits(job.variants[k].request, node[k]))
+        variant = job.variants[kind]
+        for dim, amount in _vector(variant.request).items():
+            demand[kind][dim] = demand[kind].get(dim, 0.0) + amount * variant.duration_s
+    partitions = []
+    notes = []
+    for kind, capacity in node.items():
+        cap = _vector(capacity)
+        need = max((demand[kind].get(d, 0.0) / span / (load * c) for d, c in cap.items() if c > 0), default=0.0)
+        count = max(1, math.ceil(need))
+        partitions.append(PartitionShape(kind, kind, (NodeShape(count, capacity, kind[0]),)))
+        notes.append(f"{count:,} {kind} nodes of {capacity}: offered load {load:g} over the {span / 86400:.1f}-day "
+                     "submission span (requested amount x duration, the largest dimension decides)")
+    if skipped:
+        notes.append(f"{skipped:,} jobs larger than any node of their kind are left out (the engine runs a "
+                     "job on one node)")
+    return SizedCluster(tuple(partitions), kept, tuple(notes), skipped)
