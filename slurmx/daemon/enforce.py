@@ -160,6 +160,7 @@ class Enforcer:
 
     def _starts(self, starts: list[Start], obs: Observation, now: float) -> None:
         chosen: list[tuple[Start, int, bool]] = []  # (action, job id, held)
+        open_starts = {i.group_id for i in self.store.intents("start")}
         for action in starts:
             group = obs.view.groups.get(action.group_id)
             variant = group.variant(action.kind) if group is not None else None
@@ -167,7 +168,7 @@ class Enforcer:
                 self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
                 self.on_action("start", "error")
                 continue
-            if self.store.intent(f"start:{action.group_id}") is not None:
+            if action.group_id in open_starts:
                 continue  # already being started
             chosen.append((action, variant.job_id, variant.state is VariantState.HELD))
         if not chosen:
@@ -178,12 +179,15 @@ class Enforcer:
                 self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
                             + (f" ({action.reason})" if action.reason else ""))
             return
+        rows = []
         for action, job_id, _ in chosen:
             group = obs.view.groups[action.group_id]
             siblings = [v.job_id for v in group.variants if v.kind != action.kind and v.job_id is not None]
-            self.store.put_intent(f"start:{action.group_id}", "start", action.group_id, "releasing",
-                                  {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes),
-                                   "siblings": siblings, "released_at": now, "reason": action.reason}, now)
+            rows.append((f"start:{action.group_id}", "start", action.group_id, "releasing",
+                         {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes), "siblings": siblings,
+                          "released_at": now, "reason": action.reason}))
+        self.store.put_intents(rows, now)  # durable before the first Slurm command of any of them
+        for action, job_id, _ in chosen:
             self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
                         + (f" on {','.join(action.nodes)}" if action.nodes else "")
                         + (f": {action.reason}" if action.reason else ""))
@@ -206,10 +210,11 @@ class Enforcer:
                     self.adapter.release([job_id])
                 except InvalidJobError as exc:
                     self._audit("", "error", f"release job {job_id}: {_line(exc)}")
+        open_starts = {i.key: i for i in self.store.intents("start")}
+        released = [(i.key, "start", i.group_id, "released", i.data) for i in
+                    (open_starts.get(f"start:{group_id}") for group_id, _, _, _ in items) if i is not None]
+        self.store.put_intents(released, self.clock())
         for group_id, job_id, nodes, _ in items:
-            intent = self.store.intent(f"start:{group_id}")
-            if intent is not None:
-                self.store.put_intent(intent.key, "start", group_id, "released", intent.data, self.clock())
             self.on_action("start", "ok")
             self._audit(group_id, "release", f"released job {job_id}" + (f" steered to {','.join(nodes)}"
                                                                            if nodes else ""))

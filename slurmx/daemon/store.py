@@ -141,6 +141,18 @@ class Store:
         assert found is not None
         return found
 
+    def put_intents(self, rows: list[tuple[str, str, str, str, Mapping[str, Any]]], now: float | None = None) -> None:
+        """`put_intent` for many (key, kind, group, step, data) rows in one transaction: one fsync for a batch."""
+        if not rows:
+            return
+        t = time.time() if now is None else now
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO intents (key, kind, group_id, step, data, created, updated) VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT(key) DO UPDATE SET step=excluded.step, data=excluded.data, updated=excluded.updated",
+                [(key, kind, group, step, json.dumps(dict(data), sort_keys=True), t, t)
+                 for key, kind, group, step, data in rows])
+
     def intent(self, key: str) -> Intent | None:
         row = self._db.execute("SELECT key, kind, group_id, step, data, created, updated FROM intents WHERE key=?",
                                (key,)).fetchone()
