@@ -81,8 +81,9 @@ def submit(adapter: SlurmAdapter, site: SiteConfig, directory: Path, count: int)
         *([f"--partition={cfg.partition}"] if cfg.partition else []),
     ]
     pythonpath = ":".join([str(directory / "code"), *cfg.pythonpath])
-    # Every value is shell-quoted into the script (not passed with sbatch --export, which also makes some
-    # slurmd builds in containers fail to clone the job's step).
+    # Every value is shell-quoted into the script rather than passed with `sbatch --export=ALL,VAR=...`: an
+    # --export other than ALL makes slurmd build a login environment for the user, which a slurmd without the
+    # privilege to clone (the docker test cluster) dies of ("fatal: clone: Operation not permitted").
     script = ("#!/bin/bash\n"
               "# slurmx sim sweep: one point of the grid per array task\n"
               f"export PYTHONPATH={shlex.quote(pythonpath)}\n"
