@@ -4,11 +4,13 @@
   ignoring load, then the paper's MTTF order. Exact ties go to a seeded random responder (with identical
   responders, lowest-index ties would put every job on one).
 - MMI, Minimum Make-span Increase: greedily pick the (job, responder) pair whose appending raises the
-  batch make-span least. The paper leaves open how the increase is measured and how ties break; both are
-  parameters: `increase="overlap"` (default) appends to the flow shop, C' = max(C_j, A_j + a_ij) + b_ij,
-  `"nonoverlap"` uses loads L_j + p_ij; `tie="earliest"` (default) takes the smallest C' among equal
-  increases (so the greedy is min-min), `"fullest"` the largest C' that still adds nothing (best fit).
-  Jobs run in selection order, or re-sorted by MTTF with `reorder="mttf"`.
+  batch make-span least. The paper leaves open how the increase is measured: `increase="overlap"` (default)
+  appends to the flow shop, C' = max(C_j, A_j + a_ij) + b_ij, `"nonoverlap"` uses loads L_j + p_ij. Ties
+  (equal increase) go to the smallest C', then the lowest (i, j). With either measure the greedy is then
+  min-min: the pick always has the smallest C' of all pairs (every other C' is at least the new make-span,
+  so no pair ever adds nothing except an exact tie), so the paper's other open choice, the tie-break,
+  changes nothing and is not a parameter. Jobs run in selection order, or re-sorted by MTTF with
+  `reorder="mttf"`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ import numpy as np
 
 from slurmx.policies.accel_model import BatchInstance, IntArray, Schedule, schedule_from_assignment
 
-__all__ = ["MmiIncrease", "MmiReorder", "MmiTie", "mmi_schedule", "sct_schedule"]
+__all__ = ["MmiIncrease", "MmiReorder", "mmi_schedule", "sct_schedule"]
 
 MmiIncrease = Literal["overlap", "nonoverlap"]
-MmiTie = Literal["earliest", "fullest"]
 MmiReorder = Literal["selection", "mttf"]
 
 
@@ -35,29 +36,23 @@ def sct_schedule(instance: BatchInstance, seed: int = 0) -> Schedule:
     return schedule_from_assignment(instance, assignment, "mttf")
 
 
-def mmi_schedule(instance: BatchInstance, increase: MmiIncrease = "overlap", tie: MmiTie = "earliest",
-                 reorder: MmiReorder = "selection") -> Schedule:
+def mmi_schedule(instance: BatchInstance, increase: MmiIncrease = "overlap", reorder: MmiReorder = "selection"
+                 ) -> Schedule:
     """Greedy minimum make-span increase; O(J * (J R)) array work, one column refreshed per pick."""
     n_jobs, n_resp = instance.n_jobs, instance.n_responders
     a, b = instance.transmit_s, instance.compute_s
     nic = np.zeros(n_resp)  # when each NIC has received everything assigned so far
     done = np.zeros(n_resp)  # when each accelerator (or, non-overlapped, each responder) is free
     completion = (a + b).copy()  # C' of appending job i to responder j, for the current state
-    cmax = 0.0
     assignment = np.zeros(n_jobs, dtype=np.int64)
     queues: list[list[int]] = [[] for _ in range(n_resp)]
     for _ in range(n_jobs):
-        fits = completion <= cmax
-        if tie == "fullest" and fits.any():  # the largest C' that adds nothing to the make-span
-            flat = int(np.argmax(np.where(fits, completion, -np.inf)))
-        else:
-            flat = int(np.argmin(completion))  # min increase, then min C', then lowest (i, j)
+        flat = int(np.argmin(completion))  # min increase max(0, C' - Cmax) = min C'; lowest (i, j)
         i, j = divmod(flat, n_resp)
         assignment[i] = j
         queues[j].append(i)
         nic[j] += a[i, j]
         done[j] = completion[i, j]
-        cmax = max(cmax, done[j])
         completion[i, :] = np.inf
         open_rows = np.isfinite(completion[:, j])
         if increase == "overlap":

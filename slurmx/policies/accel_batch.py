@@ -24,7 +24,7 @@ from pydantic import Field
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, Node, VariantState
-from slurmx.policies.accel_baselines import MmiIncrease, MmiReorder, MmiTie, mmi_schedule, sct_schedule
+from slurmx.policies.accel_baselines import MmiIncrease, MmiReorder, mmi_schedule, sct_schedule
 from slurmx.policies.accel_lst import LstResult, Search, lst_assign
 from slurmx.policies.accel_model import BatchInstance, OrderRule, Schedule, schedule_from_assignment
 from slurmx.policies.base import PolicyArgs, register
@@ -80,7 +80,6 @@ class SctArgs(_ViewArgs):
 
 class MmiArgs(_ViewArgs):
     increase: MmiIncrease = "overlap"
-    tie: MmiTie = "earliest"
     reorder: MmiReorder = "selection"
 
 
@@ -181,5 +180,5 @@ class Mmi:
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return _plan(view, self.args,
-                     lambda inst: mmi_schedule(inst, self.args.increase, self.args.tie, self.args.reorder), "MMI")
+                     lambda inst: mmi_schedule(inst, self.args.increase, self.args.reorder), "MMI")
 

@@ -32,7 +32,9 @@ TITLE = "Zhao, Liu, Qiao (ICC'18): job scheduling for acceleration systems (make
 EXPERIMENTS = ("fig2", "fig3", "fig4", "fig5")
 SCHEMES = ("ours", "ours_johnson", "mmi", "sct")
 _LABEL = {"ours": "ours (LST+MTTF)", "ours_johnson": "ours+Johnson", "mmi": "MMI", "sct": "SCT"}
-COMPUTE_SPREAD = 0.5  # delta: t_ij = 0.001 s_i U[1-delta, 1+delta]; ours (the paper's text has no value)
+# delta: t_ij = 0.001 s_i U[1-delta, 1+delta]; ours (the paper's text has no value). Of the digest's candidates
+# 0.1, 0.25 and 0.5, 0.1 puts the Fig. 2 gaps nearest the paper's 32% / 10% (docs/policies/accel.md).
+COMPUTE_SPREAD = 0.1
 
 
 @dataclass(frozen=True)
@@ -212,11 +214,11 @@ def _claims_fig3(groups: dict[float, list[Outcome]], quick: bool) -> list[Claim]
     rs = np.array(list(groups))
     drop = {s: _mean(groups[rs[0]], s) / _mean(groups[rs[-1]], s) for s in ("ours", "mmi", "sct")}
     sct = np.array([_mean(groups[r], "sct") for r in rs])
-    inv = 1 / rs
-    r2 = float(np.corrcoef(inv, sct)[0, 1] ** 2)
+    r2 = float(np.corrcoef(rs, sct)[0, 1] ** 2)
     return [Claim(f"Fig. 3: make-span from {rs[0]:g} to {rs[-1]:g} responders (fall factor)",
                   "SCT falls about linearly; ours and MMI sub-linearly",
-                  f"SCT x{drop['sct']:.2f}, ours x{drop['ours']:.2f}, MMI x{drop['mmi']:.2f} (SCT ~ 1/R: R² {r2:.2f})",
+                  f"SCT x{drop['sct']:.2f}, ours x{drop['ours']:.2f}, MMI x{drop['mmi']:.2f} "
+                  f"(SCT linear fit in R: R² {r2:.2f})",
                   (drop["sct"] > drop["ours"]) if not quick else None, "SCT falls more than ours")]
 
 
@@ -329,7 +331,9 @@ def reproduce(options: ReproOptions) -> Reproduction:
     ]
     result.assumptions = [
         f"compute-time spread across responders: u_ij ~ U[1-{COMPUTE_SPREAD:g}, 1+{COMPUTE_SPREAD:g}] i.i.d. "
-        "(the paper says only 'approximately proportional'; digest §4, calibrated to its gaps)",
+        "(the paper says only 'approximately proportional'; of 0.1, 0.25, 0.5 the one nearest its Fig. 2 gaps)",
+        "LST rounding: a split job goes to the support responder where its load ends least (any choice keeps the "
+        "bound; the paper leaves it free)",
         "execution model with the l <= k fix of constraint (2): a computation starts once its own input is in",
         "MMI: overlap-aware increase C' = max(C_j, A_j + a_ij) + b_ij, ties to the smallest C', selection order",
         "SCT: fastest responder by s_i/r_j + t_ij, exact ties to a seeded random responder, MTTF order",

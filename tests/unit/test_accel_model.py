@@ -97,10 +97,10 @@ def test_mmi_greedy_picks_the_smallest_completion_and_spreads_load() -> None:
         assert schedule.makespan(inst) == pytest.approx(2.1)
     # The myopic trap: the two short jobs go first, one per responder, and the long one lands on top: 5, not 4.
     inst = BatchInstance(np.zeros(3), np.ones(2), np.array([[4.0, 4.0], [1.0, 1.0], [1.0, 1.0]]))
-    for tie in ("earliest", "fullest"):
-        trapped = mmi_schedule(inst, tie=tie)
-        assert trapped.makespan(inst) == pytest.approx(5.0)
-        assert trapped.orders == ((1, 0), (2,))
+    trapped = mmi_schedule(inst)
+    assert trapped.makespan(inst) == pytest.approx(5.0)
+    assert trapped.orders == ((1, 0), (2,))  # selection order
+    assert mmi_schedule(inst, reorder="mttf").orders == ((0, 1), (2,))  # equal (zero) transfers: by index
 
 
 def test_bad_instances_fail_with_one_line_naming_the_shape() -> None:
