@@ -74,6 +74,7 @@ class MlfsArgs(BaseModel):
     unplaced_evicted: Literal["stay", "queue"] = "stay"  # an evicted task nobody can take keeps running, or queues
     overload_norm: Literal["sqrt_m", "none"] = "sqrt_m"  # ‖U_s‖ / sqrt(M) so O_c compares with h_s = 90%
     migration_degradation: float = Field(0.1, ge=0)  # q_{k,s}: 10% of the task's CPU use (Beloglazov & Buyya)
+    traffic_weight: float = Field(1.0, ge=0)  # weight of the BW(k, s) dimension in the host distance (plain: 1)
     gang: bool = True  # a job's queued tasks are placed all or nothing (DP+MP training needs every partition)
 
 
@@ -197,8 +198,7 @@ def choose_server(
     ideal = ideal_virtual_host(observed, least_obs, traffic, over)
     vectors = np.column_stack([observed, least_obs, traffic, np.full(len(observed), degradation)])
     diff = vectors - ideal
-    if not args.use_bandwidth:
-        diff[:, 4] = 0.0
+    diff[:, 4] *= args.traffic_weight if args.use_bandwidth else 0.0
     dist = np.einsum("ij,ij->i", diff, diff)
     dist[~fits] = np.inf
     server = int(dist.argmin())

@@ -5,7 +5,7 @@ Experiments (`--only`):
   policy, `--seeds` workloads (default 2); the claims (Fig. 4b-d orderings and ratios, Fig. 9's MLF-C effect).
 - `sweep`: the same cluster at 155, 310, 620 and 1,240 jobs (the rest of Fig. 4's x axis), one seed.
 - `sim`: the large-scale simulation scaled down 2474 -> 160 GPUs with the job density of `real` (3,720 jobs/week).
-`--quick` runs a 40-job slice of `real` (same arrival density, one seed) in a few seconds.
+`--quick` runs a 30-job slice of `real` (same arrival density, one seed) in a few seconds.
 
 The paper's "MLFS" is MLF-RL + MLF-C; we did not build MLF-RL, so our "MLF-H+C" (MLF-H with MLF-C) stands where
 the paper's MLFS does, and our MLF-H is compared with the paper's MLF-H bars (digest §5.5).
@@ -86,7 +86,7 @@ def run_one(run: Run) -> tuple[Run, dict[str, Any]]:
 def _runs(options: ReproOptions) -> list[Run]:
     only = set(options.only) or {"real"} if not options.quick else {"real"}
     if options.quick:
-        return [Run("real", p, 40, 40 * WEEK_H / 1860, 20, 0) for p in POLICIES]
+        return [Run("real", p, 30, 30 * WEEK_H / 1860, 20, 0) for p in POLICIES]
     seeds = options.seeds or 2
     runs = []
     if "real" in only:
@@ -199,7 +199,7 @@ def reproduce(options: ReproOptions) -> Reproduction:
         "scheduler every 60 s (time-stepped task-level simulator slurmx.sim.mlfs_sim)",
     ]
     if options.quick:
-        rep.conditions.insert(0, "QUICK: 40 jobs at the 1,860-job arrival density, one seed")
+        rep.conditions.insert(0, "QUICK: 30 jobs at the 1,860-job arrival density, one seed")
     rep.assumptions = [
         "job lengths: the Fig. 5a MLFS JCT CDF cut at 300 min (mean 34 min); the paper's jobs come from Philly",
         "a job progresses while its PS and >= 1 worker run, at the running fraction of its workers, slowed by use "

@@ -1,0 +1,171 @@
+"""MLF-H priority terms, host selection, eviction and MLF-C, on hand-built cases computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from slurmx.policies.mlfs import (
+    MlfH,
+    MlfsArgs,
+    choose_server,
+    eviction_candidates,
+    job_priorities,
+    naive_priorities,
+    relieve,
+    system_overloaded,
+)
+from slurmx.policies.mlfs_model import JobState, ServerState, Snapshot, TaskState
+
+
+def _task(index: int, stage: int, frac: float, waited_s: float = 0.0, gpu: float = 0.3) -> TaskState:
+    return TaskState("j", index, stage, frac, np.array([0.05, 0.05, 0.0]), 0.0 if index == 0 else gpu,
+                     waited_s=waited_s)
+
+
+def diamond() -> JobState:
+    """Fig. 2's 5-worker DAG: t1 -> {t2, t3} -> t4 -> t5 -> PS, with given L, I, δl, S, d, r, w."""
+    tasks = [_task(0, -1, 0.0), _task(1, 0, 0.4), _task(2, 1, 0.1, waited_s=120.0), _task(3, 1, 0.2),
+             _task(4, 2, 0.2, waited_s=60.0), _task(5, 3, 0.1)]
+    return JobState(
+        job_id="j", submit=0.0, urgency=5, deadline=600.0, stages=(1, 2, 1, 1), iter_time_s=240.0,
+        iterations_done=3.0, planned_iterations=8, last_drop=0.2, drop_sum=1.0, loss=1.0, loss_start=2.0,
+        accuracy=0.5, accuracy_req=0.9, gpu_seconds=0.0, comm_ps_mb=50.0, comm_worker_mb=50.0, tasks=tasks)
+
+
+# By hand (now = 0, minutes): L/I · δl/Σδl = 5/4 · 0.2 = 0.25, so P_ML_base = 0.25 S_k;
+# d_k - t = 10 - (3 - stage) = 7, 8, 9, 10 min; r = 5 iterations x 4 min = 20 min; w = 0, 2, 0, 1, 0 min.
+P_ML = {5: 0.025, 4: 0.05 + 0.8 * 0.025, 2: 0.025 + 0.8 * 0.07, 3: 0.05 + 0.8 * 0.07,
+        1: 0.1 + 0.8 * (0.081 + 0.106)}
+_C5 = 0.3 / 10 + 0.3 / 20
+_C4 = 0.3 / 9 + 0.3 / 20 + 0.35 * 1 + 0.8 * _C5
+_C2 = 0.3 / 8 + 0.3 / 20 + 0.35 * 2 + 0.8 * _C4
+_C3 = 0.3 / 8 + 0.3 / 20 + 0.8 * _C4
+P_C = {5: _C5, 4: _C4, 2: _C2, 3: _C3, 1: 0.3 / 7 + 0.3 / 20 + 0.8 * (_C2 + _C3)}
+
+
+def test_priority_terms_on_the_diamond_dag_match_the_hand_computation() -> None:
+    p = job_priorities(diamond(), 0.0, MlfsArgs())
+    assert P_ML[1] == pytest.approx(0.2496)
+    assert P_C[1] == pytest.approx(1.2578, abs=1e-4)
+    for k in range(1, 6):
+        assert p[k] == pytest.approx(0.3 * P_ML[k] + 0.7 * P_C[k], rel=1e-12)
+    assert p[0] == math.inf  # the parameter server always first
+
+
+def test_naive_recursion_agrees_with_the_per_stage_sums() -> None:
+    job = diamond()
+    assert np.allclose(job_priorities(job, 30.0, MlfsArgs())[1:], naive_priorities(job, 30.0, MlfsArgs())[1:])
+
+
+def test_alpha_gamma_and_switches_isolate_the_terms() -> None:
+    job = diamond()
+    ml_only = job_priorities(job, 0.0, MlfsArgs(alpha=1.0))
+    assert [ml_only[k] for k in range(1, 6)] == pytest.approx([P_ML[k] for k in range(1, 6)])
+    flat = job_priorities(job, 0.0, MlfsArgs(alpha=1.0, gamma=0.0))
+    assert [flat[k] for k in range(1, 6)] == pytest.approx([0.25 * f for f in (0.4, 0.1, 0.2, 0.2, 0.1)])
+    no_urgency = job_priorities(job, 0.0, MlfsArgs(alpha=1.0, use_urgency=False))
+    assert no_urgency[1] == pytest.approx(P_ML[1] / 5)
+    no_deadline = job_priorities(job, 0.0, MlfsArgs(alpha=0.0, use_deadline=False, gamma=0.0))
+    assert no_deadline[5] == pytest.approx(0.3 / 20)
+    job.iterations_done = 0.0  # I = 1: empty Σδl, the loss factor is 1
+    first = job_priorities(job, 0.0, MlfsArgs(alpha=1.0, gamma=0.0))
+    assert first[1] == pytest.approx(5 * 1 * 0.4)
+
+
+def test_past_deadline_and_exhausted_remaining_time_are_capped() -> None:
+    job = diamond()
+    job.iterations_done = 8.0
+    p = job_priorities(job, 10_000.0, MlfsArgs(alpha=0.0, gamma=0.0))
+    assert p[5] == pytest.approx(0.3 * 60 + 0.3 * 60)
+
+
+def _state(observed: list[list[float]], gpus: list[list[float]]) -> tuple[np.ndarray, ...]:
+    o, g = np.array(observed), np.array(gpus)
+    return o.copy(), o, g.copy(), g
+
+
+def test_host_is_the_candidate_nearest_the_ideal_virtual_host() -> None:
+    state = _state([[0.5, 0.5, 0.0], [0.2, 0.3, 0.0], [0.95, 0.1, 0.0]], [[0.2, 0.8], [0.5, 0.6], [0.1, 0.1]])
+    demand = np.array([0.1, 0.1, 0.0])
+    # U_V over the underloaded servers 0 and 1: (0.2, 0.3, 0, 0.2, 0, 0); distances² 0.13 and 0.09
+    assert choose_server(demand, 0.3, np.zeros(3), 0.0, state, MlfsArgs()) == (1, 0)
+    # a 0.5-GPU task would push server 1's least-loaded GPU to 1.0 > h_r: only server 0 is a candidate
+    assert choose_server(demand, 0.5, np.zeros(3), 0.0, state, MlfsArgs()) == (0, 0)
+    # traffic it can keep local on server 0 (U_V's traffic = 1): 0.13 + 0 beats 0.09 + 1
+    assert choose_server(demand, 0.3, np.array([1.0, 0.0, 0.0]), 0.0, state, MlfsArgs()) == (0, 0)
+    assert choose_server(demand, 0.3, np.array([1.0, 0.0, 0.0]), 0.0, state, MlfsArgs(use_bandwidth=False)) == (1, 0)
+    assert choose_server(demand, 0.95, np.zeros(3), 0.0, state, MlfsArgs()) is None
+
+
+def test_no_resource_passes_h_r_after_placement() -> None:
+    state = _state([[0.85, 0.2, 0.0], [0.2, 0.2, 0.0]], [[0.0, 0.0], [0.0, 0.0]])
+    assert choose_server(np.array([0.1, 0.0, 0.0]), 0.2, np.zeros(2), 0.0, state, MlfsArgs()) == (1, 0)
+
+
+def test_eviction_candidates_are_the_lowest_priority_fraction() -> None:
+    tasks = [(("j", i), float(p)) for i, p in enumerate([5, 1, 9, 3, 7, 2, 8, 4, 6, 10])]
+    assert eviction_candidates(tasks, 0.1) == [("j", 1)]
+    assert eviction_candidates(tasks, 0.25) == [("j", 1), ("j", 5), ("j", 3)]
+
+
+def _server(tasks: list[TaskState]) -> ServerState:
+    nominal = np.sum([t.demand for t in tasks], axis=0)
+    gpu = np.zeros(2)
+    for t in tasks:
+        assert t.gpu is not None
+        gpu[t.gpu] += t.gpu_demand
+    return ServerState(0, nominal, nominal.copy(), gpu, gpu.copy())
+
+
+def _running(index: int, cpu: float, gpu: int, gpu_demand: float) -> TaskState:
+    return TaskState("j", index, 0, 0.1, np.array([cpu, 0.1, 0.0]), gpu_demand, server=0, gpu=gpu)
+
+
+def test_relieve_takes_from_the_lowest_priorities_of_the_hot_gpu_and_stops_when_relieved() -> None:
+    tasks = [_running(i, 0.1 + 0.01 * i, 0, 0.24) for i in range(1, 5)] + [_running(5, 0.1, 1, 0.2)]
+    priority = {("j", 1): 4.0, ("j", 2): 1.0, ("j", 3): 2.0, ("j", 4): 3.0, ("j", 5): 0.5}
+    # GPU 0 at 0.96 > 0.9; p_s = 50%: tasks 2 and 3 are eligible (task 5, lowest overall, is on the cool GPU);
+    # U_o takes the max GPU use and min CPU (CPU not overloaded): task 2 (cpu 0.12) is nearer than task 3 (0.13)
+    evicted = relieve(_server(tasks), tasks, priority, {}, MlfsArgs(p_s=0.5))
+    assert evicted == [("j", 2)]  # 0.96 - 0.24 = 0.72: relieved after one
+
+
+def test_relieve_without_a_hot_gpu_considers_every_task() -> None:
+    tasks = [_running(1, 0.3, 0, 0.1), _running(2, 0.5, 1, 0.1), _running(3, 0.2, 0, 0.1)]
+    priority = {("j", 1): 1.0, ("j", 2): 9.0, ("j", 3): 2.0}
+    # CPU at 1.0 > 0.9: U_o = max CPU (0.5), so the biggest CPU user leaves even though its P is highest
+    assert relieve(_server(tasks), tasks, priority, {}, MlfsArgs()) == [("j", 2)]
+
+
+def test_system_overload_rule() -> None:
+    idle = [ServerState(0, np.full(3, 0.5), np.full(3, 0.5), np.full(4, 0.5), np.full(4, 0.5))]
+    busy = [ServerState(0, np.full(3, 0.95), np.full(3, 0.95), np.full(4, 0.95), np.full(4, 0.95))]
+    assert system_overloaded(True, idle, MlfsArgs())
+    assert not system_overloaded(False, idle, MlfsArgs())
+    assert system_overloaded(False, busy, MlfsArgs())  # ‖U‖/sqrt(4) = 0.95 > h_s
+    assert system_overloaded(False, idle, MlfsArgs(overload_norm="none"))  # ‖U‖ = 1.0 > 0.9 unnormalised
+
+
+def _one_job_snapshot(queued: bool) -> Snapshot:
+    job = diamond()
+    servers = [ServerState(i, np.zeros(3), np.zeros(3), np.zeros(4), np.zeros(4)) for i in range(3)]
+    if not queued:
+        for t in job.tasks:
+            t.server, t.gpu = 0, (None if t.is_ps else t.index % 4)
+    return Snapshot(0.0, {"j": job}, servers)
+
+
+def test_mlf_c_switches_jobs_only_under_overload() -> None:
+    assert MlfH(MlfsArgs(mlf_c=True)).decide(_one_job_snapshot(queued=True)).stop_at_requirement == ["j"]
+    assert MlfH(MlfsArgs(mlf_c=True)).decide(_one_job_snapshot(queued=False)).stop_at_requirement == []
+    assert MlfH(MlfsArgs()).decide(_one_job_snapshot(queued=True)).stop_at_requirement == []
+
+
+def test_mlf_h_places_a_whole_job_ps_first() -> None:
+    plan = MlfH().decide(_one_job_snapshot(queued=True))
+    assert set(plan.assign) == {("j", k) for k in range(6)}
+    assert plan.assign[("j", 0)][1] is None  # the PS takes no GPU
+    assert list(plan.assign)[0] == ("j", 0)
