@@ -48,7 +48,7 @@ def test_refined_knee_of_resnet18_is_nine_cpus() -> None:
 def test_knee_found_within_one_cpu_on_synthetic_curves(max_cpus: int, shape: float) -> None:
     for k in range(2, max_cpus + 1):
         def curve(c: int, k: int = k) -> float:
-            return float(min(c, k)) ** shape
+            return float(float(min(c, k)) ** shape)
 
         exhaustive = knee({c: curve(c) for c in range(1, max_cpus + 1)}, 0.05)  # every CPU count profiled
         profile = profile_sensitivity(curve, SearchParams(max_cpus), flat_memory(), 100)
@@ -68,7 +68,8 @@ def test_memory_model_matches_the_digests_formula() -> None:
     assert 1 / w[0, 6] == pytest.approx(100.0)
     assert 1 / w[0, 10] == pytest.approx(100.0)
     # m*: the least memory within 5% of the best, 1/105.26 s: 60% cached, 20 + 60 GB.
-    assert best_case_demand(w, model.memory_gb(), 0.05) == (1, pytest.approx(80.0))
+    c_star, m_star = best_case_demand(w, model.memory_gb(), 0.05)
+    assert c_star == 1 and m_star == pytest.approx(80.0)
 
 
 def test_matrix_rows_follow_cpu_sensitivity_and_columns_the_cache() -> None:
