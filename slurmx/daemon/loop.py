@@ -34,6 +34,8 @@ __all__ = ["AlreadyRunning", "CycleReport", "Daemon", "Waker", "acquire_lock", "
 
 log = logging.getLogger("slurmxd")
 MAX_BACKOFF_S = 60.0
+FORGET_EVERY = 500  # cycles
+FORGET_AFTER_S = 86_400.0
 
 
 class AlreadyRunning(DaemonError):
@@ -134,6 +136,8 @@ class Daemon:
             facts = self.store.group_facts()
             fresh = {g.group_id: g.submit_time for g in obs.view.groups.values() if g.group_id not in facts}
             self.store.remember_groups(fresh, now)
+            if self.cycles % FORGET_EVERY == 0:  # facts of groups squeue forgot a day ago are no longer needed
+                self.store.forget_groups(obs.groups.keys(), now - FORGET_AFTER_S)
         rows: list[AuditRow] = []
         for rejected in obs.rejected:
             key = (rejected.group_id, rejected.reason)
@@ -164,14 +168,6 @@ class Daemon:
                 waker.wait(wait, stop)
             else:
                 stop.wait(wait)
-
-    def summary(self) -> dict[str, int]:
-        """How many groups are in which state right now (for `--once`)."""
-        obs = self.observe(self.clock())
-        counts: dict[str, int] = {}
-        for group in obs.view.groups.values():
-            counts[group.state.value] = counts.get(group.state.value, 0) + 1
-        return counts
 
 
 class Waker:

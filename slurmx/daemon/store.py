@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,7 +141,8 @@ class Store:
         assert found is not None
         return found
 
-    def put_intents(self, rows: list[tuple[str, str, str, str, Mapping[str, Any]]], now: float | None = None) -> None:
+    def put_intents(self, rows: Sequence[tuple[str, str, str, str, Mapping[str, Any]]],
+                    now: float | None = None) -> None:
         """`put_intent` for many (key, kind, group, step, data) rows in one transaction: one fsync for a batch."""
         if not rows:
             return
