@@ -331,7 +331,13 @@ def _slots(state: tuple[FloatArray, FloatArray, FloatArray, FloatArray], gpu_dem
 
 
 class MlfH:
-    """MLF-H (with MLF-C when `args.mlf_c`): one call = the paper's once-a-minute scheduling round. Pure."""
+    """MLF-H (with MLF-C when `args.mlf_c`): one call = the paper's once-a-minute scheduling round. Pure.
+
+    `priorities` and `lazy` exist for the benchmark's naive baseline (per-task recursion over every job).
+    """
+
+    priorities = staticmethod(job_priorities)
+    lazy = True  # compute P only for jobs with queued tasks or tasks on overloaded servers
 
     def __init__(self, args: MlfsArgs | None = None, name: str | None = None) -> None:
         self.args = args or MlfsArgs()
@@ -354,8 +360,8 @@ class MlfH:
         wanted = {j.job_id for j, _ in queued} | {j.job_id for j in jobs for t in j.tasks if t.server in hot}
         priority: dict[TaskKey, float] = {}
         for job in jobs:
-            if job.job_id in wanted:
-                for task, p in zip(job.tasks, job_priorities(job, snapshot.now, args), strict=True):
+            if job.job_id in wanted or not self.lazy:
+                for task, p in zip(job.tasks, self.priorities(job, snapshot.now, args), strict=True):
                     priority[task.key] = float(p)
         nominal = np.array([s.nominal for s in servers])
         observed = np.array([s.observed for s in servers])
@@ -382,20 +388,22 @@ class MlfH:
             if task.key not in moving_keys:
                 queued_of.setdefault(job.job_id, []).append(task)  # already in P order
         tried: set[str] = set()
+        room = _gpu_room(state, args.h_r)
         for job, task in order:
-            if _gpu_room(state, args.h_r) < 0:  # no underloaded server left
+            is_moving = task.key in moving_keys
+            if args.gang and not is_moving:
+                if job.job_id in tried:
+                    continue
+                tried.add(job.job_id)
+            if room < 0:  # no underloaded server left
                 break
-            if task.key in moving_keys:
-                self._place_one(job, task, True, state, traffic, plan)
+            if is_moving or not args.gang:
+                if task.gpu_demand <= room and self._place_one(job, task, is_moving, state, traffic, plan):
+                    room = _gpu_room(state, args.h_r)
                 continue
-            if not args.gang:
-                self._place_one(job, task, False, state, traffic, plan)
-                continue
-            if job.job_id in tried:
-                continue
-            tried.add(job.job_id)
             group = queued_of[job.job_id]
-            if _slots(state, max(t.gpu_demand for t in group), args.h_r) < sum(1 for t in group if not t.is_ps):
+            demand = max(t.gpu_demand for t in group)
+            if demand > room or _slots(state, demand, args.h_r) < len(group) - (group[0].is_ps or 0):
                 continue  # cannot fit all of its workers now: skip without the full search
             saved = tuple(a.copy() for a in state)
             placed: list[TaskState] = []
@@ -409,6 +417,8 @@ class MlfH:
                 for t in placed:
                     server, _ = plan.assign.pop(t.key)
                     traffic.move(job, t, server, None)
+            else:
+                room = _gpu_room(state, args.h_r)
         for _, task in moving:
             if task.key not in plan.assign and args.unplaced_evicted == "queue":
                 plan.to_queue.append(task.key)
