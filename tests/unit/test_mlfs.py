@@ -168,4 +168,4 @@ def test_mlf_h_places_a_whole_job_ps_first() -> None:
     plan = MlfH().decide(_one_job_snapshot(queued=True))
     assert set(plan.assign) == {("j", k) for k in range(6)}
     assert plan.assign[("j", 0)][1] is None  # the PS takes no GPU
-    assert list(plan.assign)[0] == ("j", 0)
+    assert next(iter(plan.assign)) == ("j", 0)
