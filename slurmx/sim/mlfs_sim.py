@@ -11,7 +11,7 @@ Job model (ours where the paper is silent, all in `MlfsSimParams`):
   partitions are time-shared on the placed GPUs), slowed by the most contended GPU or server it touches
   (use above 100% divides the speed) and by its cross-server traffic (per sync period, each worker exchanges
   `comm_ps_mb` with the PS and `comm_worker_mb` with each neighbour, serialised over one `nic_mb_s` link);
-- a migrated task pauses its job for `migration_pause_s` and moves its memory over the network;
+- a migrated task pauses its job for `migration_pause_s` and moves `migration_mb` of state over the network;
 - observed use = demand x (1 + amplitude x sin(2πt/period + phase)) per job, so packed GPUs overload at times;
 - stopping: OptStop (the accuracy gap to the plateau below `optstop_gap`, at most the planned iterations), or,
   once MLF-C switched the job, its required accuracy, whichever comes first.
@@ -64,6 +64,7 @@ class MlfsSimParams(BaseModel):
     fluctuation_period_min: tuple[float, float] = (10.0, 60.0)
     optstop_gap: float = Field(0.005, gt=0)
     migration_pause_s: float = Field(5.0, ge=0)
+    migration_mb: float = Field(1024.0, ge=0)  # ours: a migrated task ships its partition's state, ~1 GB
     h_r: float = Field(0.9, gt=0)  # what counts as an overload occurrence (metrics only)
     horizon_h: float = Field(24 * 60, gt=0)  # give up after this long (unfinished jobs are reported)
 
@@ -246,7 +247,7 @@ class _Sim:
             if task.server is not None and (task.server, task.gpu) != (server, gpu):
                 tr = self.truth[key[0]]
                 tr.pause_s += self.p.migration_pause_s
-                self.bandwidth_mb += float(task.demand[1]) * self.p.mem_gb * 1024.0
+                self.bandwidth_mb += self.p.migration_mb
             task.server, task.gpu = server, gpu
             self.truth[key[0]].dirty = True
         for job_id in plan.stop_at_requirement:
