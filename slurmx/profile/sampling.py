@@ -1,7 +1,7 @@
 """The sample-run plan: how many steps each sample runs, under which QOS, and what the samples may cost.
 
 Each variant gets two samples (AlloX §4.1) of `short` and `long = ratio·short` steps (C-sim: 1% and 2% of the job;
-C-prof's last version: 0 steps, which measures only the start-up cost, and 1.5%). The overhead budget bounds what
+C-prof's last version: 0 steps, which measures only the start-up cost, and 1.5%; here 1 step). The overhead budget bounds what
 samples cost in time relative to the job's run on its fastest variant: a variant's samples cost its own speed
 times their steps, and a slow variant's samples are cut at `cut_factor` times its fastest sibling's, so with k
 variants the per-variant step fraction is budget / (1 + (k - 1)·cut_factor): at most the budget in total, start-up
@@ -42,7 +42,7 @@ class SamplingParams(BaseModel):
 
     overhead_budget: float = Field(0.03, gt=0, lt=1, description="samples cost at most this fraction of the job")
     long_to_short: float = Field(2.0, gt=1, description="long sample steps / short sample steps (C-sim: 2)")
-    zero_step_short: bool = Field(False, description="short sample runs 0 steps: start-up only (C-prof's last)")
+    zero_step_short: bool = Field(False, description="short sample runs 1 step: ~start-up only (C-prof: 0 steps)")
     min_steps: int = Field(1, ge=1, description="a sample shorter than this is not worth running")
     cut_factor: float = Field(3.0, gt=1, description="cut a sample at this multiple of its fastest sibling's time")
     qos: str = Field("slurmx-profile", min_length=1, description="the high-priority profiling QOS")
@@ -106,8 +106,9 @@ def sample_steps(total_steps: int, n_variants: int, params: SamplingParams) -> t
     """(short, long) sample steps of one variant within the overhead budget; None if the job is too short."""
     per_variant = params.overhead_budget / (1.0 + (n_variants - 1) * params.cut_factor) * total_steps
     if params.zero_step_short:
-        long = math.floor(per_variant)
-        return (0, long) if long >= params.min_steps else None
+        # One step, not zero: `SLURMX_PROFILE_STEPS=0` means "not profiling" to the hooks.
+        long = math.floor(per_variant) - 1
+        return (1, long) if long >= max(2, params.min_steps) else None
     short = math.floor(per_variant / (1.0 + params.long_to_short))
     if short < params.min_steps:
         return None

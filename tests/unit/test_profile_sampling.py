@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,6 +12,7 @@ from slurmx.core.resources import Resources
 from slurmx.profile.estimator import ProgressReport, Source
 from slurmx.profile.history import History, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
+from slurmx.profile.readings import sample_wall_seconds
 from slurmx.profile.sampling import (
     GroupToProfile,
     SampleRequest,
@@ -34,7 +38,7 @@ def test_sample_sizes_keep_the_budget_with_cut_slow_siblings() -> None:
     assert sample_steps(10_000, 2, p) == (25, 50)
     # One variant: 3% = 300 steps, C-sim's 1% and 2%.
     assert sample_steps(10_000, 1, p) == (100, 200)
-    assert sample_steps(10_000, 2, SamplingParams(zero_step_short=True)) == (0, 75)
+    assert sample_steps(10_000, 2, SamplingParams(zero_step_short=True)) == (1, 74)  # 1 step: ~start-up only
     assert sample_steps(100, 2, p) is None  # 0.75 steps per variant: too short to sample within budget
 
 
@@ -122,3 +126,13 @@ def test_progress_updates_and_caps_declared_claims() -> None:
     profiler.observe("nope.gpu.0", 1.0)  # unknown samples are ignored
     profiler.forget(["g1"])
     assert profiler.estimates("g1") == {}
+
+
+def test_sample_wall_time_from_the_start_mark_and_the_last_progress(tmp_path: Path) -> None:
+    assert sample_wall_seconds(tmp_path, 42) is None
+    (tmp_path / "profile-start-42").write_text("1000.250000000\n")
+    assert sample_wall_seconds(tmp_path, 42) is None
+    (tmp_path / "progress-42.json").write_text(json.dumps({"time": 1003.5, "step": 50}))
+    assert sample_wall_seconds(tmp_path, 42) == pytest.approx(3.25)
+    (tmp_path / "progress-42.json").write_text("{broken")
+    assert sample_wall_seconds(tmp_path, 42) is None

@@ -55,6 +55,9 @@ export QUOTED='it'"'"'s "quoted" $(not run)'
 # Profiling sample: slurmx.hooks.progress() records step times and ends the run after this many steps.
 export SLURMX_PROFILE_STEPS=5
 export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"
+# When the sample's payload starts (epoch seconds): with the progress file's last `time`, its wall time to the
+# sub-second, start-up included (sacct's Elapsed counts whole seconds).
+date +%s.%N > "$SLURMX_SPOOL_DIR/profile-start-${SLURM_JOB_ID:-local}"
 
 # --- the payload, verbatim (a quoted here-document: nothing in it is expanded here) -------------------------
 _slurmx_payload="$SLURMX_SPOOL_DIR/payload-cpu"
