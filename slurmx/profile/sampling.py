@@ -1,8 +1,8 @@
 """The sample-run plan: how many steps each sample runs, under which QOS, and what the samples may cost.
 
 Each variant gets two samples (AlloX §4.1) of `short` and `long = ratio·short` steps (C-sim: 1% and 2% of the job;
-C-prof's last version: 0 steps, which measures only the start-up cost, and 1.5%; here 1 step). The overhead budget bounds what
-samples cost in time relative to the job's run on its fastest variant: a variant's samples cost its own speed
+C-prof's last version: 0 steps, which measures only the start-up cost, and 1.5%; here 1 step). The overhead budget
+bounds what samples cost in time relative to the job's run on its fastest variant: a variant's samples cost its speed
 times their steps, and a slow variant's samples are cut at `cut_factor` times its fastest sibling's, so with k
 variants the per-variant step fraction is budget / (1 + (k - 1)·cut_factor): at most the budget in total, start-up
 costs aside (they are measured, and reported in the overhead). A job too short to sample within budget is not
