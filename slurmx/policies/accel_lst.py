@@ -9,9 +9,9 @@ most T_LP + max p_ij <= 2 T_LP (Theorem 2 of the paper; digest `accel_batch.md` 
 Two searches for T_LP, both exact up to HiGHS' tolerances:
 
 - `search="descent"` (ours, the default): f(T) = the min-T LP over the edges p_ij <= T is non-increasing in
-  T, and T is feasible iff f(T) <= T. Starting from a feasible T (a greedy list schedule), T <- f(T) until the
-  edge set stops changing (then T is optimal), then a bisection over only the distinct p_ij values left in the
-  bracket. Typically 2-4 LP solves, each on a pruned edge set.
+  T, and T is feasible iff f(T) <= T. From a feasible T (a greedy list schedule) one step T <- f(T), then a
+  bisection over only the distinct p_ij values left in the bracket. Each LP by column generation (each job's
+  cheapest responders first, the rest priced in by the duals). 1-2 LPs on the paper's workload.
 - `search="bisect"`: the straightforward prototype: bisection on T to a relative tolerance, re-solving the
   full feasibility LP at every step (about 15 solves). Kept as the benchmark's baseline.
 
@@ -34,6 +34,7 @@ __all__ = [
     "FloatArray",
     "IntArray",
     "LpSolution",
+    "LstError",
     "LstResult",
     "greedy_assignment",
     "lower_bound",
