@@ -149,10 +149,14 @@ def main(version: str) -> None:
     shutil.copy(repo / "examples" / "train_loop.py", work / "train_loop.py")
     fit_site = daemon_site(Path(site_path), work, "fitgpp", ("cpu",), grace=15)
     daemon = start_daemon(fit_site, work / "slurmxd-fitgpp.log")
+    be: list[str] = []
     try:
-        be = [subprocess.run([*slurmx_cli, "submit", "--parsable", "--variants", "cpu", f"--chdir={work}",
-                              "examples/train_loop.yaml"], check=True, capture_output=True, text=True).stdout.strip()
-              for _ in range(8)]  # 8 x 1 cpu: c1 and c2 full
+        # Long enough (~4 min each) that the partition is still full when the TE job arrives.
+        be_spec = work / "train_loop_long.yaml"
+        be_spec.write_text((repo / "examples" / "train_loop.yaml").read_text().replace("work: 600", "work: 2400"))
+        be += [subprocess.run([*slurmx_cli, "submit", "--parsable", "--variants", "cpu", f"--chdir={work}",
+                               str(be_spec)], check=True, capture_output=True, text=True).stdout.strip()
+               for _ in range(8)]  # 8 x 1 cpu: c1 and c2 full
         wait_for(lambda: all(_group_state(slurmx_cli, g) == "running" for g in be), "the BE jobs to fill the cpus")
         te_spec = work / "te.yaml"
         te_spec.write_text("name: te-probe\ncommand: sleep 5\nvariants: [cpu]\nclass: te\ntime: 5m\n")
@@ -163,15 +167,18 @@ def main(version: str) -> None:
         victims = [g for g in be if (shared / "spool" / g / "checkpoint" / "train_loop.log").exists()
                    and "CHECKPOINT" in (shared / "spool" / g / "checkpoint" / "train_loop.log").read_text()]
         console.print(f"victim(s): {', '.join(victims) or 'none'}")
+        show([*slurmx_cli, "--site", str(fit_site), "explain", te])
         for victim in victims:
             log = shared / "spool" / victim / "checkpoint" / "train_loop.log"
-            wait_for(lambda log=log: "DONE" in log.read_text(), "the victim to resume and finish", 300)  # type: ignore[misc]
+            wait_for(lambda log=log: "START restart=1" in log.read_text(),  # type: ignore[misc]
+                     "the victim to be started again and resume from its checkpoint", 300)
             show([*slurmx_cli, "--site", str(fit_site), "explain", victim])
-            console.rule(f"[bold]{victim}: its own log, every step counted once across the requeue")
+            console.rule(f"[bold]{victim}: its own log: checkpoint at the grace signal, resume from it")
             console.print(log.read_text().rstrip())
-        show([*slurmx_cli, "--site", str(fit_site), "explain", te])
     finally:
         stop_daemon(daemon)
+        for group in be:
+            subprocess.run([*slurmx_cli, "cancel", group], capture_output=True, check=False)
     console.rule("[bold]done")
     console.print(f"The cluster stays up: `make cluster-down DEMO_VERSION={version}` stops it.")
 

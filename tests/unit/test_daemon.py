@@ -375,3 +375,33 @@ def test_metrics_render_prometheus_text() -> None:
     assert 'slurmx_decision_seconds_bucket{le="0.1"} 0' in text
     assert 'slurmx_decision_seconds_bucket{le="0.25"} 1' in text
     assert 'slurmx_queue{state="pending"} 3' in text
+
+
+def test_metrics_endpoint_serves_on_localhost() -> None:
+    import urllib.request
+
+    from slurmx.daemon.metrics import serve_metrics
+
+    metrics = Metrics()
+    metrics.error("cycle")
+    server = serve_metrics(metrics, 0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10) as answer:
+            body = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 'slurmx_errors_total{where="cycle"} 1' in body
+
+
+def test_json_log_lines_carry_group_and_event() -> None:
+    import json
+    import logging
+
+    from slurmx.daemon.main import JsonFormatter
+
+    record = logging.LogRecord("slurmxd", logging.INFO, __file__, 1, "released job %d", (7,), None)
+    record.group, record.event, record.cycle = "g1", "release", 3
+    line = json.loads(JsonFormatter().format(record))
+    assert {k: line[k] for k in ("level", "msg", "group", "event", "cycle")} == {
+        "level": "info", "msg": "released job 7", "group": "g1", "event": "release", "cycle": 3}
