@@ -11,6 +11,7 @@ its proportional throughput, no server over-committed, and (PROP, TUNE, OPT) eve
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Sequence
@@ -64,6 +65,7 @@ class RoundSettings:
     ftf: Literal["themis", "released"] = "themis"
     tune_order: Literal["policy", "demand"] = "policy"
     stop_when_measured_done: bool = True
+    starvation_s: float | None = 1000 * 3600.0  # a job idle this long goes to the front for good (released code)
 
 
 @dataclass
@@ -93,6 +95,8 @@ class _Live:
     done: int = 0
     attained: float = 0.0
     key: tuple[float, ...] | None = None  # queue key, cleared when the job runs
+    priority: int = 0  # 1 once starved: sorted ahead of every job without it
+    last_run: float = 0.0  # end of the last round it ran (its arrival before that), as the released code
 
 
 def _key_of(lj: _Live) -> tuple[float, ...]:
@@ -132,6 +136,8 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
     speedups: list[float] = []
     total_gpus = shape.servers * shape.gpus
     stop_early = settings.stop_when_measured_done and waiting_measured > 0
+    idle: list[tuple[float, int, _Live]] = []  # (last run or arrival, id, job): who may starve next
+    bumped = 0
     while nxt < len(arrivals) or live:
         if stop_early and waiting_measured == 0:
             break
@@ -139,15 +145,17 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             t = math.ceil(arrivals[nxt].arrival / r) * r
         while nxt < len(arrivals) and arrivals[nxt].arrival <= t:
             j = arrivals[nxt]
-            live.append(_Live(j, job_profile(j.model, j.gpus, shape)))
+            live.append(_Live(j, job_profile(j.model, j.gpus, shape), last_run=j.arrival))
+            if settings.starvation_s is not None:
+                heapq.heappush(idle, (j.arrival, j.job_id, live[-1]))
             nxt += 1
-        if settings.order != "fifo":  # FIFO: `live` stays in arrival order
-            for lj in live:  # a key changes only when the job ran (or, for FTF, with the clock)
+        if settings.order != "fifo" or bumped:  # FIFO without starved jobs: `live` stays in arrival order
+            for lj in live:  # a key changes only when the job ran or starved (or, for FTF, with the clock)
                 if lj.key is None or settings.order == "ftf":
                     state = QueueState(lj.job.arrival, (lj.job.total_iters - lj.done) * lj.job.iter_time_s,
                                        lj.job.total_iters * lj.job.iter_time_s, lj.attained, lj.profile,
                                        lj.job.job_id)
-                    lj.key = queue_key(settings.order, state, t, shape, aware, settings.ftf)
+                    lj.key = (-lj.priority, *queue_key(settings.order, state, t, shape, aware, settings.ftf))
             live.sort(key=_key_of)
         admitted, free, cut = 0, total_gpus, 0
         for n, lj in enumerate(live):  # the GPU-only admission, to know how far down the queue a round reaches
@@ -178,6 +186,9 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
                 lj.done += math.floor(r / (lj.job.iter_time_s / speed))
                 lj.attained += r * lj.job.gpus
                 lj.key = None
+                lj.last_run = end
+                if settings.starvation_s is not None:
+                    heapq.heappush(idle, (end, lj.job.job_id, lj))
             if lj.done >= lj.job.total_iters:
                 last_finish = end
                 if lj.job.measured:
@@ -190,6 +201,12 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
         if len(head) < len(live):
             still.extend(live[len(head):])
         live = still
+        if settings.starvation_s is not None:  # lazily: a heap entry is stale once the job ran again
+            while idle and idle[0][0] < t - settings.starvation_s:
+                since, _, lj = heapq.heappop(idle)
+                if since == lj.last_run and lj.priority == 0 and lj.done < lj.job.total_iters:
+                    lj.priority, lj.key = 1, None
+                    bumped += 1
         t = end
     first = arrivals[0].arrival if arrivals else 0.0
     return RoundRun(jct, last_finish - first, rounds, wall, checked, max_speed, len(live), speedups)

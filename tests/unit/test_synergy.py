@@ -239,3 +239,17 @@ def test_consolidate_picks_the_fullest_server_that_fits_and_first_fit_the_first(
         st.fg[1], st.fc[1], st.fm[1] = 2.0, 12.0, 200.0  # server 1 is nearly full but holds alexnet's best case
         allocs = tune([job_profile("alexnet", 1, shape).demand], st, how)  # type: ignore[arg-type]
         assert allocs[0] is not None and allocs[0].shares == [(expected, 1)]
+
+
+def test_a_job_idle_past_the_starvation_threshold_goes_to_the_front() -> None:
+    # One GPU; SRTF would keep serving the short jobs that keep arriving ahead of the long job 0.
+    shape = ClusterShape(1, 1, 3.0, 62.5)
+    long = RoundJob(0, 0.0, 1, "gnmt", 10_000, 0.6, measured=True)
+    shorts = [RoundJob(i, 300.0 * (i - 1), 1, "gnmt", 400, 0.6, measured=False) for i in range(1, 40)]
+    plain = simulate([long, *shorts], RoundSettings(mechanism="prop", order="srtf", shape=shape, starvation_s=None))
+    # Idle past 7,000 s at the round of 7,200 s, job 0 goes first for good from 7,500 s for its 20 rounds (the shorts
+    # queued meanwhile wait at most 6,000 s, below the threshold); without the bump it waits for all 39 shorts.
+    bumped = simulate([long, *shorts], RoundSettings(mechanism="prop", order="srtf", shape=shape,
+                                                     starvation_s=7000.0))
+    assert plain.jct[0] == 39 * 300 + 6000
+    assert bumped.jct[0] == 7500 + 6000
