@@ -354,7 +354,8 @@ ASSUMPTIONS = [
     "DRF and Tetris order by Synergy's best-case demand; their plain variant is GREEDY, the tuned one TUNE",
     "physical traces regenerated: 100 single-GPU jobs, durations 10^U(1.5, 3) min (the released files are not "
     "available), static at t=0 (60, 30, 10); dynamic Poisson 30 jobs/hr (30, 60, 10)",
-    "no starvation bump (the released code's 1000 h idle threshold), no profiling or restart overhead",
+    "the released starvation bump: a job idle 1000 h since its last round goes to the front for good; no profiling "
+    "or restart overhead",
 ]
 
 
