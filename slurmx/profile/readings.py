@@ -16,12 +16,15 @@ __all__ = ["sample_wall_seconds"]
 
 
 def sample_wall_seconds(spool_dir: str | Path, job_id: int | str) -> float | None:
-    """Wall seconds from the sample's start mark to its last step; None while either file is missing or broken."""
+    """Wall seconds from the sample's start mark to its last step; None until the sample wrote its profile (the
+    progress file alone is written from the first step on) or when a file is broken."""
     spool = Path(spool_dir)
     try:
+        profile = json.loads((spool / f"profile-{job_id}.json").read_text())
         start = float((spool / f"profile-start-{job_id}").read_text().strip())
         progress = json.loads((spool / f"progress-{job_id}.json").read_text())
         end = float(progress["time"])
+        last = progress["step"] >= profile["steps"]  # the hooks write the profile, then the last progress
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return end - start if end >= start else None
+    return end - start if last and end >= start else None

@@ -29,6 +29,7 @@ __all__ = [
     "knee",
     "memory_matrix",
     "profile_sensitivity",
+    "refine_knee",
 ]
 
 Measure = Callable[[int], float]
@@ -85,16 +86,19 @@ def knee(points: Mapping[int, float], saturation: float) -> int:
     return min(c for c, w in points.items() if w >= (1.0 - saturation) * best)
 
 
-def _refine(measure: Measure, points: dict[int, float], order: list[int], saturation: float) -> None:
-    """Bisect between the knee and the next profiled point below it until they are adjacent CPU counts."""
+def refine_knee(measure: Measure, points: dict[int, float], order: list[int], saturation: float) -> int:
+    """Bisect between the knee and the next profiled point below it until they are adjacent CPU counts.
+
+    Adds the points it measures to `points` and `order`; returns the knee.
+    """
     while True:
         hi = knee(points, saturation)
         below = [c for c in points if c < hi]
         if not below:
-            return
+            return hi
         lo = max(below)
         if hi - lo <= 1:
-            return
+            return hi
         mid = (lo + hi) // 2
         points[mid] = measure(mid)
         order.append(mid)
@@ -168,7 +172,7 @@ def profile_sensitivity(
     """Search CPUs with memory at maximum, then fill in memory with the model: W[cpu, mem] and (c*, m*)."""
     points, order = cpu_search(measure, params)
     if params.refine_knee:
-        _refine(measure, points, order, params.saturation)
+        refine_knee(measure, points, order, params.saturation)
     epoch_s = steps_per_epoch / interpolate_row(points, params.max_cpus)
     w = memory_matrix(epoch_s, model)
     mem = model.memory_gb()

@@ -133,6 +133,10 @@ def test_sample_wall_time_from_the_start_mark_and_the_last_progress(tmp_path: Pa
     (tmp_path / "profile-start-42").write_text("1000.250000000\n")
     assert sample_wall_seconds(tmp_path, 42) is None
     (tmp_path / "progress-42.json").write_text(json.dumps({"time": 1003.5, "step": 50}))
+    assert sample_wall_seconds(tmp_path, 42) is None  # still running: no profile yet
+    (tmp_path / "profile-42.json").write_text(json.dumps({"steps": 60}))
+    assert sample_wall_seconds(tmp_path, 42) is None  # profile written, last progress not yet
+    (tmp_path / "progress-42.json").write_text(json.dumps({"time": 1003.5, "step": 60}))
     assert sample_wall_seconds(tmp_path, 42) == pytest.approx(3.25)
     (tmp_path / "progress-42.json").write_text("{broken")
     assert sample_wall_seconds(tmp_path, 42) is None
