@@ -10,7 +10,7 @@ call. Both must return the same plan. Target: ours < 20 ms (the paper reports 40
 Wall and CPU times are medians of `--repeat` calls (perf_counter, process_time), with the load
 average. Prints one JSON object on stdout.
 
-Usage: python3 bench/mlfs.py [--hours 36] [--repeat 15] [--seed 0]
+Usage: python3 bench/mlfs.py [--hours 60] [--repeat 15] [--seed 0]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def timed(policy: MlfH, snapshot: Snapshot, repeat: int) -> tuple[float, float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hours", type=float, default=36.0)
+    parser.add_argument("--hours", type=float, default=60.0)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--seed", type=int, default=0)
     a = parser.parse_args()
