@@ -75,14 +75,12 @@ def _gres(value: Any) -> Any:
     return parse_gres(value) if isinstance(value, str) or value is None else value
 
 
-class NodeGroupConfig(_Model):
-    """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
+class NodeSpecConfig(_Model):
+    """One node's capacity (`cpus`, `mem`, `gres`)."""
 
-    nodes: int = Field(ge=1)
     cpus: int = Field(ge=1)
     mem_mb: int = Field(alias="mem", ge=1)
     gres: dict[str, int] = Field(default_factory=dict)
-    prefix: str | None = None
 
     @field_validator("mem_mb", mode="before")
     @classmethod
@@ -96,6 +94,13 @@ class NodeGroupConfig(_Model):
 
     def capacity(self) -> Resources:
         return Resources(self.cpus, self.mem_mb, self.gres)
+
+
+class NodeGroupConfig(NodeSpecConfig):
+    """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
+
+    nodes: int = Field(ge=1)
+    prefix: str | None = None
 
 
 class PartitionConfig(_Model):
@@ -137,27 +142,6 @@ class PartitionConfig(_Model):
             assert self.nodes is not None and self.cpus is not None and self.mem_mb is not None
             shapes = (NodeShape(self.nodes, Resources(self.cpus, self.mem_mb, self.gres), prefix),)
         return PartitionShape(self.name, self.kind or self.name, shapes)
-
-
-class NodeSpecConfig(_Model):
-    """One node's capacity (`cpus`, `mem`, `gres`)."""
-
-    cpus: int = Field(ge=1)
-    mem_mb: int = Field(alias="mem", ge=1)
-    gres: dict[str, int] = Field(default_factory=dict)
-
-    @field_validator("mem_mb", mode="before")
-    @classmethod
-    def _parse_mem(cls, value: Any) -> Any:
-        return _mem(value)
-
-    @field_validator("gres", mode="before")
-    @classmethod
-    def _parse_gres(cls, value: Any) -> Any:
-        return _gres(value)
-
-    def capacity(self) -> Resources:
-        return Resources(self.cpus, self.mem_mb, self.gres)
 
 
 class FromTraceConfig(_Model):
