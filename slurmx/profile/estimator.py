@@ -78,6 +78,7 @@ class SampleRun:
     seconds: float
     finished: bool = True
     steps_done: int = 0
+    step_seconds: float | None = None  # seconds per step measured inside the run (the hooks' step times)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,15 +98,22 @@ class EstimatorParams:
     sample_uncertainty: relative 1-sigma of a sample-based estimate (paper Fig. 10: MAE 8%, std 11%).
     fallback_uncertainty: of the proportional fallback, which ignores start-up cost.
     cut_factor: a sample running this many times longer than the same-length sample of its fastest sibling is cut.
+    cut_slack_s: added to that limit: a running sample's clock (Slurm's start) includes launch latency that its
+    sibling's in-job wall time does not.
     progress_min_fraction: progress reports replace the prior estimate once this fraction of steps is done.
     floor_s: no estimate is shorter than this (the digest's floor).
+    use_step_times: when a sample carries its in-run step time (the hooks record every step), take the slope a
+    from it and b from the samples' remainder, instead of the two-point difference, which start-up jitter on a
+    busy node corrupts (measured on the test cluster: see docs/profiler.md).
     """
 
     sample_uncertainty: float = 0.11
     fallback_uncertainty: float = 0.5
     cut_factor: float = 3.0
+    cut_slack_s: float = 5.0
     progress_min_fraction: float = 0.01
     floor_s: float = 1.0
+    use_step_times: bool = True
 
 
 DEFAULT_PARAMS = EstimatorParams()
@@ -145,6 +153,14 @@ def estimate_from_samples(
                         detail=f"sample cut after {longest.seconds:.0f}s at step {longest.steps_done}: at least")
     ordered = sorted(samples, key=lambda s: s.steps)
     short, long = ordered[0], ordered[-1]
+    timed = [s for s in ordered if s.step_seconds is not None and s.step_seconds > 0]
+    if params.use_step_times and timed:
+        # The slope from inside the longest timed run; b = what the samples took beyond their steps (start-up).
+        a = float(timed[-1].step_seconds or 0.0)
+        b = max(0.0, sum(s.seconds - a * s.steps for s in ordered) / len(ordered))
+        return Estimate(max(params.floor_s, a * total_steps + b), Source.SAMPLE, params.sample_uncertainty,
+                        detail=f"samples {short.steps}/{long.steps} steps, step time measured in the run: "
+                               f"{a:.4g} s/step + {b:.3g}s")
     fit = fit_linear(short.steps, short.seconds, long.steps, long.seconds)
     if fit is not None:
         a, b = fit
@@ -160,7 +176,7 @@ def estimate_from_samples(
 
 def cut_deadline(sibling_seconds: float, params: EstimatorParams = DEFAULT_PARAMS) -> float:
     """How long a sample may run when the same-length sample of its fastest sibling took `sibling_seconds`."""
-    return params.cut_factor * max(sibling_seconds, params.floor_s)
+    return params.cut_factor * max(sibling_seconds, params.floor_s) + params.cut_slack_s
 
 
 def update_from_progress(

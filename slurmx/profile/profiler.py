@@ -78,7 +78,10 @@ class Profiler:
         out: list[SampleRequest] = []
         for variants in self._groups.values():
             for state in variants.values():
-                while state.pending and within_cap(held, count, state.pending[0].request, self.sampling):
+                # One sample of a variant at a time: short, then long (the simulator's model too), and the
+                # rendered script's payload file, one per group and kind, is never rewritten under a running run.
+                busy = any(index not in state.runs for index in state.issued)
+                if state.pending and not busy and within_cap(held, count, state.pending[0].request, self.sampling):
                     request = state.pending.pop(0)
                     state.issued[request.index] = request
                     held, count = held + request.request, count + 1
@@ -112,8 +115,10 @@ class Profiler:
 
     # ---- results --------------------------------------------------------------------------------------
 
-    def observe(self, sample_id: str, seconds: float, finished: bool = True, steps_done: int = 0) -> None:
-        """A sample ended: `seconds` of wall time (sacct elapsed), cut early unless `finished`.
+    def observe(self, sample_id: str, seconds: float, finished: bool = True, steps_done: int = 0,
+                step_seconds: float | None = None) -> None:
+        """A sample ended: `seconds` of wall time (`readings.sample_wall_seconds`, else sacct's elapsed), cut early
+        unless `finished`; `step_seconds` its in-run step time (`readings.sample_step_seconds`) when known.
 
         Unknown ids (another daemon's samples, a group already forgotten) are ignored.
         """
@@ -123,7 +128,7 @@ class Profiler:
         if state is None or not rest.isdigit() or int(rest) not in state.issued:
             return
         request = state.issued[int(rest)]
-        state.runs[request.index] = SampleRun(request.steps, seconds, finished, steps_done)
+        state.runs[request.index] = SampleRun(request.steps, seconds, finished, steps_done, step_seconds)
         if not finished:
             state.pending.clear()  # the variant is known to be long: its other sample is not needed
         if _settled(state) and state.variant.total_steps:
@@ -166,8 +171,11 @@ class Profiler:
         return out
 
     def ready(self, group_id: str) -> bool:
-        """Whether the group's samples are all done (or none were needed): AlloX may schedule it now."""
-        return all(_settled(s) for s in self._groups.get(group_id, {}).values())
+        """Whether the group's samples are all done (or none were needed): AlloX may schedule it now.
+
+        False for a group `plan` has not seen yet."""
+        variants = self._groups.get(group_id)
+        return variants is not None and all(_settled(s) for s in variants.values())
 
     def overhead(self, group_id: str) -> tuple[float, float]:
         """Seconds all samples of the group ran, and that as a fraction of its fastest variant's estimate."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["sample_wall_seconds"]
+__all__ = ["sample_step_seconds", "sample_wall_seconds"]
 
 
 def sample_wall_seconds(spool_dir: str | Path, job_id: int | str) -> float | None:
@@ -28,3 +28,14 @@ def sample_wall_seconds(spool_dir: str | Path, job_id: int | str) -> float | Non
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return end - start if last and end >= start else None
+
+
+def sample_step_seconds(spool_dir: str | Path, job_id: int | str) -> float | None:
+    """Seconds per step inside the sample, from its first recorded step to its last (start-up excluded)."""
+    try:
+        profile = json.loads((Path(spool_dir) / f"profile-{job_id}.json").read_text())
+        times, steps = profile["times"], profile["at_steps"]
+        span = steps[-1] - steps[0]
+        return (float(times[-1]) - float(times[0])) / span if span > 0 else None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None

@@ -90,7 +90,7 @@ def _samples(duration: float, params: SimProfilingParams, noise: np.ndarray) -> 
 def profile_job(job: SimJob, params: SimProfilingParams, rng: np.random.Generator) -> tuple[
         list[ProfiledVariant], float, float]:
     """Sample every variant of `job`: (per-variant results, delay before it is schedulable, overhead seconds)."""
-    est_params = EstimatorParams(cut_factor=params.cut_factor or math.inf, floor_s=params.floor_s)
+    est_params = EstimatorParams(cut_factor=params.cut_factor or math.inf, cut_slack_s=0.0, floor_s=params.floor_s)
     kinds = list(job.variants)
     noise = rng.standard_normal((len(kinds), 2)) * params.sample_noise
     runs = {k: _samples(job.variants[k].duration_s, params, noise[i]) for i, k in enumerate(kinds)}

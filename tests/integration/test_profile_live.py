@@ -14,7 +14,7 @@ import pytest
 
 from slurmx.core.config import load_site_config
 from slurmx.profile.profiler import Profiler
-from slurmx.profile.readings import sample_wall_seconds
+from slurmx.profile.readings import sample_step_seconds, sample_wall_seconds
 from slurmx.profile.sampling import GroupToProfile, SamplingParams, VariantToProfile
 from slurmx.profile.sensitivity import SearchParams, cpu_search, refine_knee
 from slurmx.slurm import CliSlurm
@@ -76,7 +76,8 @@ def test_samples_estimate_twenty_jobs_within_ten_percent_at_three_percent_overhe
             group_id = sample_id.rsplit(".", 2)[0]
             seconds = sample_wall_seconds(group_spool(site, group_id), job_id)
             assert seconds is not None, f"sample {sample_id} (job {job_id}, {job.state_text}) left no timing"
-            profiler.observe(sample_id, seconds)
+            profiler.observe(sample_id, seconds,
+                             step_seconds=sample_step_seconds(group_spool(site, group_id), job_id))
             del running[sample_id]
         starts = {s: float(states[j].start_time or time.time()) for s, j in running.items()
                   if j in states and states[j].start_time}

@@ -61,8 +61,8 @@ def test_cut_sample_gives_a_lower_bound_from_its_rate_so_far() -> None:
 
 
 def test_cut_deadline_is_a_multiple_of_the_fastest_sibling() -> None:
-    assert cut_deadline(40.0) == pytest.approx(120.0)
-    assert cut_deadline(0.2, EstimatorParams(cut_factor=2.0, floor_s=1.0)) == pytest.approx(2.0)
+    assert cut_deadline(40.0) == pytest.approx(125.0)  # 3 x 40 s + 5 s of launch slack
+    assert cut_deadline(0.2, EstimatorParams(cut_factor=2.0, cut_slack_s=0.0, floor_s=1.0)) == pytest.approx(2.0)
 
 
 def test_progress_replaces_the_prior_and_shrinks_its_uncertainty() -> None:
@@ -97,3 +97,12 @@ def test_bad_input_is_a_one_line_error() -> None:
         estimate_from_samples([SampleRun(1, 1.0)], 0)
     with pytest.raises(ValueError, match="finite"):
         Estimate(float("nan"), Source.SAMPLE, 0.1)
+
+
+def test_in_run_step_time_gives_the_slope_and_the_remainder_the_start_up() -> None:
+    # Start-up jitter: 1 step took 3 s (slow start), 50 steps 7 s (fast start). Two points: a = 4/49 s/step.
+    # Measured inside the runs: 0.1 s/step; b = mean(3 - 0.1, 7 - 5) = 2.45 s -> 1000 steps: 102.45 s.
+    samples = [SampleRun(1, 3.0, step_seconds=None), SampleRun(50, 7.0, step_seconds=0.1)]
+    assert estimate_from_samples(samples, 1000).seconds == pytest.approx(102.45)
+    two_point = estimate_from_samples(samples, 1000, EstimatorParams(use_step_times=False))
+    assert two_point.seconds == pytest.approx(4 / 49 * 1000 + 3 - 4 / 49)

@@ -12,7 +12,7 @@ from slurmx.core.resources import Resources
 from slurmx.profile.estimator import ProgressReport, Source
 from slurmx.profile.history import History, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
-from slurmx.profile.readings import sample_wall_seconds
+from slurmx.profile.readings import sample_step_seconds, sample_wall_seconds
 from slurmx.profile.sampling import (
     GroupToProfile,
     SampleRequest,
@@ -68,37 +68,40 @@ def test_cap_counts_samples_cpus_and_gres() -> None:
 
 def test_profiler_samples_extrapolates_and_cuts_the_slow_variant() -> None:
     profiler = Profiler()
+    assert not profiler.ready("g1")  # not planned yet
     requests = profiler.plan([group()], now=0.0)
-    assert [(r.sample_id, r.steps) for r in requests] == [("g1.cpu.0", 25), ("g1.cpu.1", 50),
-                                                          ("g1.gpu.0", 25), ("g1.gpu.1", 50)]
-    assert profiler.plan([group()], now=1.0) == []  # nothing new: the same group is not planned twice
+    # Variants side by side, the samples of one variant one after the other.
+    assert [(r.sample_id, r.steps) for r in requests] == [("g1.cpu.0", 25), ("g1.gpu.0", 25)]
+    assert profiler.plan([group()], now=1.0) == []  # nothing new until a sample ends
     assert not profiler.ready("g1")
     profiler.observe("g1.gpu.0", 15.0)
+    assert [(r.sample_id, r.steps) for r in profiler.plan([], now=15.0)] == [("g1.gpu.1", 50)]
     profiler.observe("g1.gpu.1", 20.0)
     profiler.observe("g1.cpu.0", 60.0)
+    assert [r.sample_id for r in profiler.plan([], now=60.0)] == ["g1.cpu.1"]
     # GPU: a = (15 - 20) / (25 - 50) = 0.2 s/step, b = 10 s -> 2010 s.
     gpu = profiler.estimates("g1")["gpu"]
     assert gpu.source is Source.SAMPLE and gpu.seconds == pytest.approx(2010.0)
-    # The CPU long sample, started at 0, is cut once past 3 x the GPU long sample's 20 s.
-    assert profiler.to_cut({"g1.cpu.1": 0.0}, now=59.0) == []
-    assert profiler.to_cut({"g1.cpu.1": 0.0}, now=61.0) == ["g1.cpu.1"]
-    profiler.observe("g1.cpu.1", 61.0, finished=False, steps_done=30)
+    # The CPU long sample, started at 0, is cut once past 3 x the GPU long sample's 20 s + 5 s of slack.
+    assert profiler.to_cut({"g1.cpu.1": 0.0}, now=64.0) == []
+    assert profiler.to_cut({"g1.cpu.1": 0.0}, now=66.0) == ["g1.cpu.1"]
+    profiler.observe("g1.cpu.1", 66.0, finished=False, steps_done=30)
     cpu = profiler.estimates("g1")["cpu"]
-    assert cpu.lower_bound and cpu.seconds == pytest.approx(61.0 / 30 * 10_000)
+    assert cpu.lower_bound and cpu.seconds == pytest.approx(66.0 / 30 * 10_000)
     assert profiler.ready("g1")
     spent, fraction = profiler.overhead("g1")
-    assert spent == pytest.approx(156.0) and fraction == pytest.approx(156.0 / 2010.0)
+    assert spent == pytest.approx(161.0) and fraction == pytest.approx(161.0 / 2010.0)
 
 
 def test_profiler_respects_the_cap_in_arrival_order() -> None:
-    profiler = Profiler(sampling=SamplingParams(max_samples=2, max_gres={"gpu": 1}))
+    profiler = Profiler(sampling=SamplingParams(max_samples=3, max_gres={"gpu": 1}))
     first = profiler.plan([group("g2", t=5.0), group("g1", t=1.0)], now=10.0)
-    assert [r.sample_id for r in first] == ["g1.cpu.0", "g1.cpu.1"]
+    assert [r.sample_id for r in first] == ["g1.cpu.0", "g1.gpu.0", "g2.cpu.0"]  # g2's GPU: no profiling GPU
     profiler.observe("g1.cpu.0", 30.0)
-    assert [r.sample_id for r in profiler.plan([], now=40.0)] == ["g1.gpu.0"]
-    profiler.observe("g1.cpu.1", 50.0)
-    # One GPU sample holds the only profiling GPU: the next one is a CPU sample of g2.
-    assert [r.sample_id for r in profiler.plan([], now=60.0)] == ["g2.cpu.0"]
+    assert [r.sample_id for r in profiler.plan([], now=40.0)] == ["g1.cpu.1"]
+    profiler.observe("g1.gpu.0", 50.0)
+    # The profiling GPU is free again: g1's long GPU sample comes before g2's first (arrival order).
+    assert [r.sample_id for r in profiler.plan([], now=60.0)] == ["g1.gpu.1"]
 
 
 def test_history_replaces_sampling() -> None:
@@ -106,7 +109,7 @@ def test_history_replaces_sampling() -> None:
     history.add([HistoryRun(JobKey("alice", "train", "h1", "gpu"), 100.0, 1800.0, steps=10_000)])
     profiler = Profiler(history)
     requests = profiler.plan([group()], now=200.0)
-    assert [r.sample_id for r in requests] == ["g1.cpu.0", "g1.cpu.1"]
+    assert [r.sample_id for r in requests] == ["g1.cpu.0"]
     gpu = profiler.estimates("g1")["gpu"]
     assert gpu.source is Source.HISTORY and gpu.seconds == pytest.approx(1800.0)
     assert "history" in gpu.detail
@@ -129,12 +132,14 @@ def test_progress_updates_and_caps_declared_claims() -> None:
 
 
 def test_sample_wall_time_from_the_start_mark_and_the_last_progress(tmp_path: Path) -> None:
-    assert sample_wall_seconds(tmp_path, 42) is None
+    assert sample_wall_seconds(tmp_path, 42) is None and sample_step_seconds(tmp_path, 42) is None
     (tmp_path / "profile-start-42").write_text("1000.250000000\n")
     assert sample_wall_seconds(tmp_path, 42) is None
     (tmp_path / "progress-42.json").write_text(json.dumps({"time": 1003.5, "step": 50}))
     assert sample_wall_seconds(tmp_path, 42) is None  # still running: no profile yet
-    (tmp_path / "profile-42.json").write_text(json.dumps({"steps": 60}))
+    (tmp_path / "profile-42.json").write_text(json.dumps({"steps": 60, "times": [0.0, 0.1, 2.95],
+                                                          "at_steps": [1, 2, 60]}))
+    assert sample_step_seconds(tmp_path, 42) == pytest.approx(0.05)
     assert sample_wall_seconds(tmp_path, 42) is None  # profile written, last progress not yet
     (tmp_path / "progress-42.json").write_text(json.dumps({"time": 1003.5, "step": 60}))
     assert sample_wall_seconds(tmp_path, 42) == pytest.approx(3.25)
