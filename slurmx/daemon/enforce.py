@@ -36,7 +36,7 @@ from slurmx.daemon.observe import GraceMark, Observation, StartMark
 from slurmx.daemon.store import Intent, Store
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import JobUpdate
-from slurmx.slurm.errors import InvalidJobError, SlurmUnavailable
+from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
 
 __all__ = ["AuditRow", "Enforcer", "grace_marks", "start_marks"]
@@ -199,16 +199,23 @@ class Enforcer:
             if nodes:
                 try:
                     self.adapter.update([job_id], JobUpdate(nodelist=",".join(nodes)))
-                except InvalidJobError as exc:
+                except SlurmUnavailable:
+                    raise
+                except SlurmError as exc:  # unsteered it may still run; the timeout re-decides if it does not
                     self._audit(group_id, "error", f"steer job {job_id}: {_line(exc)}")
         held = [job_id for _, job_id, _, is_held in items if is_held]
         try:
             self.adapter.release(held)
-        except InvalidJobError:
-            for job_id in held:  # one job vanished; the others still need their release
+        except SlurmUnavailable:
+            raise
+        except SlurmError:
+            for job_id in held:  # one job vanished or refused; the others still need their release
                 try:
                     self.adapter.release([job_id])
-                except InvalidJobError as exc:
+                except SlurmUnavailable:
+                    raise
+                except SlurmError as exc:
+                    self.on_action("start", "error")
                     self._audit("", "error", f"release job {job_id}: {_line(exc)}")
         open_starts = {i.key: i for i in self.store.intents("start")}
         released = [(i.key, "start", i.group_id, "released", i.data) for i in
@@ -293,10 +300,11 @@ class Enforcer:
             self.store.drop_intent(intent.key)  # siblings: `_cancel_siblings` below, on this same snapshot
             self._audit(group, "started", f"{intent.data['kind']} job {job_id} runs on {job.nodes or '?'}")
             return
-        if intent.step == "releasing":  # killed between the intent and the release: do it again
+        timed_out = now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s
+        if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
             self._release([(group, job_id, tuple(intent.data.get("nodes", ())), job.held)])
             return
-        if now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s:
+        if timed_out:
             if job.held:
                 self.store.drop_intent(intent.key)
                 return

@@ -405,3 +405,22 @@ def test_json_log_lines_carry_group_and_event() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert {k: line[k] for k in ("level", "msg", "group", "event", "cycle")} == {
         "level": "info", "msg": "released job 7", "group": "g1", "event": "release", "cycle": 3}
+
+
+def test_one_refused_release_does_not_stop_the_others(tmp_path: Path) -> None:
+    from slurmx.slurm.errors import SlurmCommandError
+
+    class Refusing(FakeSlurm):
+        def release(self, job_ids: Iterable[int]) -> None:
+            ids = tuple(job_ids)
+            if 3 in ids:
+                self.calls.append(("refused", ids))
+                raise SlurmCommandError(["scontrol", "release"], 1, "Access/permission denied")
+            super().release(ids)
+
+    fake = Refusing([job(1, "a"), job(3, "b"), job(5, "c")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu"), Start("b", "cpu"), Start("c", "cpu"))), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("refused", (1, 3, 5)), ("release", (1,)), ("refused", (3,)), ("release", (5,))]
+    assert any(row[4] == "release job 3: scontrol release: exit 1: Access/permission denied" for row in enforcer.log)
