@@ -139,20 +139,26 @@ class RunOutcome:
 
 
 def measured_load(jobs: Sequence[SimJob], finish: Mapping[str, float], nodes: int) -> float:
-    """The load FIFO was calibrated to, measured on a run: demand in the system (queued or running, from
-    submission to completion) over capacity in the bottleneck dimension, time-averaged over the submission
-    window [first submit, last submit] (afterwards the queue only drains)."""
+    """The load FIFO was calibrated to, measured on a run: at each instant, the demand in the system (queued or
+    running, from submission to completion) over capacity in its largest dimension — the calibrator's own
+    measure — averaged over the submission window [first submit, last submit] (afterwards the queue only
+    drains)."""
     cap = np.array([NODE["cpus"], 256 * 1024, 8], dtype=np.float64) * nodes
     start = min(j.submit_time for j in jobs)
     end = max(j.submit_time for j in jobs)
     if end <= start:
         return 0.0
-    total = np.zeros(3)
+    times, deltas = [], []
     for job in jobs:
         request = next(iter(job.variants.values())).request
-        vec = np.array([request.cpus, request.mem_mb, request.gres_count("gpu")], dtype=np.float64)
-        total += vec * max(0.0, min(finish[job.job_id], end) - job.submit_time)
-    return float((total / cap).max() / (end - start))
+        vec = np.array([request.cpus, request.mem_mb, request.gres_count("gpu")], dtype=np.float64) / cap
+        times += [job.submit_time, min(finish[job.job_id], end)]
+        deltas += [vec, -vec]
+    order = np.argsort(times, kind="stable")
+    at = np.asarray(times)[order]
+    level = np.cumsum(np.asarray(deltas)[order], axis=0).max(axis=1)  # after each change
+    widths = np.diff(np.append(at, end))
+    return float((level * widths).sum() / (end - start))
 
 
 def slowdowns(records: Sequence[JobRecord], cls: JobClass) -> npt.NDArray[np.float64]:
@@ -456,7 +462,7 @@ def _plots(results: Results, scale: Scale, only: Sequence[str], out: Path) -> li
         lines: dict[str, tuple[list[str], list[float], list[float]]] = {}
         for point in _points(experiment, scale):
             pooled = _pool(results, point)
-            key = NAMES[point.policy] + (point.label.split(" ", 2)[2] if point.label.count(" ") == 2 else "")
+            key = NAMES[point.policy] + (" " + point.label.split(" ", 2)[2] if point.label.count(" ") == 2 else "")
             xs, te, be = lines.setdefault(key, ([], [], []))
             xs.append(point.label.split(" s=")[0])
             te.append(pooled.pct("te", 95))
