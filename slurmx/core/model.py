@@ -7,17 +7,18 @@ Resource kinds ("cpu", "gpu", "accel", ...) are site-defined names, hence plain 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, overload
 
 from slurmx.core.resources import Resources
 
 __all__ = [
     "ClusterView",
     "Group",
+    "GroupQueue",
     "GroupState",
     "JobClass",
     "KindName",
@@ -354,18 +355,61 @@ def _by_submit(groups: Iterable[Group]) -> tuple[Group, ...]:
     return tuple(sorted(groups, key=lambda g: (g.submit_time, g.group_id)))
 
 
+QueueKey = tuple[float, str]  # (submit_time, group_id): the order of pending and running queues
+
+
+class GroupQueue(Sequence[Group]):
+    """Groups in queue order, looked up only as they are read.
+
+    A policy such as strict FIFO reads the head of a queue of thousands; building the whole tuple on every
+    call cost more than the rest of a simulation. Equal to the tuple of the same groups.
+    """
+
+    __slots__ = ("_groups", "_keys")
+
+    def __init__(self, keys: Sequence[QueueKey], groups: Mapping[str, Group]) -> None:
+        self._keys = keys
+        self._groups = groups
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @overload
+    def __getitem__(self, index: int) -> Group: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Group, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Group | tuple[Group, ...]:
+        if isinstance(index, slice):
+            return tuple(self._groups[gid] for _, gid in self._keys[index])
+        return self._groups[self._keys[index][1]]
+
+    def __iter__(self) -> Iterator[Group]:
+        groups = self._groups
+        return (groups[gid] for _, gid in self._keys)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a tuple, but not one
+
+    def __repr__(self) -> str:
+        return f"GroupQueue({len(self)} groups)"
+
+
 class ViewIndex(Protocol):
     """Answers a driver that tracks the cluster incrementally can give without scanning the snapshot.
 
     The simulator keeps its queues sorted and its free capacity in arrays, so it answers these in time
-    proportional to the answer, where a scan costs the whole cluster on every policy call. Every answer
-    must equal the scan's (the engine's naive view is the reference the tests compare against), and is
-    valid only for the snapshot it came with, during the policy call.
+    proportional to what the policy reads, where a scan costs the whole cluster on every policy call. Every
+    answer must equal the scan's (the engine's naive view is the reference the tests compare against). The
+    queue keys must not change afterwards (the engine copies a queue before changing it once handed out).
     """
 
-    def pending_groups(self) -> tuple[Group, ...]: ...
+    def pending_keys(self) -> Sequence[QueueKey]: ...
 
-    def running_groups(self) -> tuple[Group, ...]: ...
+    def running_keys(self) -> Sequence[QueueKey]: ...
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]: ...
 
@@ -387,8 +431,8 @@ class ClusterView:
     kinds: Mapping[KindName, str]
     index: ViewIndex | None = field(default=None, repr=False, compare=False)
     # Answers of the queries below, computed on first use: the snapshot never changes and policies ask often.
-    _pending: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
-    _running: tuple[Group, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _pending: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
+    _running: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
     _of_kind: dict[KindName, tuple[Node, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -397,11 +441,11 @@ class ClusterView:
             # dict.copy() clones the table; dict(x) re-inserts every key when x ever had a deletion (10x slower).
             object.__setattr__(self, name, MappingProxyType(value.copy() if type(value) is dict else dict(value)))
 
-    def pending_groups(self) -> tuple[Group, ...]:
-        """Groups waiting to start (including requeued ones), oldest first."""
+    def pending_groups(self) -> Sequence[Group]:
+        """Groups waiting to start (including requeued ones), oldest first (a tuple, or a lazy `GroupQueue`)."""
         found = self._pending
         if found is None and self.index is not None:
-            found = self.index.pending_groups()
+            found = GroupQueue(self.index.pending_keys(), self.groups)
             object.__setattr__(self, "_pending", found)
         if found is None:
             waiting = (GroupState.PENDING, GroupState.REQUEUED)
@@ -409,11 +453,11 @@ class ClusterView:
             object.__setattr__(self, "_pending", found)
         return found
 
-    def running_groups(self) -> tuple[Group, ...]:
+    def running_groups(self) -> Sequence[Group]:
         """Groups holding resources, oldest first."""
         found = self._running
         if found is None and self.index is not None:
-            found = self.index.running_groups()
+            found = GroupQueue(self.index.running_keys(), self.groups)
             object.__setattr__(self, "_running", found)
         if found is None:
             found = _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)

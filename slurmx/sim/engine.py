@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import ClusterView, Group, KindName, Node, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
@@ -112,32 +112,28 @@ class _Job:
         self.beneficiary: str | None = None
         self.marked_nodes: tuple[str, ...] = ()
         self.requeue_time: float | None = None
-        self.listed: list[tuple[float, str]] | None = None  # which sorted queue of the index holds it
+        self.listed = 0  # which sorted queue of the index holds it: 0 none, 1 pending, 2 running
 
 
 class _Index:
-    """The engine's `ViewIndex`: pending and running groups kept sorted as jobs change (bisect on
+    """The engine's `ViewIndex`: pending and running queues kept sorted as jobs change (bisect on
     `(submit_time, group_id)`, the order `ClusterView` defines), and first-fit candidates from the model
-    cluster's free-capacity arrays. Built per snapshot over the engine's live queues; the engine does not
-    change them while the policy runs."""
+    cluster's free-capacity arrays. The engine copies a queue before changing one it has handed out."""
 
-    __slots__ = ("_cluster", "_groups", "_nodes", "_pending", "_running")
+    __slots__ = ("_cluster", "_nodes", "_pending", "_running")
 
-    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], groups: dict[str, Group],
-                 pending: list[tuple[float, str]], running: list[tuple[float, str]]) -> None:
+    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], pending: list[QueueKey],
+                 running: list[QueueKey]) -> None:
         self._cluster = cluster
         self._nodes = nodes
-        self._groups = groups
         self._pending = pending
         self._running = running
 
-    def pending_groups(self) -> tuple[Group, ...]:
-        groups = self._groups
-        return tuple([groups[gid] for _, gid in self._pending])
+    def pending_keys(self) -> list[QueueKey]:
+        return self._pending
 
-    def running_groups(self) -> tuple[Group, ...]:
-        groups = self._groups
-        return tuple([groups[gid] for _, gid in self._running])
+    def running_keys(self) -> list[QueueKey]:
+        return self._running
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         order = self._cluster.kind_nodes.get(kind, ())
@@ -180,8 +176,8 @@ class Engine:
         self._visible: dict[str, _Job] = {}
         self._groups: dict[str, Group] = {}
         self._holes = 0  # deletions from _groups since it was last rebuilt
-        self._pending_keys: list[tuple[float, str]] = []  # the index's sorted queues
-        self._running_keys: list[tuple[float, str]] = []
+        self._queues: list[list[QueueKey]] = [[], [], []]  # the index's sorted queues: unused, pending, running
+        self._handed_out = False  # the queues are in a view a policy may still read: copy before changing
         self._dirty: dict[int, None] = {}
         self._next_arrival = 0
         self._arrived = 0
@@ -476,13 +472,16 @@ class Engine:
         else:
             nodes = self.cluster.refresh_views()
             groups = self._groups
+            if self._dirty and self._handed_out:
+                self._queues = [q.copy() for q in self._queues]  # a list copy: pointers, not groups
+                self._handed_out = False
             for idx in self._dirty:
                 j = self._jobs[idx]
                 if j.group_id in self._visible:
                     groups[j.group_id] = self._group_view(j)
-                    self._file(j, self._pending_keys if j.status == PENDING else self._running_keys)
+                    self._file(j, 1 if j.status == PENDING else 2)
                 else:
-                    self._file(j, None)
+                    self._file(j, 0)
                     if groups.pop(j.group_id, None) is not None:
                         self._holes += 1
             self._dirty.clear()
@@ -491,20 +490,21 @@ class Engine:
                 # key instead of cloning its table (about 10x slower): rebuild it compact now and then.
                 self._groups = groups = dict(groups)
                 self._holes = 0
-            index = _Index(self.cluster, nodes, groups, self._pending_keys, self._running_keys)
+            self._handed_out = True
+            index = _Index(self.cluster, nodes, self._queues[1], self._queues[2])
             return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds, index)
         return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds)
 
-    @staticmethod
-    def _file(j: _Job, queue: list[tuple[float, str]] | None) -> None:
-        """Move `j` into the sorted `queue` (None: out of both), keeping each sorted by (submit, id)."""
-        if j.listed is queue:
+    def _file(self, j: _Job, queue: int) -> None:
+        """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
+        if j.listed == queue:
             return
         key = (j.job.submit_time, j.group_id)
-        if j.listed is not None:
-            del j.listed[bisect.bisect_left(j.listed, key)]
-        if queue is not None:
-            bisect.insort(queue, key)
+        if j.listed:
+            listed = self._queues[j.listed]
+            del listed[bisect.bisect_left(listed, key)]
+        if queue:
+            bisect.insort(self._queues[queue], key)
         j.listed = queue
 
     def _group_view(self, j: _Job) -> Group:

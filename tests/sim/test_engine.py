@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import ClusterView, GroupState, JobClass, VariantState
+from slurmx.core.model import ClusterView, Group, GroupQueue, GroupState, JobClass, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim import engine as engine_module
@@ -411,6 +411,7 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
                 for request in requests:
                     assert list(view.fitting_nodes(kind, request)) == list(fresh.fitting_nodes(kind, request))
             seen.append(view)
+            answers.append((tuple(view.pending_groups()), tuple(view.running_groups())))
             return view
 
     def decide(view: ClusterView, now: float) -> Sequence[Action]:
@@ -419,8 +420,12 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
             return [Preempt(running[-1].group_id, 5)]
         return fifo(view, now)
 
+    answers: list[tuple[tuple[Group, ...], tuple[Group, ...]]] = []
     Checked(two_kinds(), Scripted(decide), tiny_workload({"jobs": 150}, seed=9), EngineOptions()).run()
     assert len(seen) > 50
+    # A snapshot's queues never change afterwards, although the engine's queues moved on since.
+    assert [(tuple(v.pending_groups()), tuple(v.running_groups())) for v in seen] == answers
+    assert isinstance(seen[0].pending_groups(), GroupQueue)
 
 
 # ---- determinism and the command line ----------------------------------------------------------------------
