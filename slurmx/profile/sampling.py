@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from slurmx.core.resources import Resources
 
 __all__ = [
+    "SAMPLE_TAG",
     "GroupToProfile",
     "SampleRequest",
     "SamplingParams",
@@ -76,6 +77,10 @@ class GroupToProfile:
     submit_time: float = 0.0
 
 
+SAMPLE_TAG = "slurmx-sample:"
+"""Comment prefix of sample runs: not `slurmx:`, so the daemon never takes a sample for one of the group's variants."""
+
+
 @dataclass(frozen=True, slots=True)
 class SampleRequest:
     """One sample run to submit: the variant's script rendered with `profile_steps=steps`, plus these overrides."""
@@ -98,8 +103,8 @@ class SampleRequest:
         minutes = max(1, math.ceil(self.time_limit_s / 60))
         name = self.job_name or self.group_id
         return [f"--qos={self.qos}", f"--time={minutes}", f"--job-name={name}@{self.kind}~s{self.index}",
-                f"--comment=slurmx:g={self.group_id},v={self.kind},s={self.index},n={self.steps}",
-                "--no-requeue"]
+                f"--comment={SAMPLE_TAG}g={self.group_id},v={self.kind},s={self.index},n={self.steps}",
+                f"--export=ALL,SLURMX_SAMPLE_STEPS={self.steps}", "--no-requeue"]
 
 
 def sample_steps(total_steps: int, n_variants: int, params: SamplingParams) -> tuple[int, int] | None:

@@ -51,7 +51,8 @@ def test_time_limits_and_overrides() -> None:
     request = SampleRequest("g1", "gpu", 1, 50, "slurmx-profile", 540, GPU, "train")
     assert request.sample_id == "g1.gpu.1"
     assert request.sbatch_overrides() == ["--qos=slurmx-profile", "--time=9", "--job-name=train@gpu~s1",
-                                          "--comment=slurmx:g=g1,v=gpu,s=1,n=50", "--no-requeue"]
+                                          "--comment=slurmx-sample:g=g1,v=gpu,s=1,n=50",
+                                          "--export=ALL,SLURMX_SAMPLE_STEPS=50", "--no-requeue"]
 
 
 def test_cap_counts_samples_cpus_and_gres() -> None:

@@ -51,8 +51,10 @@ export DATA=/scratch/data
 export QUOTED='it'"'"'s "quoted" $(not run)'
 
 
-# Profiling sample: slurmx.hooks.progress() records step times and ends the run after this many steps.
+# Profiling sample: slurmx.hooks.progress() records step times and ends the run after this many steps (the
+# daemon sets each sample's own count with `sbatch --export=ALL,SLURMX_SAMPLE_STEPS=N`).
 export SLURMX_PROFILE_STEPS=5
+if [ -n "${SLURMX_SAMPLE_STEPS:-}" ]; then export SLURMX_PROFILE_STEPS="$SLURMX_SAMPLE_STEPS"; fi
 export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"
 # When the sample's payload starts (epoch seconds): with the progress file's last `time`, its wall time to the
 # sub-second, start-up included (sacct's Elapsed counts whole seconds).
