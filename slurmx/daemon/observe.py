@@ -71,22 +71,31 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
     order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
     groups: dict[str, Group] = {}
+    grace_s = site.preemption.grace_s
+    cancelled, waiting = VariantState.CANCELLED, (VariantState.PENDING, VariantState.REQUEUED)
     for tg in trusted:
-        if any(j.state.is_finished and j.state is not VariantState.CANCELLED for j in tg.jobs.values()):
-            continue  # one variant already ran to its end: nothing of this group may start again
         variants = []
+        mark = starts.get(tg.group_id)
+        done = False
+        held_back: Resources | None = None  # the request of a released variant Slurm has not started yet
         for kind, job in tg.jobs.items():
-            if not job.state.is_active:
+            state = job.state
+            if not state.is_active:
+                if state is not cancelled:
+                    done = True  # one variant already ran to its end: nothing of this group may start again
+                    break
                 continue
             variant = _variant(tg.group_id, kind, job, tg.estimates.get(kind))
-            mark = starts.get(tg.group_id)
-            if (mark is not None and mark.job_id == job.job_id
-                    and variant.state in (VariantState.PENDING, VariantState.REQUEUED)):
+            if mark is not None and mark.job_id == job.job_id and state in waiting:
                 # Released but not started: it will take these nodes; show it there so nothing else is put there.
                 variant = replace(variant, state=VariantState.RUNNING, nodes=mark.nodes, start_time=mark.released_at)
-                for name in mark.nodes:
-                    reserved[name] = reserved.get(name, Resources()) + job.request
+                held_back = job.request
             variants.append(variant)
+        if done:
+            continue
+        if held_back is not None and mark is not None:
+            for name in mark.nodes:
+                reserved[name] = reserved.get(name, Resources()) + held_back
         if not variants:
             continue
         submit, preemptions, requeued = facts.get(tg.group_id, (None, 0, None))
@@ -98,7 +107,7 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
         groups[tg.group_id] = Group(
             group_id=tg.group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
             variants=tuple(sorted(variants, key=lambda v: order[v.kind])) if len(variants) > 1 else tuple(variants),
-            grace_s=site.preemption.grace_s, preemptions=preemptions, submit_time=submit,
+            grace_s=grace_s, preemptions=preemptions, submit_time=submit,
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,
             preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)
