@@ -27,6 +27,7 @@ from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation, build_view
 from slurmx.daemon.store import Store
+from slurmx.daemon.wake import notify
 from slurmx.policies.base import Policy
 from slurmx.slurm import SlurmAdapter, SlurmError
 
@@ -201,14 +202,4 @@ class Waker:
             self.path.unlink()
 
 
-def notify(path: Path | None) -> bool:
-    """Wake the daemon (best effort: without a daemon or socket, it decides at its next tick anyway)."""
-    if path is None:
-        return False
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.sendto(b"wake", str(path))
-    except OSError:
-        return False
-    return True
 

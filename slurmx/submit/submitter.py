@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError
+from slurmx.daemon.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.submit.render import RenderedVariant, group_spool, render_variant
 from slurmx.submit.spec import JobSpec, resolve_variants
@@ -71,6 +72,8 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
             submitted.append((variant.kind, adapter.submit(variant.script, [])))
         except (SlurmError, UnicodeError) as exc:
             raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{_roll_back(adapter, submitted)}") from None
+    if mode == "managed":  # the variants wait held for slurmxd: wake it rather than wait for its next tick
+        notify(site.daemon.socket)
     return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
 
 

@@ -5,12 +5,15 @@ pick mode, and errors that submit nothing.
 from __future__ import annotations
 
 import re
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.validation import ConfigError
+from slurmx.daemon.wake import notify
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.transport import CommandResult, ReplayTransport
 from slurmx.submit.api import submit as api_submit
@@ -256,3 +259,21 @@ def test_failed_rollback_says_what_was_left_behind() -> None:
     with pytest.raises(SubmitError) as info:
         submit_group(spec(variants=["cpu", "gpu"]), site(), adapter)
     assert "variant gpu" in str(info.value) and "101" in str(info.value)
+
+
+def test_a_managed_submission_wakes_the_daemon_on_its_socket(tmp_path: Path) -> None:
+    path = tmp_path / "slurmxd.sock"
+    assert notify(path) is False  # nobody listens: best effort, no error
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(path))
+        listener.settimeout(5)
+        woken = site().model_copy(update={"daemon": site().daemon.model_copy(update={"socket": path})})
+        adapter, _ = slurm({("sbatch",): [ok("101\n"), ok("102\n"), ok("103\n")]})
+        submit_group(spec(), woken, adapter)
+        assert listener.recv(16) == b"wake"
+        adapter, _ = slurm({("sbatch",): [ok("104\n")]})
+        submit_group(spec(), woken.model_copy(update={"submit": woken.submit.model_copy(update={"mode": "pick"})}),
+                     adapter, pick="cpu")
+        with pytest.raises(TimeoutError):  # a picked variant runs at once: no daemon decision to wake for
+            listener.settimeout(0.5)
+            listener.recv(16)
