@@ -9,7 +9,7 @@ JSQ+ 100 vs 45 min average; SJF+ 50 vs 20; Fig. 8's delay cost 11; the progress 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -92,13 +92,14 @@ def _view(now: float, specs: list[Spec], running: dict[str, _Run], left: dict[st
         run = running.get(spec.name)
         variants = []
         for kind, time in spec.times.items():
+            where: tuple[str, ...] = ()
             if run is None:
-                state, est, start, where = VariantState.PENDING, left[spec.name] * time, None, ()
+                state, est, start = VariantState.PENDING, left[spec.name] * time, None
             elif run.kind == kind:
                 state, est, start, where = VariantState.RUNNING, run.left * time, run.start, (run.node,)
                 used[run.node] = used.get(run.node, Resources()) + REQUEST[kind]
             else:
-                state, est, start, where = VariantState.PENDING, left[spec.name] * time, None, ()
+                state, est, start = VariantState.PENDING, left[spec.name] * time, None
             variants.append(Variant(spec.name, kind, None, state, REQUEST[kind], kind, where, est,
                                     submit_time=spec.submit, start_time=start))
         groups[spec.name] = Group(spec.name, spec.name, spec.user, JobClass.BE, tuple(variants),
@@ -136,7 +137,7 @@ def _replay(policy: Policy, specs: list[Spec], nodes: list[tuple[str, str, Resou
     raise AssertionError("did not finish")
 
 
-def _specs(rows: list[tuple[float, float]], users: list[str] | None = None) -> list[Spec]:
+def _specs(rows: Sequence[tuple[float, float]], users: list[str] | None = None) -> list[Spec]:
     return [Spec(f"J{i + 1}", (users or ["u"] * len(rows))[i], {"gpu": g, "cpu": c}) for i, (g, c) in enumerate(rows)]
 
 

@@ -8,6 +8,7 @@ average (80 total), Fig. 8's single placement 11.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ GPU, CPU = 0, 1
 INF = float("inf")
 
 
-def _instance(proc: list[list[float]], types: list[int], avail: list[float] | None = None,
+def _instance(proc: Sequence[Sequence[float]], types: list[int], avail: list[float] | None = None,
               arrival: list[float] | None = None) -> Instance:
     n = len(proc)
     return Instance(
