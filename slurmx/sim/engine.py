@@ -605,7 +605,9 @@ class Engine:
         j.held = False
         remaining = j.job.work - j.done
         j.run_estimate = j.est_total[a.kind] * remaining / j.job.work
-        j.complete_at = now + remaining / j.rate
+        # Time left as a share of the variant's duration: exact for whole durations, where `remaining / rate`
+        # rounds up (7 min -> 420.00000000000006 s) and a tick-mode job would free its node a tick late.
+        j.complete_at = now + remaining / j.job.work * variant.duration_s / speed
         j.version += 1
         finish = j.complete_at
         if self.options.mode == "round":

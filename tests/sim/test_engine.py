@@ -373,6 +373,13 @@ def test_tick_mode_decides_only_on_period_boundaries() -> None:
     assert result.stats.by_event["tick"] == 3  # 60, 120 and 180, after which nothing is left
 
 
+def test_a_whole_minute_job_frees_its_node_at_the_tick_it_ends_on() -> None:
+    # 67 min = 4020 s; work / (work / 4020) is 4020.0000000000005 in floating point, which used to land after the
+    # tick at 4020 and start b a tick late (4080). The finish is now exact, so b starts at 4020.
+    result = run([job("a", 0, 4020, cpus=4), job("b", 0, 60, cpus=4)], mode="tick", period_s=60.0)
+    assert [(r.job_id, r.first_start, r.finish) for r in result.jobs] == [("a", 0.0, 4020.0), ("b", 4020.0, 4080.0)]
+
+
 def test_round_mode_records_completions_at_the_end_of_the_round() -> None:
     # a runs from round 0 and completes at 100, but its lease (and the node) ends at 300; b, arriving at 150,
     # starts at 300, completes at 310 and is recorded at 600. Productive times stay exact.
