@@ -403,13 +403,14 @@ class ViewIndex(Protocol):
 
     The simulator keeps its queues sorted and its free capacity in arrays, so it answers these in time
     proportional to what the policy reads, where a scan costs the whole cluster on every policy call. Every
-    answer must equal the scan's (the engine's naive view is the reference the tests compare against). The
-    queue keys must not change afterwards (the engine copies a queue before changing it once handed out).
+    answer must equal the scan's (the engine's naive view is the reference the tests compare against). Queue
+    keys, once returned, must not change afterwards; `None` means "no longer known here": the view then scans
+    its own frozen groups.
     """
 
-    def pending_keys(self) -> Sequence[QueueKey]: ...
+    def pending_keys(self) -> Sequence[QueueKey] | None: ...
 
-    def running_keys(self) -> Sequence[QueueKey]: ...
+    def running_keys(self) -> Sequence[QueueKey] | None: ...
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]: ...
 
@@ -445,8 +446,10 @@ class ClusterView:
         """Groups waiting to start (including requeued ones), oldest first (a tuple, or a lazy `GroupQueue`)."""
         found = self._pending
         if found is None and self.index is not None:
-            found = GroupQueue(self.index.pending_keys(), self.groups)
-            object.__setattr__(self, "_pending", found)
+            keys = self.index.pending_keys()
+            if keys is not None:
+                found = GroupQueue(keys, self.groups)
+                object.__setattr__(self, "_pending", found)
         if found is None:
             waiting = (GroupState.PENDING, GroupState.REQUEUED)
             found = _by_submit(g for g in self.groups.values() if g.state in waiting)
@@ -457,8 +460,10 @@ class ClusterView:
         """Groups holding resources, oldest first."""
         found = self._running
         if found is None and self.index is not None:
-            found = GroupQueue(self.index.running_keys(), self.groups)
-            object.__setattr__(self, "_running", found)
+            keys = self.index.running_keys()
+            if keys is not None:
+                found = GroupQueue(keys, self.groups)
+                object.__setattr__(self, "_running", found)
         if found is None:
             found = _by_submit(g for g in self.groups.values() if g.state is GroupState.RUNNING)
             object.__setattr__(self, "_running", found)

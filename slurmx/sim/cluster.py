@@ -187,7 +187,7 @@ class ModelCluster:
         used = self.used[node.partition]
         used[:] = [u + v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
-        self._set_free(node)
+        self._add_free(node, vec, -1)
 
     def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Give back what a group held on a node; releasing more than is allocated is an invariant error."""
@@ -201,11 +201,15 @@ class ModelCluster:
         used = self.used[node.partition]
         used[:] = [u - v for u, v in zip(used, vec, strict=True)]
         self._dirty.add(index)
-        self._set_free(node)
+        self._add_free(node, vec, 1)
 
-    def _set_free(self, node: _SimNode) -> None:
+    def _add_free(self, node: _SimNode, vec: Vector, sign: int) -> None:
+        """Keep the free-capacity array in step: only the dimensions `vec` uses change."""
         kind, row = self._row[node.index]
-        self._free[kind][:, row] = [c - a for c, a in zip(node.capacity, node.allocated, strict=True)]
+        free = self._free[kind]
+        for d, amount in enumerate(vec):
+            if amount:
+                free[d, row] += sign * amount
 
     def fitting(self, kind: str, vec: Vector) -> np.ndarray:
         """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order."""
@@ -232,6 +236,11 @@ class ModelCluster:
         else:
             state = "MIXED"
         view = Node(node.name, (node.partition,), self.resources(node.capacity), allocated, state)
+        # The model knows what is free (never negative here) and that the node is up: fill Node's memo fields
+        # with the shared Resources object instead of letting the first reader subtract.
+        object.__setattr__(view, "_free", self.resources([c - a for c, a in zip(node.capacity, node.allocated,
+                                                                                  strict=True)]))
+        object.__setattr__(view, "_usable", True)
         node.view = view
         return view
 

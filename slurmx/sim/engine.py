@@ -115,25 +115,51 @@ class _Job:
         self.listed = 0  # which sorted queue of the index holds it: 0 none, 1 pending, 2 running
 
 
+class _Queues:
+    """The engine's sorted queues (index 1 pending, 2 running) and which of them the current view has read."""
+
+    __slots__ = ("generation", "keys", "read")
+
+    def __init__(self) -> None:
+        self.keys: list[list[QueueKey]] = [[], [], []]
+        self.read = [False, False, False]
+        self.generation = 0
+
+    def before_change(self) -> None:
+        """A new snapshot is coming: a queue the last view read is copied (a list of pointers), so that view's
+        answer stays as it was; an unread one is changed in place, and the old view scans instead."""
+        for q, read in enumerate(self.read):
+            if read:
+                self.keys[q] = self.keys[q].copy()
+                self.read[q] = False
+        self.generation += 1
+
+
 class _Index:
     """The engine's `ViewIndex`: pending and running queues kept sorted as jobs change (bisect on
     `(submit_time, group_id)`, the order `ClusterView` defines), and first-fit candidates from the model
-    cluster's free-capacity arrays. The engine copies a queue before changing one it has handed out."""
+    cluster's free-capacity arrays."""
 
-    __slots__ = ("_cluster", "_nodes", "_pending", "_running")
+    __slots__ = ("_cluster", "_generation", "_nodes", "_queues")
 
-    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], pending: list[QueueKey],
-                 running: list[QueueKey]) -> None:
+    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], queues: _Queues) -> None:
         self._cluster = cluster
         self._nodes = nodes
-        self._pending = pending
-        self._running = running
+        self._queues = queues
+        self._generation = queues.generation
 
-    def pending_keys(self) -> list[QueueKey]:
-        return self._pending
+    def _keys(self, q: int) -> list[QueueKey] | None:
+        queues = self._queues
+        if queues.generation != self._generation:
+            return None  # the engine moved on: the view answers from its own frozen groups
+        queues.read[q] = True
+        return queues.keys[q]
 
-    def running_keys(self) -> list[QueueKey]:
-        return self._running
+    def pending_keys(self) -> list[QueueKey] | None:
+        return self._keys(1)
+
+    def running_keys(self) -> list[QueueKey] | None:
+        return self._keys(2)
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         order = self._cluster.kind_nodes.get(kind, ())
@@ -176,8 +202,7 @@ class Engine:
         self._visible: dict[str, _Job] = {}
         self._groups: dict[str, Group] = {}
         self._holes = 0  # deletions from _groups since it was last rebuilt
-        self._queues: list[list[QueueKey]] = [[], [], []]  # the index's sorted queues: unused, pending, running
-        self._handed_out = False  # the queues are in a view a policy may still read: copy before changing
+        self._queues = _Queues()
         self._dirty: dict[int, None] = {}
         self._next_arrival = 0
         self._arrived = 0
@@ -472,9 +497,7 @@ class Engine:
         else:
             nodes = self.cluster.refresh_views()
             groups = self._groups
-            if self._dirty and self._handed_out:
-                self._queues = [q.copy() for q in self._queues]  # a list copy: pointers, not groups
-                self._handed_out = False
+            self._queues.before_change()
             for idx in self._dirty:
                 j = self._jobs[idx]
                 if j.group_id in self._visible:
@@ -490,8 +513,7 @@ class Engine:
                 # key instead of cloning its table (about 10x slower): rebuild it compact now and then.
                 self._groups = groups = dict(groups)
                 self._holes = 0
-            self._handed_out = True
-            index = _Index(self.cluster, nodes, self._queues[1], self._queues[2])
+            index = _Index(self.cluster, nodes, self._queues)
             return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds, index)
         return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds)
 
@@ -501,10 +523,10 @@ class Engine:
             return
         key = (j.job.submit_time, j.group_id)
         if j.listed:
-            listed = self._queues[j.listed]
+            listed = self._queues.keys[j.listed]
             del listed[bisect.bisect_left(listed, key)]
         if queue:
-            bisect.insort(self._queues[queue], key)
+            bisect.insort(self._queues.keys[queue], key)
         j.listed = queue
 
     def _group_view(self, j: _Job) -> Group:

@@ -435,6 +435,20 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
     assert isinstance(seen[0].pending_groups(), GroupQueue)
 
 
+def test_a_snapshot_read_only_after_its_call_still_answers_from_its_own_groups() -> None:
+    kept: list[tuple[ClusterView, tuple[Group, ...], tuple[Group, ...]]] = []
+
+    def blind(view: ClusterView, now: float) -> Sequence[Action]:
+        # Decides on a scanning copy, so the engine's view never has its queues read during the call.
+        fresh = ClusterView(now, dict(view.nodes), dict(view.partitions), dict(view.groups), dict(view.kinds))
+        kept.append((view, tuple(fresh.pending_groups()), tuple(fresh.running_groups())))
+        return fifo(fresh, now)
+
+    Engine(two_kinds(), Scripted(blind), tiny_workload({"jobs": 120}, seed=4), EngineOptions()).run()
+    assert len(kept) > 50
+    assert all((tuple(v.pending_groups()), tuple(v.running_groups())) == (p, r) for v, p, r in kept)
+
+
 # ---- determinism and the command line ----------------------------------------------------------------------
 
 
