@@ -75,22 +75,26 @@ def _gres(value: Any) -> Any:
     return parse_gres(value) if isinstance(value, str) or value is None else value
 
 
-class NodeSpecConfig(_Model):
+class _Capacity(_Model):
+    """`mem` ("256G") and `gres` ("gpu:8") are read as the site config reads them."""
+
+    @field_validator("mem_mb", mode="before", check_fields=False)
+    @classmethod
+    def _parse_mem(cls, value: Any) -> Any:
+        return _mem(value)
+
+    @field_validator("gres", mode="before", check_fields=False)
+    @classmethod
+    def _parse_gres(cls, value: Any) -> Any:
+        return _gres(value)
+
+
+class NodeSpecConfig(_Capacity):
     """One node's capacity (`cpus`, `mem`, `gres`)."""
 
     cpus: int = Field(ge=1)
     mem_mb: int = Field(alias="mem", ge=1)
     gres: dict[str, int] = Field(default_factory=dict)
-
-    @field_validator("mem_mb", mode="before")
-    @classmethod
-    def _parse_mem(cls, value: Any) -> Any:
-        return _mem(value)
-
-    @field_validator("gres", mode="before")
-    @classmethod
-    def _parse_gres(cls, value: Any) -> Any:
-        return _gres(value)
 
     def capacity(self) -> Resources:
         return Resources(self.cpus, self.mem_mb, self.gres)
@@ -103,7 +107,7 @@ class NodeGroupConfig(NodeSpecConfig):
     prefix: str | None = None
 
 
-class PartitionConfig(_Model):
+class PartitionConfig(_Capacity):
     """A partition serving one kind: one homogeneous block (`nodes`, `cpus`, `mem`, `gres`) or a list of `groups`."""
 
     name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
@@ -114,16 +118,6 @@ class PartitionConfig(_Model):
     gres: dict[str, int] = Field(default_factory=dict)
     prefix: str | None = None
     groups: tuple[NodeGroupConfig, ...] = ()
-
-    @field_validator("mem_mb", mode="before")
-    @classmethod
-    def _parse_mem(cls, value: Any) -> Any:
-        return _mem(value)
-
-    @field_validator("gres", mode="before")
-    @classmethod
-    def _parse_gres(cls, value: Any) -> Any:
-        return _gres(value)
 
     @model_validator(mode="after")
     def _one_shape(self) -> PartitionConfig:
