@@ -163,16 +163,10 @@ class ModelCluster:
 
     # ---- allocation ------------------------------------------------------------------------------------
 
-    def fits(self, index: int, vec: Vector) -> bool:
-        node = self.nodes[index]
-        return all(a + v <= c for a, v, c in zip(node.allocated, vec, node.capacity, strict=True))
-
     def first_fit(self, kind: str, vec: Vector) -> int | None:
         """The first node of `kind` (by name) with room for `vec`, as FIFO-style placement would pick it."""
-        for i in self.kind_nodes[kind]:
-            if self.fits(i, vec):
-                return i
-        return None
+        found = self.fitting(kind, vec)
+        return int(found[0]) if len(found) else None
 
     def allocate(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Hand `vec` on node `index` to a group; raises SimulationInvariantError rather than over-allocate."""

@@ -48,6 +48,7 @@ __all__ = [
     "SimConfig",
     "Workload",
     "WorkloadConfig",
+    "load_run_document",
     "load_sim_config",
     "load_workload",
     "parse_sim_config",
@@ -293,19 +294,25 @@ def parse_sim_config(data: Mapping[str, Any], source: str = "<sim>") -> SimConfi
 
 
 def load_sim_config(path: str | Path) -> SimConfig:
-    """Read and validate a run config; a relative trace path is taken relative to the config file."""
-    data = load_yaml(path, SimConfig, "write a sim run config (see slurmx/sim/config.py)")
-    config = parse_sim_config(data, str(path))
-    spec = config.cluster.from_trace
-    if spec is not None and spec.nodes_file is not None and not Path(spec.nodes_file).is_absolute():
-        nodes_file = str(Path(path).parent / spec.nodes_file)
-        cluster = config.cluster.model_copy(update={"from_trace": spec.model_copy(update={"nodes_file": nodes_file})})
-        config = config.model_copy(update={"cluster": cluster})
-    workload = config.workload
-    if workload is not None and workload.trace is not None and not Path(workload.trace).is_absolute():
-        trace = str(Path(path).parent / workload.trace)
-        config = config.model_copy(update={"workload": workload.model_copy(update={"trace": trace})})
-    return config
+    """Read and validate a run config; relative file paths in it are taken relative to the config file."""
+    return parse_sim_config(load_run_document(path), str(path))
+
+
+_FILE_KEYS = (("workload", "trace"), ("cluster", "from_trace", "nodes_file"))  # paths a run config may hold
+
+
+def load_run_document(path: str | Path) -> dict[str, Any]:
+    """The run config as a plain document, with a relative `workload.trace` and `cluster.from_trace.nodes_file`
+    made relative to the config file (what `sim run` validates, and what a sweep overrides point by point)."""
+    document = dict(load_yaml(path, SimConfig, "write a sim run config (see slurmx/sim/config.py)"))
+    for *parents, key in _FILE_KEYS:
+        holder: Any = document
+        for name in parents:
+            holder = holder.get(name) if isinstance(holder, dict) else None
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) and not Path(value).is_absolute():
+            holder[key] = str(Path(path).parent / value)
+    return document
 
 
 def _resolve(ref: str, what: str) -> Callable[..., Any]:

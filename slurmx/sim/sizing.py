@@ -38,15 +38,11 @@ def _vector(res: Resources) -> dict[str, int]:
     return {"cpus": res.cpus, "mem_mb": res.mem_mb, **{f"gres/{k}": v for k, v in res.gres.items()}}
 
 
-def _fits(request: Resources, capacity: Resources) -> bool:
-    return request.fits_in(capacity)
-
-
 def _keep_fitting(jobs: Sequence[SimJob], largest: Mapping[str, Sequence[Resources]]) \
         -> tuple[list[SimJob], int]:
     kept = []
     for job in jobs:
-        if any(kind in largest and any(_fits(v.request, cap) for cap in largest[kind])
+        if any(kind in largest and any(v.request.fits_in(cap) for cap in largest[kind])
                for kind, v in job.variants.items()):
             kept.append(job)
     return kept, len(jobs) - len(kept)
@@ -86,7 +82,7 @@ def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: 
     span = max(max(submits) - min(submits), 1.0)
     demand: dict[str, dict[str, float]] = {kind: {} for kind in node}
     for job in kept:
-        kind = next(k for k in job.variants if k in node and _fits(job.variants[k].request, node[k]))
+        kind = next(k for k in job.variants if k in node and job.variants[k].request.fits_in(node[k]))
         variant = job.variants[kind]
         for dim, amount in _vector(variant.request).items():
             demand[kind][dim] = demand[kind].get(dim, 0.0) + amount * variant.duration_s

@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from slurmx.core.validation import ConfigError, load_yaml
-from slurmx.sim.config import SimConfig, load_workload, parse_sim_config
+from slurmx.core.validation import ConfigError
+from slurmx.sim.config import SimConfig, load_run_document, load_workload, parse_sim_config
 
 __all__ = ["SweepPoint", "expand_grid", "load_base", "parse_param", "point_row", "run_point"]
 
@@ -76,13 +76,8 @@ def _set(document: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def load_base(path: str | Path) -> dict[str, Any]:
-    """The run config as a plain document, with a relative trace path made absolute (as `sim run` does)."""
-    document = load_yaml(path, SimConfig, "write a sim run config (see slurmx/sim/config.py)")
-    workload = document.get("workload")
-    trace = workload.get("trace") if isinstance(workload, dict) else None
-    if isinstance(workload, dict) and isinstance(trace, str) and not Path(trace).is_absolute():
-        workload["trace"] = str((Path(path).parent / trace).resolve())
-    return dict(document)
+    """The run config as a plain document, with its file paths made relative to it (as `sim run` reads it)."""
+    return load_run_document(path)
 
 
 def expand_grid(base: Mapping[str, Any], params: Sequence[tuple[str, list[Any]]], source: str = "sweep") \

@@ -64,6 +64,11 @@ def test_a_relative_trace_path_is_taken_relative_to_the_config(tmp_path: Path) -
     (tmp_path / "run.yaml").write_text(
         "cluster: {partitions: [{name: cpu, nodes: 1, cpus: 4, mem: 4G}]}\nworkload: {trace: data/t.swf}\n")
     assert load_base(tmp_path / "run.yaml")["workload"]["trace"] == str((tmp_path / "data" / "t.swf").resolve())
+    (tmp_path / "sized.yaml").write_text(
+        "cluster: {from_trace: {nodes_file: data/nodes.csv}}\nworkload: {trace: /abs/t.swf}\n")
+    document = load_base(tmp_path / "sized.yaml")
+    assert document["cluster"]["from_trace"]["nodes_file"] == str(tmp_path / "data" / "nodes.csv")
+    assert document["workload"]["trace"] == "/abs/t.swf"
 
 
 def test_results_are_in_grid_order_and_identical_on_one_or_two_processes() -> None:
