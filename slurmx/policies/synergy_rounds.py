@@ -31,8 +31,9 @@ from slurmx.policies.synergy import (
     queue_key,
 )
 from slurmx.policies.synergy_mechanisms import EPS, Allocation, Placement
+from slurmx.policies.synergy_opt import super_machine
 
-__all__ = ["FairnessViolation", "RoundJob", "RoundRun", "RoundSettings", "round_jobs", "simulate"]
+__all__ = ["FairnessViolation", "OptCompare", "RoundJob", "RoundRun", "RoundSettings", "round_jobs", "simulate"]
 
 
 class FairnessViolation(AssertionError):
@@ -66,6 +67,33 @@ class RoundSettings:
     tune_order: Literal["policy", "demand"] = "policy"
     stop_when_measured_done: bool = True
     starvation_s: float | None = 1000 * 3600.0  # a job idle this long goes to the front for good (released code)
+    compare_opt: bool = False  # also solve OPT's LP1 on each round's admitted jobs (paper §5.6's comparison)
+
+
+@dataclass
+class OptCompare:
+    """Paper §5.6's comparison, round by round: the mechanism's summed relative throughput against OPT's LP1
+    optimum on the same admitted jobs (same queue state, same round). Rounds where every job gets its best
+    point (nothing contended) count too: there the two agree unless the mechanism's packing loses."""
+
+    rounds: int = 0
+    ours: float = 0.0  # sum over rounds of the mechanism's summed throughput
+    opt: float = 0.0  # the same for OPT
+    worst: float = 1.0  # lowest per-round ratio ours / OPT
+    within_10pct: int = 0  # rounds with ours >= 0.9 OPT
+
+    def add(self, ours: float, opt: float) -> None:
+        ratio = ours / opt if opt > EPS else 1.0
+        self.rounds += 1
+        self.ours += ours
+        self.opt += opt
+        self.worst = min(self.worst, ratio)
+        self.within_10pct += ratio >= 0.9 - EPS
+
+    @property
+    def ratio(self) -> float:
+        """Aggregate throughput ratio over all compared rounds."""
+        return self.ours / self.opt if self.opt > EPS else math.nan
 
 
 @dataclass
@@ -80,6 +108,7 @@ class RoundRun:
     max_speed: float = 1.0
     unfinished: int = 0
     speedups: list[float] = field(default_factory=list)
+    opt_compare: OptCompare | None = None
 
     def mean_h(self) -> float:
         return float(np.mean(list(self.jct.values()))) / 3600.0 if self.jct else math.nan
@@ -124,6 +153,16 @@ def _check(live: list[_Live], results: list[tuple[Allocation, float] | None], st
             raise FairnessViolation(f"t={t:g}: {settings.mechanism} placed {placed} of {admitted_gpus} admitted GPUs")
 
 
+def _compare_with_opt(head: list[_Live], results: list[tuple[Allocation, float] | None], shape: ClusterShape,
+                      into: OptCompare) -> None:
+    """Add one round: the placed jobs' summed throughput against OPT's LP1 on the same jobs."""
+    placed = [(lj, res) for lj, res in zip(head, results, strict=True) if res is not None]
+    if not placed:
+        return
+    opt = super_machine([lj.profile.opt for lj, _ in placed], shape.cpus * shape.servers, shape.mem_gb * shape.servers)
+    into.add(sum(res[1] for _, res in placed), opt.objective)
+
+
 def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()) -> RoundRun:
     """Run the trace round by round until every measured job (or every job) has finished. Pure."""
     shape, r = settings.shape, settings.round_s
@@ -138,6 +177,7 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
     stop_early = settings.stop_when_measured_done and waiting_measured > 0
     idle: list[tuple[float, int, _Live]] = []  # (last run or arrival, id, job): who may starve next
     bumped = 0
+    compare = OptCompare() if settings.compare_opt and settings.mechanism in ("prop", "tune") else None
     while nxt < len(arrivals) or live:
         if stop_early and waiting_measured == 0:
             break
@@ -175,6 +215,8 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             results = [None if res is None else (res[0], lj.profile.speed(res[0], "matrix"))
                        for lj, res in zip(head, results, strict=True)]
         _check(head, results, (servers.free_gpus, servers.free_cpus, servers.free_mem), settings, admitted, t)
+        if compare is not None:
+            _compare_with_opt(head, results, shape, compare)
         checked += 1
         rounds += 1
         end = t + r
@@ -209,4 +251,4 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
                     bumped += 1
         t = end
     first = arrivals[0].arrival if arrivals else 0.0
-    return RoundRun(jct, last_finish - first, rounds, wall, checked, max_speed, len(live), speedups)
+    return RoundRun(jct, last_finish - first, rounds, wall, checked, max_speed, len(live), speedups, compare)

@@ -33,6 +33,7 @@ __all__ = [
     "ModelProfile",
     "SynergyParams",
     "SynergySpeed",
+    "assign_models",
     "load_synergy_joblist",
     "synergy",
 ]
@@ -101,7 +102,7 @@ class SynergyParams(WorkloadParams):
         return value
 
 
-def _assign_models(n: int, split: tuple[float, float, float]) -> list[ModelProfile]:
+def assign_models(n: int, split: tuple[float, float, float]) -> list[ModelProfile]:
     """The released simulator's deterministic mix: next task = largest (target share - share so far).
 
     The first job takes the first task; ties go to the earlier task; models rotate within a task. This
@@ -144,7 +145,7 @@ def synergy(params: SynergyParams, seed: int) -> list[SimJob]:
         arrivals = np.arange(n) * 0.001
     lo_id, hi_id = params.measure_window
     jobs = []
-    for i, model in enumerate(_assign_models(n, params.split)):
+    for i, model in enumerate(assign_models(n, params.split)):
         g = int(gpus[i])
         iters = max(1, int(duration_s[i] / model.iter_time_s))
         request = Resources(round(cpu_share * g), gb_to_mb(mem_share_gb * g), {"gpu": g})
