@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -36,6 +36,8 @@ __all__ = [
     "AlloxArgs",
     "AlloxPlus",
     "AlloxPlusArgs",
+    "AlphaArgs",
+    "AlphaRounds",
     "Cluster",
     "Job",
     "Machine",
@@ -323,24 +325,18 @@ def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Inst
 # ---------------------------------------------------------------------------------------------- policies
 
 
-class AlloxArgs(PolicyArgs):
-    """AlloX's knobs. Defaults follow the paper's simulation; the open choices of the digest are here.
+class AlphaArgs(PolicyArgs):
+    """The fairness knobs AlloX and AlloX+ share (the authors' AlloX+ uses the α subset too).
 
-    - `alpha`: fraction of users (lowest progress first) whose jobs are matched; 1 = no fairness constraint.
+    - `alpha`: fraction of users (lowest progress first) whose jobs are considered; 1 = no fairness constraint.
     - `alpha_over`: what α is a fraction of: users with waiting jobs (authors' simulator, default) or all
       users in the view (their Kubernetes scheduler).
     - `widen_alpha`: double α while nothing can start, until α = 1 (§4.4; not reset within a decision).
-    - `n_max`: match at most this many jobs, the next shortest per kind in turn (authors' simulator: 50);
-      None matches all (the solver is exact and fast, see docs/policies/allox.md for when to cap).
-    - `starts_per_solve`: "one" re-solves after every start, with progress updated (authors' simulator);
-      "all" starts the first planned job of every idle machine from one solve.
     """
 
     alpha: float = Field(0.1, ge=0.0, le=1.0)
     alpha_over: Literal["waiting", "all"] = "waiting"
     widen_alpha: bool = True
-    n_max: int | None = Field(None, ge=1)
-    starts_per_solve: Literal["one", "all"] = "one"
 
 
 def _population(view: ClusterView, cluster: Cluster, over: str) -> int:
@@ -354,12 +350,23 @@ def _widen(alpha: float, population: int) -> float:
     return min(1.0, max(2.0 * alpha, 2.0 / max(population, 1)))
 
 
-@dataclass(frozen=True)
-class Allox:
-    """AlloX: min-cost matching over (machine, position), first planned job of each idle machine, α-fairness."""
+def _value(job: Job, kind: str, cluster: Cluster) -> float:
+    fav = favoured(job.estimates, cluster.kinds)
+    share = dominant_share(job.variant(fav).request, fav, cluster)
+    return job_value(share, job.estimates[fav], job.estimates[kind])
 
-    args: AlloxArgs
-    name: ClassVar[str] = "allox"
+
+Choice = tuple[int, Job, str, str]  # a start a round chooses: machine index, job, kind, reason
+AA = TypeVar("AA", bound=AlphaArgs)
+
+
+@dataclass(frozen=True)
+class AlphaRounds(Generic[AA]):
+    """The decision loop AlloX and AlloX+ share; they differ only in `pick`. Each round selects the α users
+    with the lowest progress and lets `pick` choose starts among their jobs; the starts are made and progress
+    updated, so the next round sees them. A round that picks nothing doubles α (§4.4) until α = 1."""
+
+    args: AA
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now)
@@ -368,27 +375,65 @@ class Allox:
         alpha = self.args.alpha
         while cluster.jobs and cluster.idle():
             population = _population(view, cluster, self.args.alpha_over)
-            users = select_users(cluster.jobs, progress, alpha, population)
-            jobs = _cap_jobs([j for j in cluster.jobs if j.user in users], self.args.n_max, cluster.kinds)
-            firsts = self._first_jobs(cluster, jobs, now)
-            if not firsts:
+            choices = self.pick(cluster, select_users(cluster.jobs, progress, alpha, population), alpha, now)
+            if not choices:
                 if not self.args.widen_alpha or alpha >= 1.0:
                     break
                 alpha = _widen(alpha, population)
                 continue
-            if self.args.starts_per_solve == "one":
-                firsts = firsts[:1]
-            for i, job, depth in firsts:
-                kind = cluster.machines[i].kind
-                reason = f"allox: first of {depth} planned on {kind} {cluster.machines[i].node}, α={alpha:g}"
+            for i, job, kind, reason in choices:
                 start = cluster.start(i, job, kind, reason)
                 if start is not None:
                     actions.append(start)
-                    progress[job.user] = progress.get(job.user, 0.0) + self._value(job, kind, cluster)
+                    progress[job.user] = progress.get(job.user, 0.0) + _value(job, kind, cluster)
+        return Plan(tuple(actions), (*cluster.notes, *self.closing_notes(cluster)))
+
+    def pick(self, cluster: Cluster, users: set[str], alpha: float, now: float) -> list[Choice]:
+        """The starts of one round among the jobs of `users` (empty: nothing can start at this α)."""
+        raise NotImplementedError
+
+    def closing_notes(self, cluster: Cluster) -> tuple[str, ...]:
+        """Notes on what the decision left waiting."""
+        return ()
+
+
+class AlloxArgs(AlphaArgs):
+    """AlloX's knobs: `alpha`, `alpha_over`, `widen_alpha` (AlphaArgs), and the open choices of the digest.
+    Defaults follow the paper's simulation.
+
+    - `n_max`: match at most this many jobs, the next shortest per kind in turn (authors' simulator: 50);
+      None matches all (the solver is exact and fast, see docs/policies/allox.md for when to cap).
+    - `starts_per_solve`: "one" re-solves after every start, with progress updated (authors' simulator);
+      "all" starts the first planned job of every idle machine from one solve.
+    """
+
+    n_max: int | None = Field(None, ge=1)
+    starts_per_solve: Literal["one", "all"] = "one"
+
+
+@dataclass(frozen=True)
+class Allox(AlphaRounds[AlloxArgs]):
+    """AlloX: min-cost matching over (machine, position), first planned job of each idle machine, α-fairness."""
+
+    name: ClassVar[str] = "allox"
+
+    def closing_notes(self, cluster: Cluster) -> tuple[str, ...]:
         waiting = len(cluster.jobs)
-        if waiting:
-            cluster.notes.append(f"allox: {waiting} jobs wait (planned on busy machines or users not selected)")
-        return Plan(tuple(actions), tuple(cluster.notes))
+        return (f"allox: {waiting} jobs wait (planned on busy machines or users not selected)",) if waiting else ()
+
+    def pick(self, cluster: Cluster, users: set[str], alpha: float, now: float) -> list[Choice]:
+        """Solve the matching over the selected users' jobs; the first planned job of each idle machine
+        (shortest first), or only the shortest of them in "one" mode."""
+        jobs = _cap_jobs([j for j in cluster.jobs if j.user in users], self.args.n_max, cluster.kinds)
+        firsts = self._first_jobs(cluster, jobs, now)
+        if self.args.starts_per_solve == "one":
+            firsts = firsts[:1]
+        choices = []
+        for i, job, depth in firsts:
+            kind = cluster.machines[i].kind
+            reason = f"allox: first of {depth} planned on {kind} {cluster.machines[i].node}, α={alpha:g}"
+            choices.append((i, job, kind, reason))
+        return choices
 
     @staticmethod
     def _first_jobs(cluster: Cluster, jobs: list[Job], now: float) -> list[tuple[int, Job, int]]:
@@ -400,65 +445,39 @@ class Allox:
         firsts = [(i, jobs[queues[i][0]], len(queues[i])) for i in cluster.idle() if queues[i]]
         return sorted(firsts, key=lambda f: (f[1].estimates[cluster.machines[f[0]].kind], f[0]))
 
-    @staticmethod
-    def _value(job: Job, kind: str, cluster: Cluster) -> float:
-        fav = favoured(job.estimates, cluster.kinds)
-        share = dominant_share(job.variant(fav).request, fav, cluster)
-        return job_value(share, job.estimates[fav], job.estimates[kind])
 
-
-class AlloxPlusArgs(PolicyArgs):
+class AlloxPlusArgs(AlphaArgs):
     """AlloX+ (§4.4, authors' simulator): (job, kind) pairs of the α-selected users, jobs waiting at least
     `timeout_s` first, then shortest estimate first; the first pair whose kind has an idle machine starts.
-    `alpha`, `alpha_over`, `widen_alpha` as for AlloX (the simulator's AlloX+ uses the α subset too)."""
+    `alpha`, `alpha_over`, `widen_alpha` as for AlloX (AlphaArgs)."""
 
-    alpha: float = Field(0.1, ge=0.0, le=1.0)
-    alpha_over: Literal["waiting", "all"] = "waiting"
-    widen_alpha: bool = True
     timeout_s: float = Field(500.0, ge=0.0)
 
 
 @dataclass(frozen=True)
-class AlloxPlus:
+class AlloxPlus(AlphaRounds[AlloxPlusArgs]):
     """AlloX+: the O(m·n·log n) heuristic: time-outs first, then the shortest (job, kind) pair."""
 
-    args: AlloxPlusArgs
     name: ClassVar[str] = "allox_plus"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
-        progress = user_progress(view, cluster)
-        actions: list[Start] = []
-        alpha = self.args.alpha
-        while cluster.jobs and cluster.idle():
-            population = _population(view, cluster, self.args.alpha_over)
-            users = select_users(cluster.jobs, progress, alpha, population)
-            pairs = sorted(
-                ((job, kind) for job in cluster.jobs if job.user in users for kind in job.estimates),
-                key=lambda p: (
-                    now - p[0].group.submit_time < self.args.timeout_s,
-                    p[0].estimates[p[1]],
-                    p[0].group.submit_time,
-                    p[0].group.group_id,
-                    cluster.kinds.index(p[1]),
-                ),
-            )
-            started = None
-            for job, kind in pairs:
-                idle = cluster.idle(kind)
-                if idle:
-                    waited = now - job.group.submit_time
-                    tag = "timed out" if waited >= self.args.timeout_s else "shortest pair"
-                    started = cluster.start(idle[0], job, kind, f"allox+: {tag}, {job.estimates[kind]:.0f}s")
-                    if started is not None:
-                        actions.append(started)
-                        progress[job.user] = progress.get(job.user, 0.0) + Allox._value(job, kind, cluster)
-                    break
-            if started is None and not any(cluster.idle(kind) for job, kind in pairs):
-                if not self.args.widen_alpha or alpha >= 1.0:
-                    break
-                alpha = _widen(alpha, population)
-        return Plan(tuple(actions), tuple(cluster.notes))
+    def pick(self, cluster: Cluster, users: set[str], alpha: float, now: float) -> list[Choice]:
+        """The first (job, kind) pair in AlloX+ order whose kind has an idle machine; none if no pair has."""
+        pairs = sorted(
+            ((job, kind) for job in cluster.jobs if job.user in users for kind in job.estimates),
+            key=lambda p: (
+                now - p[0].group.submit_time < self.args.timeout_s,
+                p[0].estimates[p[1]],
+                p[0].group.submit_time,
+                p[0].group.group_id,
+                cluster.kinds.index(p[1]),
+            ),
+        )
+        for job, kind in pairs:
+            idle = cluster.idle(kind)
+            if idle:
+                tag = "timed out" if now - job.group.submit_time >= self.args.timeout_s else "shortest pair"
+                return [(idle[0], job, kind, f"allox+: {tag}, {job.estimates[kind]:.0f}s")]
+        return []
 
 
 register("allox", AlloxArgs)(Allox)

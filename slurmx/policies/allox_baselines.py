@@ -19,9 +19,9 @@ FIFO is `baselines.fifo`. "Waiting" users and ties follow `allox`: accelerators 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Generic, Literal, TypeVar
 
 from slurmx.core.actions import Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
@@ -84,7 +84,44 @@ Pick = Callable[[str], tuple[Job, str] | None]
 Share = Callable[[Usage], float]
 
 
-def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick: Pick, tag: str) -> Plan:
+Reason = Callable[[Job, str], str]
+A = TypeVar("A", bound=PolicyArgs)
+
+
+@dataclass(frozen=True)
+class _OnMachines(Generic[A]):
+    """What every baseline does around its own rule (`decide`): read AlloX's machine model from the view, and
+    return the rule's actions with the model's notes. `needs_estimates` False admits unestimated jobs."""
+
+    args: A
+    needs_estimates: ClassVar[bool] = True
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        cluster = read_cluster(view, now, self.needs_estimates)
+        actions = self.decide(view, cluster, now)
+        return Plan(tuple(actions), tuple(cluster.notes))
+
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+        """The baseline's rule: the starts (and, for SRPT, preemptions) on `cluster`, which it updates."""
+        raise NotImplementedError
+
+
+def _start_in_order(cluster: Cluster, pairs: Iterable[tuple[Job, str]], reason: Reason) -> list[Start]:
+    """The start loop the list policies share (SJF, SJF+, SRPT): each (job, kind) pair in the given order
+    starts if that job has not started yet and the kind has an idle machine with room."""
+    started: set[str] = set()
+    actions: list[Start] = []
+    for job, kind in pairs:
+        idle = cluster.idle(kind)
+        if job.group.group_id not in started and idle:
+            start = cluster.start(idle[0], job, kind, reason(job, kind))
+            if start is not None:
+                started.add(job.group.group_id)
+                actions.append(start)
+    return actions
+
+
+def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick: Pick, tag: str) -> list[Start]:
     """Online DRF: the waiting user with the least share picks a (job, kind); stop when it cannot start."""
     usage = _usage(view, cluster)
     actions: list[Start] = []
@@ -103,7 +140,7 @@ def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick
             mine = usage.setdefault(user, {})
             mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
             mine["mem"] = mine.get("mem", 0.0) + job.variant(kind).request.mem_mb
-    return Plan(tuple(actions), tuple(cluster.notes))
+    return actions
 
 
 def _drf_share(cluster: Cluster) -> Share:
@@ -122,15 +159,13 @@ class DrffArgs(PolicyArgs):
     config: Literal["accelerator", "first"] = "accelerator"
 
 
-@dataclass(frozen=True)
-class Drff:
+class Drff(_OnMachines[DrffArgs]):
     """DRF + FCFS, no estimator: jobs need no estimates."""
 
-    args: DrffArgs
     name: ClassVar[str] = "drff"
+    needs_estimates: ClassVar[bool] = False
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now, need_estimates=False)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
 
         def pick(user: str) -> tuple[Job, str] | None:
             job = min((j for j in cluster.jobs if j.user == user), key=_fcfs)
@@ -146,15 +181,12 @@ class DrfsArgs(PolicyArgs):
     """No knobs: SJF by the best estimate within a user, on the faster kind."""
 
 
-@dataclass(frozen=True)
-class Drfs:
+class Drfs(_OnMachines[DrfsArgs]):
     """DRF + SJF: each user's shortest job (by its best estimate), on its faster kind."""
 
-    args: DrfsArgs
     name: ClassVar[str] = "drfs"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
 
         def pick(user: str) -> tuple[Job, str] | None:
             job = min((j for j in cluster.jobs if j.user == user), key=lambda j: (min(j.estimates.values()), _fcfs(j)))
@@ -171,15 +203,12 @@ class DrfaArgs(PolicyArgs):
     beta: dict[str, float] | None = None
 
 
-@dataclass(frozen=True)
-class Drfa:
+class Drfa(_OnMachines[DrfaArgs]):
     """DRF on one converted resource: share = max(sum β_k·machines_k / sum β_k·capacity_k, memory)."""
 
-    args: DrfaArgs
     name: ClassVar[str] = "drfa"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         beta = self.args.beta if self.args.beta is not None else _average_speedups(view, cluster)
         total = sum(beta.get(k, 1.0) * cap for k, cap in cluster.capacity.items())
 
@@ -220,18 +249,15 @@ class EqualShareArgs(PolicyArgs):
     order: Literal["sjf", "fcfs"] = "sjf"
 
 
-@dataclass(frozen=True)
-class EqualShare:
+class EqualShare(_OnMachines[EqualShareArgs]):
     """ES: a static, equal split of every kind's machines among the users."""
 
-    args: EqualShareArgs
     name: ClassVar[str] = "es"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())})
         if not users:
-            return Plan()
+            return []
         usage = _usage(view, cluster)
         quota = {
             (u, k): cap // len(users) + (1 if r < cap % len(users) else 0)
@@ -266,23 +292,20 @@ class EqualShare:
                     kinds = sorted(job.estimates, key=lambda k: (job.estimates[k], cluster.kinds.index(k)))
                     if not any(room(user, k) and take(job, k, "fcfs, favourite first") for k in kinds):
                         break
-        return Plan(tuple(actions), tuple(cluster.notes))
+        return actions
 
 
 class SrptArgs(PolicyArgs):
     """No knobs. Free preemption and migration: simulator only (module docstring)."""
 
 
-@dataclass(frozen=True)
-class Srpt:
+class Srpt(_OnMachines[SrptArgs]):
     """SRPT over (job, kind) pairs of running and waiting jobs; a running job's remaining fraction applies to
     every kind. A requeued job's estimates are taken as its remaining times (the driver's contract)."""
 
-    args: SrptArgs
     name: ClassVar[str] = "srpt"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         candidates = list(cluster.jobs)
         running: dict[str, tuple[Job, Variant]] = {}
         slots = {k: len(cluster.idle(k)) for k in cluster.kinds}  # free now, or held by a job SRPT may stop
@@ -309,14 +332,10 @@ class Srpt:
             else:
                 actions.append(Preempt(gid, 0, reason="srpt: shorter remaining work needs the machine"))
                 _release(cluster, variant)
-        for job, _ in pairs:
-            kind = want.pop(job.group.group_id, "")
-            idle = cluster.idle(kind) if kind else []
-            if idle:
-                start = cluster.start(idle[0], job, kind, f"srpt: {job.estimates[kind]:.0f}s left")
-                if start is not None:
-                    actions.append(start)
-        return Plan(tuple(actions), tuple(cluster.notes))
+        by_rank = {job.group.group_id: job for job, _ in pairs}  # each job once, at its best pair's rank
+        moves = [(job, want[gid]) for gid, job in by_rank.items() if gid in want]
+        actions += _start_in_order(cluster, moves, lambda job, kind: f"srpt: {job.estimates[kind]:.0f}s left")
+        return actions
 
 
 def _running_job(group: Group, now: float, cluster: Cluster) -> tuple[Job, Variant] | None:
@@ -350,23 +369,16 @@ class SjfArgs(PolicyArgs):
     """No knobs: waiting jobs by their best estimate, each on its fastest kind with an idle machine."""
 
 
-@dataclass(frozen=True)
-class Sjf:
+class Sjf(_OnMachines[SjfArgs]):
     """Shortest job first (best-case estimate), each job on the fastest kind that has an idle machine."""
 
-    args: SjfArgs
     name: ClassVar[str] = "sjf"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
-        actions: list[Start] = []
-        for job in sorted(cluster.jobs, key=lambda j: (min(j.estimates.values()), _fcfs(j))):
-            for kind in sorted(job.estimates, key=lambda k: (job.estimates[k], cluster.kinds.index(k))):
-                idle = cluster.idle(kind)
-                if idle and (start := cluster.start(idle[0], job, kind, "sjf")) is not None:
-                    actions.append(start)
-                    break
-        return Plan(tuple(actions), tuple(cluster.notes))
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+        pairs = [(job, kind)
+                 for job in sorted(cluster.jobs, key=lambda j: (min(j.estimates.values()), _fcfs(j)))
+                 for kind in sorted(job.estimates, key=lambda k: (job.estimates[k], cluster.kinds.index(k)))]
+        return _start_in_order(cluster, pairs, lambda job, kind: "sjf")
 
 
 class SjfPlusArgs(PolicyArgs):
@@ -374,25 +386,17 @@ class SjfPlusArgs(PolicyArgs):
     shortest (job, kind) pair first when several are free (§2.2)."""
 
 
-@dataclass(frozen=True)
-class SjfPlus:
+class SjfPlus(_OnMachines[SjfPlusArgs]):
     """SJF+: the intro's strawman; it ignores how much faster a job is elsewhere (Fig. 5: 50 vs 20 min)."""
 
-    args: SjfPlusArgs
     name: ClassVar[str] = "sjf_plus"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
-        actions: list[Start] = []
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         pairs = sorted(
             ((j, k) for j in cluster.jobs for k in j.estimates),
             key=lambda p: (p[0].estimates[p[1]], _fcfs(p[0]), cluster.kinds.index(p[1])),
         )
-        for job, kind in pairs:
-            idle = cluster.idle(kind)
-            if job in cluster.jobs and idle and (start := cluster.start(idle[0], job, kind, "sjf+")) is not None:
-                actions.append(start)
-        return Plan(tuple(actions), tuple(cluster.notes))
+        return _start_in_order(cluster, pairs, lambda job, kind: "sjf+")
 
 
 class JsqPlusArgs(PolicyArgs):
@@ -403,15 +407,12 @@ class JsqPlusArgs(PolicyArgs):
     join_busy: bool = False
 
 
-@dataclass(frozen=True)
-class JsqPlus:
+class JsqPlus(_OnMachines[JsqPlusArgs]):
     """JSQ+: each job in arrival order takes the machine where it would finish first; short-sighted."""
 
-    args: JsqPlusArgs
     name: ClassVar[str] = "jsq_plus"
 
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        cluster = read_cluster(view, now)
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         ready = [m.ready_s if not m.idle else 0.0 for m in cluster.machines]
         actions: list[Start] = []
         for job in sorted(cluster.jobs, key=_fcfs):
@@ -430,7 +431,7 @@ class JsqPlus:
             if start is not None:
                 ready[i] = finish
                 actions.append(start)
-        return Plan(tuple(actions), tuple(cluster.notes))
+        return actions
 
 
 register("es", EqualShareArgs)(EqualShare)
