@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Protocol, overload
 
 from slurmx.core.resources import Resources
+from slurmx.core.snapshot import LentSnapshot
 
 __all__ = [
     "ClusterView",
@@ -422,7 +423,8 @@ class ClusterView:
     """Immutable snapshot of the cluster at `now`: the sole input of a policy.
 
     `kinds` maps each resource kind to the partition serving it. The mappings are read-only proxies
-    over private copies, so neither the policy nor the caller can mutate the snapshot afterwards.
+    over private copies, so neither the policy nor the caller can mutate the snapshot afterwards; a
+    `LentSnapshot` (the simulator's nodes and groups) is taken as is, its owner freezes it before changing.
     """
 
     now: float
@@ -439,6 +441,8 @@ class ClusterView:
     def __post_init__(self) -> None:
         for name in ("nodes", "partitions", "groups", "kinds"):
             value = getattr(self, name)
+            if type(value) is LentSnapshot:
+                continue  # immutable to its readers already (frozen by its owner before anything changes)
             # dict.copy() clones the table; dict(x) re-inserts every key when x ever had a deletion (10x slower).
             object.__setattr__(self, name, MappingProxyType(value.copy() if type(value) is dict else dict(value)))
 

@@ -47,6 +47,9 @@ def _split_top_level(text: str) -> Iterator[str]:
         yield text[start:]
 
 
+_NO_GRES: Mapping[str, int] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Resources:
     """An immutable amount of cpus, memory (MB) and named generic resources.
@@ -59,6 +62,9 @@ class Resources:
     gres: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
+        if not self.gres:
+            object.__setattr__(self, "gres", _NO_GRES)  # the common case, built on every plan: skip the sort
+            return
         cleaned = {k: int(v) for k, v in sorted(self.gres.items()) if v}
         object.__setattr__(self, "gres", MappingProxyType(cleaned))
 

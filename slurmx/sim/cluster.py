@@ -19,6 +19,7 @@ import numpy as np
 
 from slurmx.core.model import Node, Partition
 from slurmx.core.resources import Resources
+from slurmx.core.snapshot import LentSnapshot
 
 __all__ = [
     "ModelCluster",
@@ -92,7 +93,7 @@ class ModelCluster:
         for shape in shapes:
             self._add_partition(shape)
         self.node_views: dict[str, Node] = {n.name: self._node_view(n) for n in self.nodes}
-        self._dirty: set[int] = set()
+        self._stale: set[str] = set()  # nodes whose allocation changed since their view was built
         # Free capacity per kind as one array (rows in first-fit order), so "which nodes fit this request"
         # is one vectorised comparison instead of a Python loop over the partition on every policy call.
         self._free: dict[str, np.ndarray] = {}
@@ -180,7 +181,7 @@ class ModelCluster:
         node.allocated = after
         used = self.used[node.partition]
         used[:] = [u + v for u, v in zip(used, vec, strict=True)]
-        self._dirty.add(index)
+        self._stale.add(node.name)
         self._add_free(node, vec, -1)
 
     def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
@@ -194,7 +195,7 @@ class ModelCluster:
         node.allocated = after
         used = self.used[node.partition]
         used[:] = [u - v for u, v in zip(used, vec, strict=True)]
-        self._dirty.add(index)
+        self._stale.add(node.name)
         self._add_free(node, vec, 1)
 
     def _add_free(self, node: _SimNode, vec: Vector, sign: int) -> None:
@@ -238,17 +239,16 @@ class ModelCluster:
         node.view = view
         return view
 
-    def refresh_views(self) -> dict[str, Node]:
-        """The name -> Node map, rebuilding only the nodes whose allocation changed since the last call."""
-        if self._dirty:
-            views = self.node_views
-            for i in self._dirty:
-                node = self.nodes[i]
-                views[node.name] = self._node_view(node)
-            self._dirty.clear()
-        return self.node_views
+    def refresh_views(self) -> LentSnapshot[str, Node]:
+        """The name -> Node map as a lent snapshot: a node whose allocation changed is rebuilt when read.
+
+        The caller freezes it (`LentSnapshot.freeze`) before the next allocate or release if it is still
+        referenced then."""
+        return LentSnapshot(self.node_views, self._stale, self._view_of)
+
+    def _view_of(self, name: str) -> Node:
+        return self._node_view(self.nodes[self.index[name]])
 
     def rebuild_views(self) -> dict[str, Node]:
         """Every Node built afresh: the naive reference `refresh_views` is tested and benchmarked against."""
-        self._dirty.clear()
         return {n.name: self._node_view(n) for n in self.nodes}

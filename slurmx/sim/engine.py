@@ -35,15 +35,17 @@ import bisect
 import heapq
 import math
 import time
+import weakref
 from array import array
-from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
 from slurmx.core.resources import Resources
+from slurmx.core.snapshot import LentSnapshot, freeze_if_alive
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
@@ -125,13 +127,16 @@ class _Queues:
         self.read = [False, False, False]
         self.generation = 0
 
-    def before_change(self) -> None:
-        """A new snapshot is coming: a queue the last view read is copied (a list of pointers), so that view's
-        answer stays as it was; an unread one is changed in place, and the old view scans instead."""
+    def keep_read(self) -> None:
+        """The last view outlived its decision: a queue it read is left to it, the engine goes on with a copy
+        (a list of pointers); an unread one is changed in place, and the old view scans instead."""
         for q, read in enumerate(self.read):
             if read:
                 self.keys[q] = self.keys[q].copy()
-                self.read[q] = False
+
+    def new_generation(self) -> None:
+        """A new snapshot is coming: an older view's index answers "no longer known" from now on."""
+        self.read = [False, False, False]
         self.generation += 1
 
 
@@ -142,7 +147,7 @@ class _Index:
 
     __slots__ = ("_cluster", "_generation", "_nodes", "_queues")
 
-    def __init__(self, cluster: ModelCluster, nodes: dict[str, Node], queues: _Queues) -> None:
+    def __init__(self, cluster: ModelCluster, nodes: Mapping[str, Node], queues: _Queues) -> None:
         self._cluster = cluster
         self._nodes = nodes
         self._queues = queues
@@ -201,6 +206,8 @@ class Engine:
         self._by_id: dict[str, _Job] = {}
         self._visible: dict[str, _Job] = {}
         self._groups: dict[str, Group] = {}
+        self._stale_groups: set[str] = set()  # groups whose view is rebuilt when a policy reads it
+        self._lent: list[weakref.ReferenceType[LentSnapshot[str, Any]]] = []  # this decision's snapshots
         self._holes = 0  # deletions from _groups since it was last rebuilt
         self._queues = _Queues()
         self._dirty: dict[int, None] = {}
@@ -478,6 +485,9 @@ class Engine:
         started = time.perf_counter()
         plan = self.policy.schedule(view, now)
         self._policy_wall += time.perf_counter() - started
+        del view  # usually the last reference: then the snapshots need no freezing before the plan changes things
+        if freeze_if_alive(self._lent):
+            self._queues.keep_read()
         self._calls += 1
         if not isinstance(plan, Plan):
             raise SimulationError(f"t={now:g}: policy {self.policy.name} returned {type(plan).__name__}, not a Plan")
@@ -491,31 +501,38 @@ class Engine:
 
     def _view(self, now: float) -> ClusterView:
         if self.options.view == "naive":
-            nodes = self.cluster.rebuild_views()
-            groups = {gid: self._group_view(j) for gid, j in self._visible.items()}
+            every_node = self.cluster.rebuild_views()
+            every_group = {gid: self._group_view(j) for gid, j in self._visible.items()}
             self._dirty.clear()
+            return ClusterView(now, every_node, self.cluster.partitions, every_group, self.cluster.kinds)
         else:
             nodes = self.cluster.refresh_views()
-            groups = self._groups
-            self._queues.before_change()
+            groups, stale = self._groups, self._stale_groups
+            self._queues.new_generation()
             for idx in self._dirty:
                 j = self._jobs[idx]
-                if j.group_id in self._visible:
-                    groups[j.group_id] = self._group_view(j)
+                gid = j.group_id
+                if gid in self._visible:
+                    if gid in groups:
+                        stale.add(gid)  # rebuilt if read: a FIFO never reads most running groups
+                    else:
+                        groups[gid] = self._group_view(j)
                     self._file(j, 1 if j.status == PENDING else 2)
                 else:
                     self._file(j, 0)
-                    if groups.pop(j.group_id, None) is not None:
+                    stale.discard(gid)
+                    if groups.pop(gid, None) is not None:
                         self._holes += 1
             self._dirty.clear()
             if self._holes * 2 > len(groups):
-                # The view copies this dict on every call, and CPython copies a dict with many deleted slots key by
-                # key instead of cloning its table (about 10x slower): rebuild it compact now and then.
+                # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict
+                # with many deleted slots key by key instead of cloning its table: keep it compact.
                 self._groups = groups = dict(groups)
                 self._holes = 0
+            lent = LentSnapshot(groups, stale, self._group_view_of)
+            self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
             index = _Index(self.cluster, nodes, self._queues)
-            return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds, index)
-        return ClusterView(now, nodes, self.cluster.partitions, groups, self.cluster.kinds)
+            return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
 
     def _file(self, j: _Job, queue: int) -> None:
         """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
@@ -528,6 +545,9 @@ class Engine:
         if queue:
             bisect.insort(self._queues.keys[queue], key)
         j.listed = queue
+
+    def _group_view_of(self, group_id: str) -> Group:
+        return self._group_view(self._by_id[group_id])
 
     def _group_view(self, j: _Job) -> Group:
         job = j.job
