@@ -28,6 +28,7 @@ __all__ = [
     "DaemonConfig",
     "PolicyConfig",
     "PreemptionConfig",
+    "ProfileConfig",
     "ResourceKindConfig",
     "SiteConfig",
     "SubmitConfig",
@@ -200,6 +201,29 @@ class SubmitConfig(_Model):
         return value.rstrip("/") or "/"
 
 
+class ProfileConfig(_Model):
+    """slurmxd's profiler (docs/profiler.md): sample runs, sacct history and progress feed the variants' estimates.
+
+    `enabled` None: on, except for the policies in `off_for`, which read no estimates (FIFO, FitGpp).
+    `sampling`: `slurmx.profile.sampling.SamplingParams` fields (qos, overhead_budget, max_samples, max_cpus ...),
+    checked when slurmxd starts. `history_max_age`: runs older than this do not replace sampling.
+    """
+
+    enabled: bool | None = None
+    off_for: tuple[str, ...] = ("fifo", "fitgpp")
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    history_since: str = Field("now-7days", pattern=r"^[A-Za-z0-9:+-]+$")
+    history_max_age_s: int = Field(7 * 86400, validation_alias="history_max_age", gt=0)
+
+    @field_validator("history_max_age_s", mode="before")
+    @classmethod
+    def _age(cls, value: Any) -> Any:
+        return _duration(value)
+
+    def active_for(self, policy: str) -> bool:
+        return self.enabled if self.enabled is not None else policy not in self.off_for
+
+
 class SweepConfig(_Model):
     """`slurmx sim sweep --slurm`: how simulation points run as a job array on this cluster.
 
@@ -272,6 +296,7 @@ class SiteConfig(_Model):
     daemon: DaemonConfig = DaemonConfig()
     submit: SubmitConfig = SubmitConfig()
     sweep: SweepConfig = SweepConfig()
+    profile: ProfileConfig = ProfileConfig()
     transport: TransportConfig = TransportConfig()
 
     @field_validator("resources", mode="before")

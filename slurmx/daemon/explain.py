@@ -1,5 +1,8 @@
 """`slurmx explain GROUP`: why a group waits, why it got its variant, why it was preempted — from the audit log.
 
+It also shows each variant's latest run-time estimate, its source (sample / history / declared / progress) and
+uncertainty, and says when sacct history replaced sampling (the profiling stage audits both).
+
 Pure over audit entries, so it reads the same from a live store or a copy an admin sends along.
 """
 
@@ -32,10 +35,29 @@ def explain(group_id: str, entries: Sequence[AuditEntry]) -> list[str]:
     preempts = [e for e in entries if e.event == "decide" and e.detail.startswith("preempt ")]
     if preempts:
         answers.append(f"why preempted: {preempts[-1].detail} ({len(preempts)} preemption(s) in all)")
+    answers += _estimates(entries)
     last = entries[-1]
-    if last.event in ("note", "timeout", "requeue") or not starts:
+    profiling = [e for e in entries if e.event == "profile" and e.detail.startswith("submitted sample")]
+    done = any(e.event == "profile" and e.detail.startswith("profiling done") for e in entries)
+    if profiling and not done and not starts:
+        answers.append(f"why waiting: profiling ({len(profiling)} sample(s) submitted); the policy sees the group "
+                       "once its samples are done")
+    elif last.event in ("note", "timeout", "requeue") or not starts:
         notes = [e for e in entries if e.event == "note"]
         why = notes[-1].detail if notes else "the policy has not chosen it yet (no note given)"
         answers.append(f"why waiting: {why}")
     history = [f"  {_when(e.t)}  {e.event:<9} {e.detail}" for e in entries]
     return [f"{group_id}:", *(f"  {a}" for a in answers), "history:", *history]
+
+
+def _estimates(entries: Sequence[AuditEntry]) -> list[str]:
+    """The latest estimate of each variant, and which of them history replaced sampling for."""
+    latest: dict[str, str] = {}
+    for e in entries:
+        if e.event == "estimate":
+            latest[e.detail.split(":", 1)[0]] = e.detail
+    lines = [f"estimate {detail}" for _, detail in sorted(latest.items())]
+    lines += [f"history replaces sampling for {e.detail.split(': history replaces sampling', 1)[0]}: "
+              f"{e.detail.split('history replaces sampling ', 1)[1].strip('()')}"
+              for e in entries if e.event == "profile" and ": history replaces sampling" in e.detail]
+    return lines

@@ -26,6 +26,7 @@ from slurmx.daemon.enforce import AuditRow, Enforcer, grace_marks, start_marks
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation, build_view
+from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
 from slurmx.daemon.wake import notify
 from slurmx.policies.base import Policy
@@ -89,10 +90,13 @@ class Daemon:
     cycles: int = 0
     _reported: set[tuple[str, str]] = field(default_factory=set)
     enforcer: Enforcer = field(init=False)
+    profiling: ProfilingStage | None = None  # built from `site.profile` unless given
 
     def __post_init__(self) -> None:
         self.enforcer = Enforcer(self.adapter, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
+        if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
+            self.profiling = ProfilingStage(self.site, self.adapter, self.store, dry_run=self.dry_run)
 
     def observe(self, now: float) -> Observation:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
@@ -116,6 +120,9 @@ class Daemon:
             obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
                              now, facts=self.store.group_facts(), starts=start_marks(self.store),
                              grace=grace_marks(self.store))
+        if self.profiling is not None:  # estimates into the view; groups still profiling stay out of it
+            obs, profiled = self.profiling.cycle(obs, now, self.cycles)
+            self.enforcer.log.extend(profiled)
         plan = self.policy.schedule(obs.view, now)
         self.enforcer.apply(plan, obs, now)
         rows = tuple(self.enforcer.flush())

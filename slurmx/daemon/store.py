@@ -20,7 +20,7 @@ from typing import Any
 
 from slurmx.daemon.errors import DaemonError
 
-__all__ = ["MIGRATIONS", "AuditEntry", "Intent", "Store", "StoreError"]
+__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "Intent", "SampleRow", "Store", "StoreError"]
 
 # One script per schema version; never edit a released one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -54,6 +54,34 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    """
+    CREATE TABLE samples (
+        sample_id TEXT PRIMARY KEY,    -- '<group>.<kind>.<index>' (slurmx.profile.sampling.SampleRequest)
+        group_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        job_id INTEGER,                -- NULL until sbatch answered (intent written before it)
+        state TEXT NOT NULL,           -- submitting | submitted | cutting | done | cut | failed
+        created REAL NOT NULL,
+        started REAL,
+        seconds REAL,                  -- wall time (done) or time run before the cut
+        step_seconds REAL,
+        steps_done INTEGER NOT NULL DEFAULT 0,
+        updated REAL NOT NULL
+    );
+    CREATE INDEX samples_group ON samples (group_id);
+    CREATE TABLE estimates (
+        group_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        source TEXT NOT NULL,          -- declared | sample | history | progress
+        uncertainty REAL NOT NULL,     -- relative 1-sigma
+        lower_bound INTEGER NOT NULL,
+        detail TEXT NOT NULL,
+        updated REAL NOT NULL,
+        PRIMARY KEY (group_id, kind)
+    );
+    """,
 )
 
 
@@ -79,6 +107,37 @@ class AuditEntry:
     group_id: str
     event: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRow:
+    """One profiling sample run the daemon submitted (or is about to: `job_id` None, state `submitting`)."""
+
+    sample_id: str
+    group_id: str
+    kind: str
+    steps: int
+    job_id: int | None
+    state: str
+    created: float
+    started: float | None = None
+    seconds: float | None = None
+    step_seconds: float | None = None
+    steps_done: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateRow:
+    """A variant's current run-time estimate, where it came from and how sure it is (`slurmx explain`)."""
+
+    group_id: str
+    kind: str
+    seconds: float
+    source: str
+    uncertainty: float
+    lower_bound: bool
+    detail: str
+    updated: float
 
 
 class Store:
@@ -222,6 +281,52 @@ class Store:
             "SELECT t, cycle, group_id, event, detail FROM audit WHERE id IN "
             "(SELECT MAX(id) FROM audit WHERE group_id != '' GROUP BY group_id)")
         return {g: AuditEntry(float(t), int(c), g, e, d) for t, c, g, e, d in rows}
+
+    # ------------------------------------------------------------------------------------------ profiling
+
+    def put_sample(self, row: SampleRow, now: float) -> None:
+        """Create or replace a sample row; commits before returning (the intent precedes the sbatch)."""
+        self._db.execute(
+            "INSERT INTO samples (sample_id, group_id, kind, steps, job_id, state, created, started, seconds, "
+            "step_seconds, steps_done, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sample_id) DO UPDATE "
+            "SET job_id=excluded.job_id, state=excluded.state, started=excluded.started, seconds=excluded.seconds,"
+            " step_seconds=excluded.step_seconds, steps_done=excluded.steps_done, updated=excluded.updated",
+            (row.sample_id, row.group_id, row.kind, row.steps, row.job_id, row.state, row.created, row.started,
+             row.seconds, row.step_seconds, row.steps_done, now))
+
+    def samples(self, group_id: str | None = None) -> dict[str, SampleRow]:
+        """Sample id -> row, of one group or of all."""
+        sql = ("SELECT sample_id, group_id, kind, steps, job_id, state, created, started, seconds, step_seconds, "
+               "steps_done FROM samples")
+        rows = self._db.execute(sql + " WHERE group_id=?", (group_id,)) if group_id is not None else \
+            self._db.execute(sql)
+        return {r[0]: SampleRow(r[0], r[1], r[2], int(r[3]), None if r[4] is None else int(r[4]), r[5],
+                                float(r[6]), r[7], r[8], r[9], int(r[10])) for r in rows}
+
+    def put_estimates(self, rows: Sequence[EstimateRow]) -> None:
+        if rows:
+            with self._transaction():
+                self._db.executemany(
+                    "INSERT INTO estimates (group_id, kind, seconds, source, uncertainty, lower_bound, detail, "
+                    "updated) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(group_id, kind) DO UPDATE SET "
+                    "seconds=excluded.seconds, source=excluded.source, uncertainty=excluded.uncertainty, "
+                    "lower_bound=excluded.lower_bound, detail=excluded.detail, updated=excluded.updated",
+                    [(r.group_id, r.kind, r.seconds, r.source, r.uncertainty, int(r.lower_bound), r.detail,
+                      r.updated) for r in rows])
+
+    def estimates(self, group_id: str) -> list[EstimateRow]:
+        rows = self._db.execute("SELECT group_id, kind, seconds, source, uncertainty, lower_bound, detail, updated "
+                                "FROM estimates WHERE group_id=? ORDER BY kind", (group_id,))
+        return [EstimateRow(g, k, float(s), src, float(u), bool(lb), d, float(t)) for g, k, s, src, u, lb, d, t
+                in rows]
+
+    def forget_profiles(self, group_ids: Iterable[str]) -> None:
+        """Drop the samples and estimates of groups that are gone (the audit log keeps their story)."""
+        ids = [(g,) for g in group_ids]
+        if ids:
+            with self._transaction():
+                self._db.executemany("DELETE FROM samples WHERE group_id=?", ids)
+                self._db.executemany("DELETE FROM estimates WHERE group_id=?", ids)
 
     # ------------------------------------------------------------------------------------------ meta
 

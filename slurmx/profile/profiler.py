@@ -52,6 +52,7 @@ class _VariantState:
     issued: dict[int, SampleRequest] = field(default_factory=dict)
     runs: dict[int, SampleRun] = field(default_factory=dict)
     estimate: Estimate | None = None
+    abandoned: bool = False  # a sample failed: no estimate from samples, the declared one stands
 
 
 class Profiler:
@@ -91,7 +92,8 @@ class Profiler:
     def _start(self, group: GroupToProfile, now: float) -> dict[str, _VariantState]:
         states: dict[str, _VariantState] = {}
         for variant in group.variants:
-            key = JobKey(group.user, group.name, group.script_hash, variant.kind)
+            script_hash = group.script_hash if variant.script_hash is None else variant.script_hash
+            key = JobKey(group.user, group.name, script_hash, variant.kind)
             state = _VariantState(variant, key)
             state.estimate = self.history.estimate(key, now, variant.total_steps)
             if state.estimate is None and variant.total_steps:
@@ -134,6 +136,34 @@ class Profiler:
         if _settled(state) and state.variant.total_steps:
             state.estimate = estimate_from_samples(list(state.runs.values()), state.variant.total_steps,
                                                    self.estimator)
+
+    def abandon(self, sample_id: str) -> None:
+        """A sample failed (not cut, no timing): stop sampling its variant, whose declared estimate stands.
+
+        Without this a failed sample would keep its group unready, hidden from the policy, for ever."""
+        group_id = sample_id.rpartition(".")[0]
+        group_id, _, kind = group_id.rpartition(".")
+        state = self._groups.get(group_id, {}).get(kind)
+        if state is not None:
+            state.pending.clear()
+            state.abandoned = True
+
+    def known(self, group_id: str) -> bool:
+        """Whether `plan` has seen the group."""
+        return group_id in self._groups
+
+    def sources(self, group_id: str) -> dict[str, str]:
+        """Kind -> how its estimate is being made: 'history', 'sampling', 'sampled', 'declared' (for explain)."""
+        out = {}
+        for kind, state in self._groups.get(group_id, {}).items():
+            if state.estimate is not None and state.estimate.source is Source.HISTORY:
+                out[kind] = "history"
+            elif state.issued or state.pending:
+                out[kind] = "sampled" if _settled(state) and not state.abandoned else \
+                    "failed" if state.abandoned else "sampling"
+            else:
+                out[kind] = "declared"
+        return out
 
     def to_cut(self, running: Mapping[str, float], now: float) -> list[str]:
         """Samples (id -> start time) that ran past `cut_factor` times the same sample of their fastest sibling."""
@@ -201,6 +231,8 @@ class Profiler:
 
 def _settled(state: _VariantState) -> bool:
     """No more samples will tell us anything: all planned ones ended, or one was cut."""
+    if state.abandoned:
+        return True
     if state.pending:
         return False
     return len(state.runs) == len(state.issued) or any(not r.finished for r in state.runs.values())

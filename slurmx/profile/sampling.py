@@ -63,6 +63,7 @@ class VariantToProfile:
     total_steps: int | None
     declared_s: float | None = None
     time_limit_s: int | None = None
+    script_hash: str | None = None  # this variant's payload hash (the `h=` tag); None: the group's
 
 
 @dataclass(frozen=True, slots=True)

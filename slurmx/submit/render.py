@@ -23,7 +23,8 @@ from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
 from slurmx.submit.spec import JobSpec
 
-__all__ = ["RenderedVariant", "comment_tag", "render_variant", "variant_options"]
+__all__ = ["RenderedVariant", "comment_tag", "payload_hash", "render_variant", "sample_script_path",
+           "script_hash", "variant_options"]
 
 _SAFE_OPTION = re.compile(r"^--?[A-Za-z][\w-]*(=[^\s'\"\\`$;&|<>(){}]*)?$")
 
@@ -35,6 +36,7 @@ class RenderedVariant:
     kind: str
     script: str
     options: tuple[str, ...]
+    sample_script: str | None = None  # the profile-template script slurmxd submits as this variant's samples
 
 
 def comment_tag(group_id: str, kind: str, job_class: JobClass) -> str:
@@ -46,9 +48,29 @@ def group_spool(site: SiteConfig, group_id: str) -> str:
     return f"{site.submit.spool_dir.rstrip('/')}/{group_id}"
 
 
+def sample_script_path(site: SiteConfig, group_id: str, kind: str) -> str:
+    """Where the submitter leaves a variant's sample script for slurmxd: the spool root (sticky, writable by all,
+    like the job outputs), since the group folder is created later by the group's own jobs."""
+    return f"{site.submit.spool_dir.rstrip('/')}/{group_id}.sample-{kind}.sh"
+
+
+def script_hash(text: str) -> str:
+    """The 12-hex-digit sha256 prefix slurmx tags scripts and payloads with."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def payload_hash(spec: JobSpec, kind: str, source: str = "<spec>") -> str:
+    """The `h=` tag: what makes two runs the same job for history (the payload and its arguments, not the group)."""
+    return script_hash("\0".join((_payload(spec, kind, source), *spec.args)))
+
+
 def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
-                    source: str = "<spec>") -> tuple[str, ...]:
-    """The sbatch options of one variant, in canonical order; each is checked to be safe in an `#SBATCH` line."""
+                    source: str = "<spec>", sample_hash: str | None = None) -> tuple[str, ...]:
+    """The sbatch options of one variant, in canonical order; each is checked to be safe in an `#SBATCH` line.
+
+    The comment carries the profiler's tags: `n=` the spec's work (steps), `h=` the payload hash (the history key)
+    and `p=` the hash of the variant's sample script (slurmxd submits only a script whose hash matches).
+    """
     cfg = site.kind(kind)
     cpus = spec.variant_field(kind, "cpus") or cfg.cpus
     mem_mb = spec.variant_field(kind, "mem_mb") or cfg.mem_mb
@@ -70,7 +92,10 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     options.append(f"--output={site.submit.spool_dir}/{group_id}.{kind}-%j.out")
     # The spec's runtime estimate rides along (`e=<s>`): slurmxd's policies read it; a hint, like the whole comment.
     estimate = f",e={spec.estimates[kind]}" if kind in spec.estimates else ""
-    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}{estimate}")
+    work = f",n={round(spec.work)}" if spec.work is not None and round(spec.work) >= 1 else ""
+    sample = f",p={sample_hash}" if sample_hash else ""
+    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}{estimate}{work}"
+                   f",h={payload_hash(spec, kind, source)}{sample}")
     if spec.job_class == JobClass.BE:
         grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
         options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
@@ -134,9 +159,10 @@ def _payload(spec: JobSpec, kind: str, source: str) -> str:
 
 
 def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
-                   source: str = "<spec>", profile_steps: int | None = None) -> RenderedVariant:
+                   source: str = "<spec>", profile_steps: int | None = None,
+                   sample_hash: str | None = None) -> RenderedVariant:
     """The full batch script of one variant (the profile template when `profile_steps` is set)."""
-    options = variant_options(spec, site, kind, group_id, mode, source)
+    options = variant_options(spec, site, kind, group_id, mode, source, sample_hash)
     cfg = site.kind(kind)
     template_name = "profile.sh.j2" if profile_steps else (cfg.template or f"{kind}.sh.j2")
     env = _environment(site.submit.templates_dir)
@@ -167,6 +193,22 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
     except jinja2.TemplateError as exc:
         raise ConfigError([f"template {template_name}: {exc}"]) from None
     return RenderedVariant(kind, script, options)
+
+
+def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
+                       source: str = "<spec>", workdir: str | None = None) -> RenderedVariant:
+    """A managed variant with its sample script (when the spec declares its `work` in steps, which samples need).
+
+    The sample is the profile template in `pick` mode (not held); slurmxd overrides its QOS, name, comment and
+    step count on the sbatch command line. It runs in `workdir` (the submitter's folder) unless the spec sets one,
+    since slurmxd submits it from elsewhere.
+    """
+    if mode != "managed" or spec.work is None or round(spec.work) < 1:
+        return render_variant(spec, site, kind, group_id, mode, source)
+    sample_spec = spec if spec.workdir or not workdir else spec.model_copy(update={"workdir": workdir})
+    sample = render_variant(sample_spec, site, kind, group_id, "pick", source, profile_steps=1).script
+    main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=script_hash(sample))
+    return RenderedVariant(main.kind, main.script, main.options, sample)
 
 
 def render_group(spec: JobSpec, site: SiteConfig, kinds: Sequence[str], group_id: str, mode: str,

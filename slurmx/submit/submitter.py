@@ -6,14 +6,17 @@ the variants already submitted are cancelled, so a failed submission never leave
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError
 from slurmx.daemon.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
-from slurmx.submit.render import RenderedVariant, group_spool, render_variant
+from slurmx.submit.render import RenderedVariant, group_spool, render_with_sample, sample_script_path
 from slurmx.submit.spec import JobSpec, resolve_variants
 
 __all__ = ["SubmitError", "SubmittedGroup", "new_group_id", "plan_group", "submit_group"]
@@ -58,7 +61,9 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
                                f"{', '.join(kinds)}"])
         mode, kinds = "pick", (pick,)
     gid = group_id or new_group_id(spec.name)
-    rendered = [render_variant(spec, site, kind, gid, mode, source) for kind in kinds]
+    with contextlib.suppress(OSError):
+        cwd: str | None = os.getcwd()
+    rendered = [render_with_sample(spec, site, kind, gid, mode, source, workdir=cwd) for kind in kinds]
     return gid, mode, rendered
 
 
@@ -66,6 +71,7 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
                  pick: str | None = None, only: tuple[str, ...] | None = None,
                  source: str = "<spec>") -> SubmittedGroup:
     gid, mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
+    write_sample_scripts(site, gid, rendered)
     submitted: list[tuple[str, int]] = []
     for variant in rendered:
         try:
@@ -75,6 +81,28 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     if mode == "managed":  # the variants wait held for slurmxd: wake it rather than wait for its next tick
         notify(site.daemon.socket)
     return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
+
+
+def write_sample_scripts(site: SiteConfig, group_id: str, rendered: list[RenderedVariant]) -> list[str]:
+    """Leave each variant's sample script where slurmxd looks for it (before the variants exist, so the daemon
+    never sees a group whose scripts are missing). Best effort: a spool this host cannot write (a remote submit)
+    only means the daemon will not sample the group and its declared estimates stand. Returns the paths written."""
+    written = []
+    for variant in rendered:
+        if variant.sample_script is None:
+            continue
+        path = Path(sample_script_path(site, group_id, variant.kind))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(variant.sample_script, encoding="utf-8")
+            tmp.chmod(0o644)
+            tmp.replace(path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            continue
+        written.append(str(path))
+    return written
 
 
 def _roll_back(adapter: SlurmAdapter, submitted: list[tuple[str, int]]) -> str:

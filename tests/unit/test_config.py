@@ -153,7 +153,7 @@ def test_unknown_top_level_key() -> None:
     err = _error(_with(polcy={}))
     assert str(err) == (
         "site.yaml: polcy: unknown key; valid keys: "
-        "cluster, resources, classes, policy, preemption, daemon, submit, sweep, transport"
+        "cluster, resources, classes, policy, preemption, daemon, submit, sweep, profile, transport"
     )
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.validation import ConfigError
-from slurmx.submit.render import RenderedVariant, render_variant, variant_options
+from slurmx.submit.render import RenderedVariant, payload_hash, render_variant, variant_options
 from slurmx.submit.spec import JobSpec, parse_spec
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -161,7 +161,8 @@ def test_option_values() -> None:
     assert options == (
         "--job-name=train@gpu", "--partition=gpu", "--qos=scavenger", "--cpus-per-task=1", "--mem=500M",
         "--gres=gpu:1", "--time=01:30:00", f"--output=/shared/spool/{GID}.gpu-%j.out",
-        f"--comment=slurmx:g={GID},v=gpu,c=be", "--signal=B:USR2@45", "--requeue",
+        f"--comment=slurmx:g={GID},v=gpu,c=be,h={payload_hash(spec(), 'gpu')}", "--signal=B:USR2@45",
+        "--requeue",
     )
 
 

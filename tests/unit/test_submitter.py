@@ -81,7 +81,7 @@ def test_managed_group_submits_every_variant_on_stdin_to_sbatch_parsable() -> No
     for kind, script in zip(("cpu", "gpu", "accel"), scripts, strict=True):
         assert script is not None and script.startswith("#!/bin/bash\n")
         assert f"#SBATCH --job-name=train@{kind}\n" in script
-        assert f"#SBATCH --comment=slurmx:g={group.group_id},v={kind},c=be\n" in script
+        assert f"#SBATCH --comment=slurmx:g={group.group_id},v={kind},c=be,h=" in script
         assert "#SBATCH --hold\n" in script
 
 
