@@ -79,14 +79,16 @@ class OptCompare:
     rounds: int = 0
     ours: float = 0.0  # sum over rounds of the mechanism's summed throughput
     opt: float = 0.0  # the same for OPT
+    prop: float = 0.0  # the same at the proportional share (1.0 a job)
     worst: float = 1.0  # lowest per-round ratio ours / OPT
     within_10pct: int = 0  # rounds with ours >= 0.9 OPT
 
-    def add(self, ours: float, opt: float) -> None:
+    def add(self, ours: float, opt: float, prop: float) -> None:
         ratio = ours / opt if opt > EPS else 1.0
         self.rounds += 1
         self.ours += ours
         self.opt += opt
+        self.prop += prop
         self.worst = min(self.worst, ratio)
         self.within_10pct += ratio >= 0.9 - EPS
 
@@ -94,6 +96,11 @@ class OptCompare:
     def ratio(self) -> float:
         """Aggregate throughput ratio over all compared rounds."""
         return self.ours / self.opt if self.opt > EPS else math.nan
+
+    @property
+    def gain_captured(self) -> float:
+        """Share of OPT's throughput gain over the proportional share that the mechanism reaches."""
+        return (self.ours - self.prop) / (self.opt - self.prop) if self.opt - self.prop > EPS else math.nan
 
 
 @dataclass
@@ -160,7 +167,7 @@ def _compare_with_opt(head: list[_Live], results: list[tuple[Allocation, float] 
     if not placed:
         return
     opt = super_machine([lj.profile.opt for lj, _ in placed], shape.cpus * shape.servers, shape.mem_gb * shape.servers)
-    into.add(sum(res[1] for _, res in placed), opt.objective)
+    into.add(sum(res[1] for _, res in placed), opt.objective, float(len(placed)))
 
 
 def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()) -> RoundRun:

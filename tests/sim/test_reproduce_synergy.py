@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
+from slurmx.policies.synergy_profiles import MODELS
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
-from slurmx.reproduce.synergy import EXPERIMENTS, RunSpec, reproduce, run_one
+from slurmx.reproduce.synergy import EXPERIMENTS, W2, RunSpec, _peer_jobs, reproduce, run_one
 
 
 def test_quick_reproduction_runs_every_experiment_and_checks_the_invariant() -> None:
@@ -42,3 +45,17 @@ def test_a_tiny_static_run_finishes_every_job() -> None:
     spec = RunSpec("tune", "fifo", "static", 1.0, (60.0, 30.0, 10.0), servers=1, n_jobs=12, window=(0, 12))
     out = run_one(spec)
     assert out.makespan_h > 0 and out.checked_rounds == out.rounds
+
+
+def test_w2_job_list_keeps_the_authors_arrivals_and_durations_with_w2_models() -> None:
+    w1, w2 = _peer_jobs((4000, 5000)), _peer_jobs((4000, 5000), W2)
+    assert len(w1) == len(w2) == 6925
+    assert [j.arrival for j in w1] == [j.arrival for j in w2]
+    assert [j.measured for j in w1] == [j.measured for j in w2]
+    tasks = Counter(MODELS[j.model].task for j in w2)
+    assert tasks == {"image": 3463, "speech": 3462}  # 50/50, no language model; the first job takes image
+    assert [j.model for j in w2[:4]] == ["alexnet", "m5", "res18", "deepspeech"]
+    for a, b in zip(w1, w2, strict=True):  # the same duration at the proportional share, to one iteration
+        assert abs(a.total_iters * a.iter_time_s - b.total_iters * b.iter_time_s) < b.iter_time_s
+        if a.model == b.model:
+            assert a.total_iters == b.total_iters

@@ -253,3 +253,19 @@ def test_a_job_idle_past_the_starvation_threshold_goes_to_the_front() -> None:
                                                      starvation_s=7000.0))
     assert plain.jct[0] == 39 * 300 + 6000
     assert bumped.jct[0] == 7500 + 6000
+
+
+def test_rounds_compare_tune_with_opt_on_the_same_jobs() -> None:
+    # Three 1-GPU alexnet jobs on one 24-CPU server. TUNE: two at best case (12 CPUs, 2.94x); the third reverts
+    # the first to proportional and runs there: 2.94 + 1 + 1 = 4.94. OPT's LP1 splits the 24 CPUs 12 + 6 + 6:
+    # 2.94 + 1.75 + 1.75 = 6.44. PROP: 3.0.
+    jobs = [RoundJob(i, 0.0, 1, "alexnet", 1, 0.6) for i in range(3)]
+    tuned = simulate(jobs, RoundSettings(mechanism="tune", shape=ONE, compare_opt=True)).opt_compare
+    prop = simulate(jobs, RoundSettings(mechanism="prop", shape=ONE, compare_opt=True)).opt_compare
+    assert tuned is not None and prop is not None
+    assert (tuned.rounds, tuned.within_10pct) == (1, 0)
+    assert (tuned.ours, tuned.opt, tuned.prop) == pytest.approx((4.94, 6.44, 3.0))
+    assert tuned.ratio == pytest.approx(4.94 / 6.44) and tuned.worst == pytest.approx(4.94 / 6.44)
+    assert tuned.gain_captured == pytest.approx(1.94 / 3.44)
+    assert prop.ratio == pytest.approx(3.0 / 6.44) and prop.gain_captured == 0.0
+    assert simulate(jobs, RoundSettings(mechanism="tune", shape=ONE)).opt_compare is None
