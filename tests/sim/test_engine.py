@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import ClusterView, Group, GroupQueue, GroupState, JobClass, VariantState
+from slurmx.core.model import ClusterView, Group, GroupQueue, GroupState, JobClass, Node, VariantState
 from slurmx.core.resources import Resources
+from slurmx.core.snapshot import LentSnapshot
 from slurmx.policies import make_policy
 from slurmx.sim import engine as engine_module
 from slurmx.sim.cli import run_config, sim_group
@@ -447,6 +448,47 @@ def test_a_snapshot_read_only_after_its_call_still_answers_from_its_own_groups()
     Engine(two_kinds(), Scripted(blind), tiny_workload({"jobs": 120}, seed=4), EngineOptions()).run()
     assert len(kept) > 50
     assert all((tuple(v.pending_groups()), tuple(v.running_groups())) == (p, r) for v, p, r in kept)
+
+
+def test_a_snapshot_kept_past_its_decision_is_frozen_as_it_was_though_its_policy_read_little() -> None:
+    # The engine lends its live node and group maps and builds a changed entry only when it is read. A policy that
+    # keeps the view (here: the harness) must still find every node and group as they were at its call, later.
+    expected: list[tuple[ClusterView, dict[str, Node], dict[str, Group]]] = []
+
+    class Recording(Engine):
+        def _view(self, now: float) -> ClusterView:
+            view = super()._view(now)
+            groups = {gid: self._group_view(j) for gid, j in self._visible.items()}
+            expected.append((view, self.cluster.rebuild_views(), groups))
+            return view
+
+    Recording(two_kinds(), FIFO, tiny_workload({"jobs": 150}, seed=11), EngineOptions()).run()
+    assert len(expected) > 50
+    for view, nodes, groups in expected:
+        assert dict(view.nodes) == nodes
+        assert dict(view.groups) == groups and list(view.groups) == list(groups)
+
+
+def test_a_lent_snapshot_builds_stale_entries_when_read_and_never_changes_once_frozen() -> None:
+    built: list[str] = []
+    live = {"a": 1, "b": 2}
+    stale = {"b"}
+
+    def build(key: str) -> int:
+        built.append(key)
+        return 20
+
+    lent = LentSnapshot(live, stale, build)
+    assert lent["a"] == 1 and built == []
+    assert lent["b"] == 20 and lent["b"] == 20 and built == ["b"]  # built once, cached in the owner's map
+    assert live["b"] == 20 and not stale
+    stale.add("a")
+    assert "a" in lent and built == ["b"]  # membership builds nothing
+    lent.freeze()
+    assert built == ["b", "a"]
+    live["c"] = 3
+    live["a"] = 99
+    assert dict(lent) == {"a": 20, "b": 20}
 
 
 # ---- determinism and the command line ----------------------------------------------------------------------
