@@ -196,17 +196,16 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
 
 
 def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
-                       source: str = "<spec>", workdir: str | None = None) -> RenderedVariant:
+                       source: str = "<spec>") -> RenderedVariant:
     """A managed variant with its sample script (when the spec declares its `work` in steps, which samples need).
 
     The sample is the profile template in `pick` mode (not held); slurmxd overrides its QOS, name, comment and
-    step count on the sbatch command line. It runs in `workdir` (the submitter's folder) unless the spec sets one,
-    since slurmxd submits it from elsewhere.
+    step count on the sbatch command line. slurmxd submits it from its own working directory: a payload that
+    needs another one sets the spec's `workdir`.
     """
     if mode != "managed" or spec.work is None or round(spec.work) < 1:
         return render_variant(spec, site, kind, group_id, mode, source)
-    sample_spec = spec if spec.workdir or not workdir else spec.model_copy(update={"workdir": workdir})
-    sample = render_variant(sample_spec, site, kind, group_id, "pick", source, profile_steps=1).script
+    sample = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1).script
     main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=script_hash(sample))
     return RenderedVariant(main.kind, main.script, main.options, sample)
 

@@ -61,9 +61,7 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
                                f"{', '.join(kinds)}"])
         mode, kinds = "pick", (pick,)
     gid = group_id or new_group_id(spec.name)
-    with contextlib.suppress(OSError):
-        cwd: str | None = os.getcwd()
-    rendered = [render_with_sample(spec, site, kind, gid, mode, source, workdir=cwd) for kind in kinds]
+    rendered = [render_with_sample(spec, site, kind, gid, mode, source) for kind in kinds]
     return gid, mode, rendered
 
 
