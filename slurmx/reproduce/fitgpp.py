@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +91,7 @@ class Scale:
     grace_scales: tuple[float, ...]
 
 
-FULL = Scale(65536, 8, 84, 4096, 1, 84, (0.0, 1.0, 2.0, 4.0, 8.0), (1, 2, None), (0.1, 0.3, 0.5),
+FULL = Scale(65536, 8, 84, 8192, 2, 84, (0.0, 1.0, 2.0, 4.0, 8.0), (1, 2, None), (0.1, 0.3, 0.5),
              (1.0, 2.0, 4.0, 8.0))
 QUICK = Scale(2048, 1, 84, 384, 1, 12, (0.0, 4.0, 8.0), (1, None), (0.3, 0.5), (1.0, 8.0))
 
@@ -136,6 +137,26 @@ class RunOutcome:
     load: float
     wall_s: float
     policy_wall_s: float
+    cpu_s: float = 0.0
+    backlog: tuple[int, ...] = ()
+
+
+BACKLOG_AT = (0.25, 0.5, 0.75, 1.0)  # fractions of the submission window where the backlog is counted
+
+
+def backlog(jobs: Sequence[SimJob], first_start: Mapping[str, float]) -> tuple[int, ...]:
+    """BE jobs submitted but not yet started at each `BACKLOG_AT` fraction of the submission window (BE only: the
+    preemptive policies start TE jobs at once, FIFO queues them too).
+
+    The closed-loop calibration makes the arrival rate FIFO's saturated throughput, so under any other policy the
+    queue is at critical load: it drains if the policy packs better than strict FIFO and grows if worse, and the
+    BE slowdowns then depend on the run's length. This trend is what tells the two apart."""
+    submits = np.array([j.submit_time for j in jobs])
+    starts = np.array([first_start[j.job_id] for j in jobs])
+    be = np.array([j.job_class is JobClass.BE for j in jobs])
+    start, end = float(submits.min()), float(submits.max())
+    return tuple(int(np.sum(be & (submits <= t) & (starts > t))) for t in (start + f * (end - start)
+                                                                          for f in BACKLOG_AT))
 
 
 def measured_load(jobs: Sequence[SimJob], finish: Mapping[str, float], nodes: int) -> float:
@@ -169,7 +190,9 @@ def slowdowns(records: Sequence[JobRecord], cls: JobClass) -> npt.NDArray[np.flo
 def run_one(spec: RunSpec) -> RunOutcome:
     """Run one spec (top level, so a process pool can pickle it)."""
     jobs = fitgpp(spec.params(), spec.seed)
+    cpu = time.process_time()
     result = run_config(spec.config(), jobs)
+    cpu = time.process_time() - cpu
     records = [r for r in result.jobs if not r.cancelled]
     if len(records) != len(jobs):
         raise RuntimeError(f"{spec}: {len(jobs) - len(records)} jobs did not complete")
@@ -178,7 +201,9 @@ def run_one(spec: RunSpec) -> RunOutcome:
                       np.array(result.reschedule_intervals, dtype=np.float64) / MIN,
                       np.array([r.preemptions for r in result.jobs], dtype=np.int64),
                       result.stats.notes.get(FALLBACK_NOTE, 0), measured_load(jobs, finish, spec.nodes),
-                      result.stats.wall_s, result.stats.policy_wall_s)
+                      result.stats.wall_s, result.stats.policy_wall_s, cpu,
+                      backlog(jobs, {r.job_id: r.first_start if r.first_start is not None else r.finish
+                                     for r in records}))
 
 
 # ---------------------------------------------------------------------------------------------- specs
@@ -255,6 +280,7 @@ class Pooled:
     preemptions: npt.NDArray[np.int64]
     fallbacks: int
     load: float
+    backlog: tuple[float, ...] = ()
 
     def pct(self, cls: str, q: float) -> float:
         values = self.te if cls == "te" else self.be
@@ -264,15 +290,21 @@ class Pooled:
         return tuple(self.pct(c, q) for c in ("te", "be") for q in (50, 95, 99))
 
     def preempted(self, at_least: int = 1, exactly: bool = False) -> float:
+        """Share of all jobs preempted `at_least` (or `exactly`) times."""
         hits = self.preemptions == at_least if exactly else self.preemptions >= at_least
         return float(hits.mean()) if self.preemptions.size else 0.0
+
+    def preempted_be(self) -> float:
+        """Share of BE jobs preempted at least once (only BE jobs can be; the paper's denominator is unstated)."""
+        return float((self.preemptions >= 1).sum()) / self.be.size if self.be.size else 0.0
 
 
 def _pool(results: Results, point: Point) -> Pooled:
     outs = [results[s] for s in point.specs]
     return Pooled(np.concatenate([o.te for o in outs]), np.concatenate([o.be for o in outs]),
                   np.concatenate([o.intervals_min for o in outs]), np.concatenate([o.preemptions for o in outs]),
-                  sum(o.fallbacks for o in outs), float(np.mean([o.load for o in outs])))
+                  sum(o.fallbacks for o in outs), float(np.mean([o.load for o in outs])),
+                  tuple(float(x) for x in np.mean([o.backlog for o in outs], axis=0)) if outs[0].backlog else ())
 
 
 def _fmt(x: float) -> str:
@@ -297,9 +329,11 @@ def _main(rep: Reproduction, results: Results, scale: Scale) -> None:
     rows = []
     for policy in ("fifo", "lrtp", "rand", "fitgpp"):
         ours, printed = pooled[policy].row(), PAPER_TABLE1[policy]
-        rows.append((NAMES[policy], *(f"{_fmt(o)} ({p:g})" for o, p in zip(ours, printed, strict=True))))
-    rep.tables.append(ResultTable("Table 1: slowdown percentiles, ours (paper)",
-                                  ("policy", "TE p50", "TE p95", "TE p99", "BE p50", "BE p95", "BE p99"),
+        rows.append((NAMES[policy], *(f"{_fmt(o)} ({p:g})" for o, p in zip(ours, printed, strict=True)),
+                     " / ".join(f"{b:.0f}" for b in pooled[policy].backlog)))
+    rep.tables.append(ResultTable("Table 1: slowdown percentiles, ours (paper); queue = BE jobs submitted but not "
+                                  "started at 1/4, 1/2, 3/4 and the end of the submission window (mean of sets)",
+                                  ("policy", "TE p50", "TE p95", "TE p99", "BE p50", "BE p95", "BE p99", "queue"),
                                   tuple(rows)))
     fifo, fit, lrtp, rand = (pooled[p] for p in POLICIES)
     te_cut = -_change(fit.pct("te", 95), fifo.pct("te", 95))
@@ -324,6 +358,11 @@ def _main(rep: Reproduction, results: Results, scale: Scale) -> None:
     rep.data["table1"] = {p: dict(zip(("te_p50", "te_p95", "te_p99", "be_p50", "be_p95", "be_p99"),
                                       pooled[p].row(), strict=True)) for p in POLICIES}
     rep.data["fifo_load"] = fifo.load
+    rep.data["backlog"] = {p: list(pooled[p].backlog) for p in POLICIES}
+    per_set = [[results[s] for p in _points("main", scale) for s in p.specs if s.seed == seed]
+               for seed in range(scale.sets)]
+    rep.data["main_set_seconds"] = [{"wall_s": round(sum(o.wall_s for o in outs), 1),
+                                     "cpu_s": round(sum(o.cpu_s for o in outs), 1)} for outs in per_set]
 
 
 def _intervals(rep: Reproduction, results: Results, scale: Scale) -> None:
@@ -346,21 +385,25 @@ def _intervals(rep: Reproduction, results: Results, scale: Scale) -> None:
 
 def _preempted(rep: Reproduction, results: Results, scale: Scale) -> None:
     pooled = {p.policy: _pool(results, p) for p in _points("main", scale)}
-    share = {p: pooled[p].preempted() for p in ("lrtp", "rand", "fitgpp")}
-    rows = tuple((NAMES[p], pct(share[p], 3), PAPER_TABLE3[p],
-                  pct(float((pooled[p].preemptions >= 1).sum()) / max(1, pooled[p].be.size), 3)) for p in share)
+    share = {p: pooled[p].preempted_be() for p in ("lrtp", "rand", "fitgpp")}
+    of_all = {p: pooled[p].preempted() for p in share}
+    rows = tuple((NAMES[p], pct(share[p], 3), PAPER_TABLE3[p], pct(of_all[p], 3),
+                  f"{int(pooled[p].preemptions.sum()) / max(1, pooled[p].te.size):.4f}") for p in share)
     rep.tables.append(ResultTable("Table 3: proportion of preempted jobs (P = 1)",
-                                  ("policy", "ours (of all jobs)", "paper", "ours (of BE jobs)"), rows))
+                                  ("policy", "ours (of BE jobs)", "paper", "ours (of all jobs)",
+                                   "preemptions per TE job"), rows))
     fit = share["fitgpp"]
     worst = min(share["lrtp"], share["rand"])
     ratio = fit / worst if worst else math.inf
-    rep.claims.append(Claim("FitGpp's preempted proportion / LRTP's and RAND's", "0.63% / 9.6%, 9.7% (6.6%)",
+    rep.claims.append(Claim("FitGpp's preempted proportion (of BE jobs) / LRTP's and RAND's",
+                            "0.63% / 9.6%, 9.7% (6.6%)",
                             f"{pct(fit, 3)} / {pct(share['lrtp'], 3)}, {pct(share['rand'], 3)} ({pct(ratio)})",
                             worst > 0 and ratio < 1 / 7, "ratio < 1/7 against both"))
     fallbacks = pooled["fitgpp"].fallbacks
     rep.claims.append(Claim(f"FitGpp's random fallback on {scale.nodes} nodes", "never happened", f"{fallbacks} times",
                             fallbacks == 0, "0 firings"))
-    rep.data["table3"] = {"fraction_preempted": share, "fallbacks": fallbacks}
+    rep.data["table3"] = {"fraction_preempted_of_be": share, "fraction_preempted_of_all": of_all,
+                          "fallbacks": fallbacks}
 
 
 def _sweep_table(rep: Reproduction, results: Results, scale: Scale, experiment: str, title: str) -> dict[str, Any]:
@@ -371,7 +414,8 @@ def _sweep_table(rep: Reproduction, results: Results, scale: Scale, experiment: 
         values = pooled.row()
         data.setdefault(point.label, {})[point.policy] = {
             **dict(zip(("te_p50", "te_p95", "te_p99", "be_p50", "be_p95", "be_p99"), values, strict=True)),
-            "te_mean": float(pooled.te.mean()), "preempted": pooled.preempted(),
+            "te_mean": float(pooled.te.mean()), "te_mean_se": _standard_error(pooled.te),
+            "preempted": pooled.preempted(),
             "preempted_once": pooled.preempted(1, exactly=True), "preempted_twice": pooled.preempted(2, exactly=True),
             "preempted_3plus": pooled.preempted(3), "fallbacks": pooled.fallbacks}
         rows.append((point.label, NAMES[point.policy], *map(_fmt, values), _fmt(float(pooled.te.mean())),
@@ -382,14 +426,35 @@ def _sweep_table(rep: Reproduction, results: Results, scale: Scale, experiment: 
     return data
 
 
+def _standard_error(values: npt.NDArray[np.float64]) -> float:
+    return float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.inf
+
+
+SATURATED_FROM_S = 4.0  # Fig. 4: TE slowdown "saturates between s = 4.0 and s = 8.0" (digest §4.7)
+
+
+def non_increasing_in_s(points: Sequence[tuple[float, float, float]]) -> bool:
+    """(s, TE mean slowdown, its standard error) in increasing s. Below `SATURATED_FROM_S` the paper's curve falls,
+    so each step must not rise at all; from there on it is flat in the paper, so a step may rise by seed noise
+    (two standard errors of the difference) but no more."""
+    for (s_a, a, se_a), (_, b, se_b) in itertools.pairwise(points):
+        noise = 2.0 * math.hypot(se_a, se_b) if s_a >= SATURATED_FROM_S else 0.0
+        if b > a + noise:
+            return False
+    return True
+
+
 def _s(rep: Reproduction, results: Results, scale: Scale) -> None:
     data = _sweep_table(rep, results, scale, "s", "Fig. 4: FitGpp for s (the grace-period weight)")
-    te = [data[f"s={s:g}"]["fitgpp"]["te_mean"] for s in scale.s_values]
+    points = [(s, data[f"s={s:g}"]["fitgpp"]["te_mean"], data[f"s={s:g}"]["fitgpp"]["te_mean_se"])
+              for s in scale.s_values]
     te95 = [data[f"s={s:g}"]["fitgpp"]["te_p95"] for s in scale.s_values]
-    steady = all(b <= a for a, b in itertools.pairwise(te))
     rep.claims.append(Claim(f"TE slowdown vs s = {', '.join(f'{s:g}' for s in scale.s_values)}",
-                            "decreases, saturates between 4 and 8", "mean " + " / ".join(f"{x:.4f}" for x in te)
-                            + "; p95 " + " / ".join(map(_fmt, te95)), steady, "mean non-increasing in s"))
+                            "decreases, saturates between 4 and 8",
+                            "mean " + " / ".join(f"{x:.4f}+-{se:.4f}" for _, x, se in points)
+                            + "; p95 " + " / ".join(map(_fmt, te95)), non_increasing_in_s(points),
+                            f"mean non-increasing; from s = {SATURATED_FROM_S:g} (flat in the paper) within 2 "
+                            "standard errors"))
 
 
 def _p(rep: Reproduction, results: Results, scale: Scale) -> None:

@@ -9,7 +9,15 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
-from slurmx.reproduce.fitgpp import EXPERIMENTS, RunSpec, measured_load, run_one, slowdowns
+from slurmx.reproduce.fitgpp import (
+    EXPERIMENTS,
+    RunSpec,
+    backlog,
+    measured_load,
+    non_increasing_in_s,
+    run_one,
+    slowdowns,
+)
 from slurmx.sim.cli import run_config
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
@@ -124,3 +132,23 @@ def test_preemption_end_to_end_grace_earmark_head_of_queue_and_interval() -> Non
     assert result.reschedule_intervals == (420.0,)
     assert slowdowns(result.jobs, JobClass.TE).tolist() == [1.4]
     assert slowdowns(result.jobs, JobClass.BE).tolist() == [pytest.approx(4020 / 3600)]
+
+
+def test_s_check_is_strict_where_the_paper_falls_and_noise_tolerant_where_it_is_flat() -> None:
+    """Fig. 4 falls up to s = 4 and is flat from 4 to 8: a rise below 4 fails however small; from 4 on a rise
+    within two standard errors of the difference (2 * hypot(0.003, 0.004) = 0.01) passes, a larger one fails."""
+    falling = [(0.0, 1.05, 0.003), (2.0, 1.03, 0.003), (4.0, 1.02, 0.003)]
+    assert non_increasing_in_s(falling)
+    assert not non_increasing_in_s([(0.0, 1.05, 0.003), (2.0, 1.02, 0.003), (4.0, 1.0201, 0.004)])
+    assert non_increasing_in_s([*falling, (8.0, 1.0299, 0.004)])
+    assert not non_increasing_in_s([*falling, (8.0, 1.0301, 0.004)])
+
+
+def test_backlog_counts_be_jobs_submitted_but_not_started() -> None:
+    """Submission window [0, 400]: at 100, 200, 300 and 400 count the BE jobs submitted by then that have not
+    started. BE a (0, starts 250), b (100, starts 100: not waiting at 100), c (400, starts 500); the TE job
+    (0, starts 350) is never counted."""
+    jobs = [_job("a", 0.0, 60.0), _job("b", 100.0, 60.0), _job("c", 400.0, 60.0)]
+    te = SimJob("t", "u", 0.0, {"gpu": SimVariant("gpu", Resources(1, 1024, {"gpu": 1}), 60.0)}, JobClass.TE)
+    starts = {"a": 250.0, "b": 100.0, "c": 500.0, "t": 350.0}
+    assert backlog([*jobs, te], starts) == (1, 1, 0, 1)
