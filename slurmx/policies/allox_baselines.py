@@ -244,9 +244,15 @@ class EqualShareArgs(PolicyArgs):
     """`order`: "sjf" (evaluation, §5.1.1): a freed machine takes the user's job shortest on it, kinds in
     turn, accelerators first; "fcfs" (intro, Table 1): the user's jobs in order, each on its favourite kind
     if her share of it is free, else on another, and her later jobs wait behind it. A kind's m machines
-    split among the n users in the view as m // n each, the first m % n users (by name) one more."""
+    split among the n users as m // n each, the first m % n users (by name) one more.
+
+    `users`: who the split is among. The paper's ES divides "statically" among all users, so a user with
+    nothing to run leaves her share idle: list them here (the site's user population; a user in the view
+    but not listed joins the split). None: the users in the view, so an absent user's share goes to others
+    (work-conserving across users, which the paper's ES is not)."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
+    users: tuple[str, ...] | None = None
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):
@@ -255,7 +261,7 @@ class EqualShare(_OnMachines[EqualShareArgs]):
     name: ClassVar[str] = "es"
 
     def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
-        users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())})
+        users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())} | set(self.args.users or ()))
         if not users:
             return []
         usage = _usage(view, cluster)

@@ -88,10 +88,13 @@ class RunSpec:
                        error_sd if policy != "drff" else 0.0, overhead if policy != "drff" else 0.0)
 
     def config(self, jobs: Sequence[SimJob] = ()) -> SimConfig:
-        """The run's config; DRFA's β is the workload's average speedup, as the authors compute it."""
+        """The run's config; DRFA's β is the workload's average speedup, as the authors compute it, and ES
+        splits the machines statically among all the workload's users (the paper's "statically")."""
         params: dict[str, Any] = {}
         if self.policy == "drfa" and jobs:
             params["beta"] = {"cpu": 1.0, "gpu": average_speedup(jobs)}
+        if self.policy == "es" and jobs:
+            params["users"] = sorted({j.user for j in jobs})
         if self.policy in ("allox", "allox_plus"):
             params["alpha"] = self.alpha
         if self.policy == "allox_plus":
@@ -399,8 +402,9 @@ ASSUMPTIONS = [
     "progress spread: the paper's value (dominant share on the favoured kind x favoured / actual time) from the "
     "true times, sample std over users with a job in the system, time-averaged over [0, last arrival]",
     "DRFA's β is the average speedup over the whole workload (true times), as the authors' simulator computes it "
-    "(the policy's default, the average over the jobs in view, is for a live cluster); "
-    "ES splits each kind over the users in the view (all 10 after the first instants)",
+    "(the policy's default, the average over the jobs in view, is for a live cluster)",
+    "ES splits each kind statically over all 10 users of the workload (2 GPUs + 2 CPU nodes each), as the paper "
+    "and the authors' simulator do: a user with nothing to run leaves her share idle",
     f"AlloX+ times out after {ALLOX_PLUS_TIMEOUT_UNITS:g} units, as the authors' simulator",
     "JCT includes profiling, queueing and run time; all jobs run to completion (no end-of-simulation cut)",
 ]

@@ -308,6 +308,15 @@ def test_es_splits_each_kind_statically_and_picks_the_shortest_on_it() -> None:
     assert sorted((a.group_id, a.kind) for a in plan.of_type(Start)) == [("a1", "cpu"), ("a2", "gpu"), ("b1", "gpu")]
 
 
+def test_es_with_a_static_user_list_leaves_an_absent_users_share_idle() -> None:
+    specs = [Spec("a1", "ann", {"gpu": 1.0}), Spec("a2", "ann", {"gpu": 2.0})]
+    view = _view(0.0, specs, {}, {"a1": 1.0, "a2": 1.0}, set(), _nodes(1, 2, 0))
+    in_view = EqualShare(EqualShareArgs()).schedule(view, 0.0)
+    assert [a.group_id for a in in_view.of_type(Start)] == ["a1", "a2"]  # bob is not in the view: ann gets both
+    static = EqualShare(EqualShareArgs(users=("ann", "bob"))).schedule(view, 0.0)
+    assert [a.group_id for a in static.of_type(Start)] == ["a1"]  # the paper's static split: bob's GPU idles
+
+
 def test_srpt_preempts_for_shorter_remaining_work_and_migrates_for_free() -> None:
     specs = [Spec("long", "u", {"gpu": 100.0, "cpu": 400.0}), Spec("short", "v", {"gpu": 5.0, "cpu": 50.0}, 10.0)]
     done = _replay(Srpt(SrptArgs()), specs, _nodes(1, 1, 1))
