@@ -456,6 +456,8 @@ class ProfilingStage:
         if not gone:
             return
         self.profiler.forget(gone)
+        if not self.dry_run:
+            self.store.forget_profiles(gone)  # the audit log keeps their story for `slurmx explain`
         for gid in gone:
             self._users.pop(gid, None)
             self._ready.discard(gid)
