@@ -140,7 +140,8 @@ class ProfilingStage:
             self.seed_history(now)
         self._learn_runs(obs)
         self._register(obs, now)
-        self._follow_samples(obs, now)
+        if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
+            self._follow_samples(obs, now)
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan([], now), now)  # next samples
         self._feed_progress(obs, now)
         self._record(obs.view, now)

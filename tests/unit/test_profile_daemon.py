@@ -121,6 +121,8 @@ def test_group_is_hidden_until_sampled_then_gets_the_extrapolated_estimates(tmp_
     user, options = fake.submitted[0]
     assert user == "alice" and "--qos=profile" in options and "--no-requeue" in options
     assert "--export=ALL,SLURMX_SAMPLE_STEPS=25" in options
+    assert "  why waiting: profiling (2 sample(s) submitted); the policy sees the group once its samples are done" \
+        in explain("train-abc123", store.history("train-abc123"))
     for job_id in (501, 502):
         fake.finish_sample(job_id, tmp_path, "train-abc123")
     clock[0] += 10
@@ -233,6 +235,18 @@ def test_a_failed_sample_leaves_the_declared_estimate_and_the_group_ready(tmp_pa
     report = d.cycle()
     assert {r.kind: r.source for r in store.estimates("train-abc123")} == {"cpu": "declared", "gpu": "sample"}
     assert report.plan.of_type(Start), "the group stays hidden after a failed sample"
+
+
+def test_a_dry_run_submits_nothing_and_keeps_the_group_hidden(tmp_path: Path) -> None:
+    fake = ProfilingSlurm(group_with_scripts(tmp_path))
+    cfg = site(tmp_path)
+    store = Store(tmp_path / "s.sqlite")
+    stage = ProfilingStage(cfg, fake, store, dry_run=True, submit=fake.submit_as)  # type: ignore[arg-type]
+    report = Daemon(cfg, fake, store, make_policy("allox"), dry_run=True, clock=lambda: 1000.0,  # type: ignore[arg-type]
+                    profiling=stage).cycle()
+    assert fake.submitted == [] and store.samples() == {} and report.plan.of_type(Start) == ()
+    assert [row[4] for row in report.audit if row[3] == "profile"] == [
+        f"would submit sample 0 of {k} ({SHORT} steps, QOS profile)" for k in ("cpu", "gpu")]
 
 
 def test_profiling_is_off_for_fifo_and_fitgpp_unless_enabled(tmp_path: Path) -> None:
