@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,7 @@ __all__ = [
     "naive_priorities",
     "relieve",
     "system_overloaded",
+    "term_scale",
 ]
 
 BoolArray = npt.NDArray[np.bool_]
@@ -76,6 +77,14 @@ class MlfsArgs(BaseModel):
     migration_degradation: float = Field(0.1, ge=0)  # q_{k,s}: 10% of the task's CPU use (Beloglazov & Buyya)
     traffic_weight: float = Field(1.0, ge=0)  # weight of the BW(k, s) dimension in the host distance (plain: 1)
     gang: bool = True  # a job's queued tasks are placed all or nothing (DP+MP training needs every partition)
+    # ours (§3.3.2 "inserts newly submitted tasks and preempted tasks to the queue based on the priority"): a paper
+    # task is one partition x one mini-batch, so every iteration re-enters the queue and competes by P; a task here
+    # stands for all iterations of a partition, so a running job whose P ranks below a queued job that cannot fit
+    # yields its workers at the next iteration boundary (this call). Off: tasks, once placed, run to the end.
+    preempt: bool = True
+    # ours (§2.1 leaves the scales open): "max" divides each base term of Eqs. 2 and 4 by its largest value over the
+    # tasks this call ranks (`term_scale`), "none" mixes the raw values as printed
+    normalize: Literal["max", "none"] = "max"
 
 
 def _inverse(x: float, cap: float) -> float:
@@ -89,24 +98,59 @@ def _loss_factor(job: JobState, eps: float) -> float:
     return max(job.last_drop, eps) / max(job.drop_sum, eps)
 
 
-def _base_terms(job: JobState, now: float, args: MlfsArgs) -> tuple[float, list[float], float, float]:
-    """Per-job factors of Eqs. 2 and 4: (L/I·loss factor, per-stage 1/(d_k - t) terms, γ_r/r, time unit)."""
+class TermScale(NamedTuple):
+    """Divisors of the four base terms of Eqs. 2 and 4 (1 = raw values, as the equations are printed)."""
+
+    ml: float = 1.0  # L/I · δl-factor · S_k
+    deadline: float = 1.0  # 1/(d_k - t)
+    remaining: float = 1.0  # 1/r_k
+    waiting: float = 1.0  # w_k
+
+
+RAW = TermScale()
+
+
+def _raw_terms(job: JobState, now: float, args: MlfsArgs) -> tuple[float, list[float], float, float]:
+    """Unweighted per-job factors: (L/I · loss factor, per-stage 1/(d_k - t), 1/r, time unit in seconds)."""
     unit = args.time_unit_s
     urgency = float(job.urgency) if args.use_urgency else 1.0
     ml = urgency / job.iteration * _loss_factor(job, args.loss_eps)
     n = len(job.stages)
     stage_time = job.iter_time_s / n
-    gamma_d = args.gamma_d if args.use_deadline else 0.0
     # ours: latest-start task deadline, d_k = d_J - (time of the stages after k's) on one iteration's DAG
-    deadline_terms = [gamma_d * _inverse((job.deadline - (n - 1 - s) * stage_time - now) / unit, args.inverse_cap)
-                      for s in range(n)]
-    remaining = args.gamma_r * _inverse(job.remaining_s / unit, args.inverse_cap)
-    return ml, deadline_terms, remaining, unit
+    deadlines = [_inverse((job.deadline - (n - 1 - s) * stage_time - now) / unit, args.inverse_cap) for s in range(n)]
+    return ml, deadlines, _inverse(job.remaining_s / unit, args.inverse_cap), unit
 
 
-def job_priorities(job: JobState, now: float, args: MlfsArgs) -> FloatArray:
+def term_scale(jobs: Sequence[JobState], now: float, args: MlfsArgs) -> TermScale:
+    """Each base term's largest value over the tasks of `jobs` (`MlfsArgs.normalize="max"`; 1 where all are 0).
+
+    Dividing by it puts every term in [0, 1] whatever the time unit, so the paper's weights (γ_d, γ_r, γ_w summing
+    to ~1, α in [0, 1]) weigh comparable quantities; raw, w_k (grows without bound) swamps 1/r_k and 1/(d_k - t),
+    and the ordering even flips between seconds and minutes.
+    """
+    ml = deadline = remaining = waiting = 0.0
+    for job in jobs:
+        m, d, r, unit = _raw_terms(job, now, args)
+        ml = max(ml, m * max((t.params_frac for t in job.tasks), default=0.0))
+        deadline, remaining = max(deadline, max(d, default=0.0)), max(remaining, r)
+        waiting = max(waiting, max((t.waited_s / unit for t in job.tasks), default=0.0))
+    return TermScale(*(x if x > 0 else 1.0 for x in (ml, deadline, remaining, waiting)))
+
+
+def _base_terms(
+    job: JobState, now: float, args: MlfsArgs, scale: TermScale
+) -> tuple[float, list[float], float, float]:
+    """Weighted per-job factors of Eqs. 2 and 4: (L/I·loss factor, per-stage γ_d/(d_k - t), γ_r/r, w divisor)."""
+    ml, deadlines, remaining, unit = _raw_terms(job, now, args)
+    gamma_d = args.gamma_d if args.use_deadline else 0.0
+    deadline_terms = [gamma_d * d / scale.deadline for d in deadlines]
+    return ml / scale.ml, deadline_terms, args.gamma_r * remaining / scale.remaining, unit * scale.waiting
+
+
+def job_priorities(job: JobState, now: float, args: MlfsArgs, scale: TermScale = RAW) -> FloatArray:
     """P(k, J) for every task of `job` in `job.tasks` order (the PS is +inf). Sums once per DAG stage."""
-    ml, deadline_terms, remaining, unit = _base_terms(job, now, args)
+    ml, deadline_terms, remaining, unit = _base_terms(job, now, args, scale)
     n = len(job.stages)
     by_stage: list[list[int]] = [[] for _ in range(n)]
     for pos, task in enumerate(job.tasks):
@@ -130,17 +174,17 @@ def job_priorities(job: JobState, now: float, args: MlfsArgs) -> FloatArray:
     return out
 
 
-def naive_priorities(job: JobState, now: float, args: MlfsArgs) -> FloatArray:
+def naive_priorities(job: JobState, now: float, args: MlfsArgs, scale: TermScale = RAW) -> FloatArray:
     """The literal reading: every task recomputes every term and recurses into each child (once per path)."""
     stages = [[t for t in job.tasks if t.stage == s] for s in range(len(job.stages))]
 
     def p_ml(task: TaskState) -> float:
-        ml, _, _, _ = _base_terms(job, now, args)
+        ml, _, _, _ = _base_terms(job, now, args, scale)
         kids = stages[task.stage + 1] if task.stage + 1 < len(stages) else []
         return ml * task.params_frac + args.gamma * sum(p_ml(c) for c in kids)
 
     def p_c(task: TaskState) -> float:
-        _, deadline_terms, remaining, unit = _base_terms(job, now, args)
+        _, deadline_terms, remaining, unit = _base_terms(job, now, args, scale)
         kids = stages[task.stage + 1] if task.stage + 1 < len(stages) else []
         own = deadline_terms[task.stage] + remaining + args.gamma_w * task.waited_s / unit
         return own + args.gamma * sum(p_c(c) for c in kids)
@@ -330,6 +374,12 @@ def _slots(state: tuple[FloatArray, FloatArray, FloatArray, FloatArray], gpu_dem
     return int(np.where(ok & under[:, None], per_gpu, 0).sum()) if gpu_demand > 0 else 1 << 30
 
 
+def _worker_rank(job: JobState, priority: dict[TaskKey, float], queued_only: bool) -> float:
+    """A job's place among jobs: its best worker's P (its PS is +inf only within the job)."""
+    return max((priority[t.key] for t in job.tasks if not t.is_ps and (t.server is None or not queued_only)),
+               default=math.inf)
+
+
 class MlfH:
     """MLF-H (with MLF-C when `args.mlf_c`): one call = the paper's once-a-minute scheduling round. Pure.
 
@@ -356,22 +406,25 @@ class MlfH:
             over = (np.array([s.observed for s in servers]) > args.h_r).any(axis=1)
             over |= (np.array([s.gpu_observed for s in servers]) > args.h_r).any(axis=1)
             hot = {servers[int(i)].index for i in np.flatnonzero(over)}
-        # P is needed for the queue and for the tasks on overloaded servers only
+        # P is needed for the queue and for the tasks on overloaded servers (and for every running task when a
+        # queued job may preempt it)
         wanted = {j.job_id for j, _ in queued} | {j.job_id for j in jobs for t in j.tasks if t.server in hot}
+        everyone = not self.lazy or (args.preempt and bool(queued))
+        ranked = [j for j in jobs if j.job_id in wanted or everyone]
+        scale = term_scale(ranked, snapshot.now, args) if args.normalize == "max" else RAW
         priority: dict[TaskKey, float] = {}
-        for job in jobs:
-            if job.job_id in wanted or not self.lazy:
-                for task, p in zip(job.tasks, self.priorities(job, snapshot.now, args), strict=True):
-                    priority[task.key] = float(p)
+        for job in ranked:
+            for task, p in zip(job.tasks, self.priorities(job, snapshot.now, args, scale), strict=True):
+                priority[task.key] = float(p)
         nominal = np.array([s.nominal for s in servers])
         observed = np.array([s.observed for s in servers])
         gpu_nominal = np.array([s.gpu_nominal for s in servers])
         gpu_observed = np.array([s.gpu_observed for s in servers])
         traffic = _Traffic(len(servers))
         moving = self._evict(jobs, [s for s in servers if s.index in hot], priority, traffic) if hot else []
+        moving_keys = {t.key for _, t in moving}
         # a PS is +inf only within its job; across jobs a queued job ranks by its best worker task
-        job_rank = {j.job_id: max((priority[t.key] for t in j.tasks if not t.is_ps and t.server is None),
-                                  default=math.inf) for j in {j.job_id: j for j, _ in queued}.values()}
+        job_rank = {j.job_id: _worker_rank(j, priority, queued_only=True) for j, _ in queued}
 
         def rank(jt: tuple[JobState, TaskState]) -> tuple[float, float, float, str, int]:
             job, task = jt
@@ -380,7 +433,6 @@ class MlfH:
                 return (-p, -p, job.submit, job.job_id, task.index)
             return (-job_rank[job.job_id], -p, job.submit, job.job_id, task.index)
 
-        moving_keys = {t.key for _, t in moving}
         order = sorted(queued + moving, key=rank)
         state = (nominal, observed, gpu_nominal, gpu_observed)
         queued_of: dict[str, list[TaskState]] = {}
@@ -389,6 +441,7 @@ class MlfH:
                 queued_of.setdefault(job.job_id, []).append(task)  # already in P order
         tried: set[str] = set()
         room = _gpu_room(state, args.h_r)
+        waiting: list[tuple[float, JobState, list[TaskState]]] = []  # queued units left unplaced, in order
         for job, task in order:
             is_moving = task.key in moving_keys
             if args.gang and not is_moving:
@@ -396,33 +449,160 @@ class MlfH:
                     continue
                 tried.add(job.job_id)
             if room < 0:  # no underloaded server left
-                break
+                if not is_moving:
+                    unit = queued_of[job.job_id] if args.gang else [task]
+                    waiting.append((job_rank[job.job_id] if args.gang else priority[task.key], job, unit))
+                continue
             if is_moving or not args.gang:
                 if task.gpu_demand <= room and self._place_one(job, task, is_moving, state, traffic, plan):
                     room = _gpu_room(state, args.h_r)
+                elif not is_moving:
+                    waiting.append((priority[task.key], job, [task]))
                 continue
-            group = queued_of[job.job_id]
-            demand = max(t.gpu_demand for t in group)
-            if demand > room or _slots(state, demand, args.h_r) < len(group) - (group[0].is_ps or 0):
-                continue  # cannot fit all of its workers now: skip without the full search
-            saved = tuple(a.copy() for a in state)
-            placed: list[TaskState] = []
-            for t in group:
-                if not self._place_one(job, t, False, state, traffic, plan):
-                    break
-                placed.append(t)
-            if len(placed) < len(group):  # all or nothing: undo
-                for a, old in zip(state, saved, strict=True):
-                    a[:] = old
-                for t in placed:
-                    server, _ = plan.assign.pop(t.key)
-                    traffic.move(job, t, server, None)
-            else:
+            if self._place_group(job, queued_of[job.job_id], state, traffic, plan):
                 room = _gpu_room(state, args.h_r)
+            else:
+                waiting.append((job_rank[job.job_id], job, queued_of[job.job_id]))
+        if args.preempt and waiting:
+            self._preempt(snapshot, waiting, moving_keys, priority, state, traffic, plan)
         for _, task in moving:
             if task.key not in plan.assign and args.unplaced_evicted == "queue":
                 plan.to_queue.append(task.key)
         return plan
+
+    def _place_group(
+        self,
+        job: JobState,
+        group: Sequence[TaskState],
+        state: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+        traffic: _Traffic,
+        plan: TaskPlan,
+    ) -> bool:
+        """Place every task of `group` (a job's queued tasks, P order) or none (state and plan undone on failure)."""
+        h_r = self.args.h_r
+        demand = max(t.gpu_demand for t in group)
+        if demand > _gpu_room(state, h_r) or _slots(state, demand, h_r) < len(group) - (group[0].is_ps or 0):
+            return False  # cannot fit all of its workers now: skip without the full search
+        saved = tuple(a.copy() for a in state)
+        placed: list[TaskState] = []
+        for t in group:
+            if not self._place_one(job, t, False, state, traffic, plan):
+                break
+            placed.append(t)
+        if len(placed) == len(group):
+            return True
+        for a, old in zip(state, saved, strict=True):
+            a[:] = old
+        for t in placed:
+            server, _ = plan.assign.pop(t.key)
+            traffic.move(job, t, server, None)
+        return False
+
+    def _preempt(
+        self,
+        snapshot: Snapshot,
+        waiting: Sequence[tuple[float, JobState, list[TaskState]]],
+        moving_keys: set[TaskKey],
+        priority: dict[TaskKey, float],
+        state: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+        traffic: _Traffic,
+        plan: TaskPlan,
+    ) -> None:
+        """Give a queued unit that did not fit the room of running units of lower P (`MlfsArgs.preempt`).
+
+        Units are whole jobs under `gang` (a job's rank: its best worker's P) and single workers otherwise. For
+        each waiting unit in order, running units of lower rank are taken back, lowest first, until the unit fits;
+        those it turns out not to need are then put back (highest first) where their servers still have room. A
+        unit that cannot fit even so preempts nothing.
+        """
+        args = self.args
+        victims: list[tuple[float, JobState, list[TaskState]]] = []
+        for job in snapshot.jobs.values():
+            running = [t for t in job.tasks if t.server is not None and t.key not in moving_keys]
+            if args.gang:
+                if running and len(running) == len(job.tasks):
+                    victims.append((_worker_rank(job, priority, queued_only=False), job, running))
+            else:
+                victims += [(priority[t.key], job, [t]) for t in running if not t.is_ps]
+        victims.sort(key=lambda v: (v[0], -v[1].submit, v[1].job_id, v[2][0].index))
+        taken: set[TaskKey] = set()
+        for unit_rank, job, unit in waiting:
+            if not args.gang and job.tasks[0].server is None and job.tasks[0].key not in plan.assign:
+                continue  # a worker without its PS does not progress
+            pool = [v for v in victims if v[0] < unit_rank and v[2][0].key not in taken]
+            if not pool:
+                continue
+            saved = tuple(a.copy() for a in state)
+            removed: list[tuple[float, JobState, list[TaskState]]] = []
+            fitted = False
+            for victim in pool:
+                self._book(snapshot, victim[1], victim[2], state, traffic, -1.0)
+                removed.append(victim)
+                fitted = (self._place_group(job, unit, state, traffic, plan) if args.gang
+                          else self._place_one(job, unit[0], False, state, traffic, plan))
+                if fitted:
+                    break
+            if not fitted:
+                for _, victim_job, victim_tasks in removed:
+                    for t in victim_tasks:
+                        traffic.move(victim_job, t, None, t.server)
+                for a, old in zip(state, saved, strict=True):
+                    a[:] = old
+                continue
+            used = {plan.assign[t.key][0] for t in unit}
+            for victim in reversed(removed[:-1]):
+                self._book(snapshot, victim[1], victim[2], state, traffic, 1.0)
+                if self._fits(state, victim[2], used):
+                    continue
+                self._book(snapshot, victim[1], victim[2], state, traffic, -1.0)
+                self._take(victim[2], plan, taken)
+            self._take(removed[-1][2], plan, taken)
+
+    @staticmethod
+    def _take(tasks: Sequence[TaskState], plan: TaskPlan, taken: set[TaskKey]) -> None:
+        for t in tasks:
+            plan.to_queue.append(t.key)
+            taken.add(t.key)
+
+    def _fits(
+        self, state: tuple[FloatArray, FloatArray, FloatArray, FloatArray], tasks: Sequence[TaskState], used: set[int]
+    ) -> bool:
+        """After putting `tasks` back: every server within nominal capacity, and within h_r where `used` placed."""
+        nominal, observed, gpu_nominal, gpu_observed = state
+        for t in tasks:
+            s = t.server
+            assert s is not None
+            if (nominal[s] > 1.0 + 1e-9).any() or (t.gpu is not None and gpu_nominal[s, t.gpu] > 1.0 + 1e-9):
+                return False
+            if s in used and ((observed[s] > self.args.h_r + 1e-12).any()
+                              or (t.gpu is not None and gpu_observed[s, t.gpu] > self.args.h_r + 1e-12)):
+                return False
+        return True
+
+    @staticmethod
+    def _book(
+        snapshot: Snapshot,
+        job: JobState,
+        tasks: Sequence[TaskState],
+        state: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+        traffic: _Traffic,
+        sign: float,
+    ) -> None:
+        """Add (sign 1) or take away (sign -1) running tasks' use; observed use scales with their server's ratio."""
+        nominal, observed, gpu_nominal, gpu_observed = state
+        for t in tasks:
+            s = t.server
+            assert s is not None
+            srv = snapshot.servers[s]
+            ratio = np.where(srv.nominal > 0, srv.observed / np.maximum(srv.nominal, 1e-12), 1.0)
+            nominal[s] += sign * t.demand
+            observed[s] += sign * t.demand * ratio
+            if t.gpu is not None:
+                g = t.gpu
+                gratio = srv.gpu_observed[g] / srv.gpu_nominal[g] if srv.gpu_nominal[g] > 0 else 1.0
+                gpu_nominal[s, g] += sign * t.gpu_demand
+                gpu_observed[s, g] += sign * t.gpu_demand * gratio
+            traffic.move(job, t, s if sign < 0 else None, None if sign < 0 else s)
 
     def _place_one(
         self,
