@@ -128,6 +128,8 @@ class ProfilingStage:
         self._audited: dict[tuple[str, str], tuple[str, float]] = {}
         self._ready: set[str] = set()
         self._requests: dict[str, SampleRequest] = {}  # sample id -> what the profiler asked for
+        self._qos: dict[str, str] = {}  # group -> its own QOS (the fallback when the profiling QOS is missing)
+        self.qos_missing = False
         self._rows: list[AuditRow] = []
         self._cycle = 0
         self._now = 0.0
@@ -138,6 +140,7 @@ class ProfilingStage:
         self._rows, self._cycle, self._now = [], cycle, now
         if not self.seeded:
             self.seed_history(now)
+            self.check_qos()
         self._learn_runs(obs)
         self._register(obs, now)
         if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
@@ -205,6 +208,7 @@ class ProfilingStage:
                                                  job.time_limit_s if job is not None else None,
                                                  script_hash=tags.get("h", "")))
             self._users[group.group_id] = tg.user
+            self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
             new.append(GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time))
         if not new:
             return
@@ -255,8 +259,8 @@ class ProfilingStage:
     def _submit(self, obs: Observation, request: SampleRequest, now: float) -> None:
         user = self._users.get(request.group_id, "")
         script = self._scripts.get((request.group_id, request.kind))
-        options = request.sbatch_overrides()
-        what = f"sample {request.index} of {request.kind} ({request.steps} steps, QOS {request.qos})"
+        options = self._overrides(request)
+        what = f"sample {request.index} of {request.kind} ({request.steps} steps, QOS {options[0].split('=', 1)[1]})"
         if self.dry_run:
             self._audit(request.group_id, "profile", f"would submit {what}")
             return
@@ -276,6 +280,30 @@ class ProfilingStage:
             return
         self.store.put_sample(replace(row, job_id=job_id, state="submitted"), now)
         self._audit(request.group_id, "profile", f"submitted {what} as job {job_id}")
+
+    def _overrides(self, request: SampleRequest) -> list[str]:
+        """The sample's sbatch overrides; without the profiling QOS on this site, the group's own QOS (no cap)."""
+        options = request.sbatch_overrides()
+        if self.qos_missing:
+            qos = self._qos.get(request.group_id)
+            options = [f"--qos={qos}" if o.startswith("--qos=") and qos else o for o in options]
+        return options
+
+    def check_qos(self) -> None:
+        """Whether the site defines the profiling QOS (`sacctmgr show qos`); warn once and fall back if not."""
+        transport = getattr(self.adapter, "transport", None)
+        if transport is None:
+            return
+        try:
+            result = transport.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name"], timeout=30.0)
+        except SlurmError:
+            return
+        names = result.stdout.split()
+        if result.returncode == 0 and names and self.params.qos not in names:
+            self.qos_missing = True
+            log.warning("profiling: QOS %r is not defined; samples run under their group's QOS, without a cap "
+                        "(define it: sacctmgr add qos %s Priority=... GrpTRES=cpu=N)", self.params.qos,
+                        self.params.qos, extra={"event": "profile"})
 
     def _follow_samples(self, obs: Observation, now: float) -> None:
         """Adopt, read, cut and close the samples the store has open."""
@@ -324,7 +352,7 @@ class ProfilingStage:
         try:
             if script is None or not user:
                 raise SlurmError(["sbatch"], None, "no verified sample script")
-            job_id = self.submit(user, script, request.sbatch_overrides())
+            job_id = self.submit(user, script, self._overrides(request))
         except SlurmUnavailable:
             raise
         except SlurmError as exc:
@@ -464,6 +492,7 @@ class ProfilingStage:
             self._ready.discard(gid)
         self._audited = {k: v for k, v in self._audited.items() if k[0] in self._users}
         self._scripts = {k: v for k, v in self._scripts.items() if k[0] in self._users}
+        self._qos = {k: v for k, v in self._qos.items() if k in self._users}
         self._requests = {k: v for k, v in self._requests.items() if k.rsplit(".", 2)[0] in self._users}
 
     def _worth_recording(self, gid: str, kind: str, estimate: Estimate) -> bool:

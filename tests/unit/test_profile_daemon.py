@@ -249,6 +249,21 @@ def test_a_dry_run_submits_nothing_and_keeps_the_group_hidden(tmp_path: Path) ->
         f"would submit sample 0 of {k} ({SHORT} steps, QOS profile)" for k in ("cpu", "gpu")]
 
 
+def test_without_the_profiling_qos_samples_run_under_the_groups_own(tmp_path: Path) -> None:
+    class Sacctmgr:
+        def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+            assert list(argv) == ["sacctmgr", "-n", "-P", "show", "qos", "format=name"]
+            return CommandResult(tuple(argv), 0, "normal\nte\nbe\n", "")
+
+        def describe(self) -> str:
+            return "sacctmgr"
+
+    fake = ProfilingSlurm(group_with_scripts(tmp_path))
+    fake.transport = Sacctmgr()  # type: ignore[attr-defined]
+    daemon(tmp_path, fake, Store(tmp_path / "s.sqlite"), [1000.0]).cycle()
+    assert [next(o for o in opts if o.startswith("--qos=")) for _, opts in fake.submitted] == ["--qos=be"] * 2
+
+
 def test_profiling_is_off_for_fifo_and_fitgpp_unless_enabled(tmp_path: Path) -> None:
     fake = ProfilingSlurm([])
     store = Store(":memory:")
