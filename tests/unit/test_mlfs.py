@@ -16,8 +16,9 @@ from slurmx.policies.mlfs import (
     naive_priorities,
     relieve,
     system_overloaded,
+    term_scale,
 )
-from slurmx.policies.mlfs_model import JobState, ServerState, Snapshot, TaskState
+from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, Snapshot, TaskPlan, TaskState
 
 
 def _task(index: int, stage: int, frac: float, waited_s: float = 0.0, gpu: float = 0.3) -> TaskState:
@@ -82,8 +83,11 @@ def test_past_deadline_and_exhausted_remaining_time_are_capped() -> None:
     assert p[5] == pytest.approx(0.3 * 60 + 0.3 * 60)
 
 
-def _state(observed: list[list[float]], gpus: list[list[float]]) -> tuple[np.ndarray, ...]:
-    o, g = np.array(observed), np.array(gpus)
+State4 = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+
+
+def _state(observed: list[list[float]], gpus: list[list[float]]) -> State4:
+    o, g = np.array(observed, dtype=np.float64), np.array(gpus, dtype=np.float64)
     return o.copy(), o, g.copy(), g
 
 
@@ -169,3 +173,50 @@ def test_mlf_h_places_a_whole_job_ps_first() -> None:
     assert set(plan.assign) == {("j", k) for k in range(6)}
     assert plan.assign[("j", 0)][1] is None  # the PS takes no GPU
     assert next(iter(plan.assign)) == ("j", 0)
+
+
+def test_terms_normalised_by_their_largest_value_do_not_depend_on_the_time_unit() -> None:
+    job = diamond()
+    # by hand (minutes): max L/I·δl·S = 0.25 · 0.4; max 1/(d_k - t) = 1/7; 1/r = 1/20; max w = 2 min
+    scale = term_scale([job], 0.0, MlfsArgs())
+    assert tuple(scale) == pytest.approx((0.1, 1 / 7, 1 / 20, 2.0))
+    p = job_priorities(job, 0.0, MlfsArgs(), scale)
+    # sink t5: P_ML = 0.25·0.1/0.1 = 0.25; P_C = 0.3·(1/10)/(1/7) + 0.3·1 + 0.35·0/2 = 0.51
+    assert p[5] == pytest.approx(0.3 * 0.25 + 0.7 * 0.51)
+    in_seconds = MlfsArgs(time_unit_s=1.0, inverse_cap=3600.0)
+    assert job_priorities(job, 0.0, in_seconds, term_scale([job], 0.0, in_seconds)) == pytest.approx(p)
+    raw_minutes, raw_seconds = job_priorities(job, 0.0, MlfsArgs()), job_priorities(job, 0.0, in_seconds)
+    ratio = raw_seconds[1:] / raw_minutes[1:]  # raw, a change of unit rescales the terms unevenly
+    assert ratio.max() / ratio.min() > 100
+
+
+def _solo(job_id: str, urgency: int, done: float, planned: int, running: bool) -> JobState:
+    """A one-worker job (PS + worker using 0.8 of a GPU) on server 0, GPU 0 when `running`."""
+    where = 0 if running else None
+    tasks = [TaskState(job_id, 0, -1, 0.0, np.array([0.05, 0.05, 0.0]), 0.0, server=where),
+             TaskState(job_id, 1, 0, 1.0, np.array([0.1, 0.1, 0.0]), 0.8, server=where, gpu=where)]
+    return JobState(
+        job_id=job_id, submit=0.0, urgency=urgency, deadline=1e7, stages=(1,), iter_time_s=60.0,
+        iterations_done=done, planned_iterations=planned, last_drop=0.01, drop_sum=1.0, loss=1.0, loss_start=2.0,
+        accuracy=0.5, accuracy_req=0.9, gpu_seconds=0.0, comm_ps_mb=50.0, comm_worker_mb=50.0, tasks=tasks)
+
+
+def _contest(running: JobState, queued: JobState) -> Snapshot:
+    """One server with one GPU: the running job's worker holds 0.8 of it, so the queued one cannot fit beside it."""
+    use = np.array([0.15, 0.15, 0.0])
+    server = ServerState(0, use, use.copy(), np.array([0.8]), np.array([0.8]))
+    return Snapshot(0.0, {running.job_id: running, queued.job_id: queued}, [server])
+
+
+def test_a_queued_job_of_higher_priority_preempts_a_running_one() -> None:
+    # the running job is 50 of 1,000 iterations in (1/I small, 950 min left); the new one is fresh and short
+    snapshot = _contest(_solo("old", 1, 50.0, 1000, running=True), _solo("new", 5, 0.0, 5, running=False))
+    plan = MlfH().decide(snapshot)
+    assert sorted(plan.to_queue) == [("old", 0), ("old", 1)]
+    assert plan.assign == {("new", 0): (0, None), ("new", 1): (0, 0)}
+    assert MlfH(MlfsArgs(preempt=False)).decide(snapshot) == TaskPlan()
+
+
+def test_a_queued_job_of_lower_priority_preempts_nothing() -> None:
+    snapshot = _contest(_solo("short", 5, 1.0, 5, running=True), _solo("long", 1, 50.0, 1000, running=False))
+    assert MlfH().decide(snapshot) == TaskPlan()
