@@ -5,6 +5,7 @@
 (b) a job key run before: sacct history replaces sampling and `slurmx explain` says so;
 (c) the `profile` QOS cap (GrpTRES cpu=4) holds samples back, never a real job: while samples wait on the cap,
     a real job starts at once, and running samples never hold more than the cap.
+The daemon is SIGKILLed and restarted once mid-sampling: no sample may run twice.
 
 CI runs (a) with 4 groups; `SLURMX_PROFILE_GROUPS=20` runs the issue's 20 (numbers in docs/profiler.md).
 """
@@ -101,6 +102,8 @@ def test_daemon_profiles_groups_within_ten_percent_at_three_percent_and_the_cap_
             capped = any(reason.startswith("QOSGrp") for _, state, reason, _ in samples
                          if state is VariantState.PENDING)
             if real_job is None and capped:
+                daemon.kill()  # mid-sampling: the restarted daemon must adopt or replay, never resubmit, its samples
+                daemon.start()
                 real_job = slurm.submit("#!/bin/bash\nsleep 2\n", ["--qos=be", "--partition=cpu", "--mem=100M",
                                                                     "--output=/dev/null", f"--job-name={tag}-real"])
                 cleanup.append(real_job)
@@ -132,6 +135,9 @@ def test_daemon_profiles_groups_within_ten_percent_at_three_percent_and_the_cap_
     cleanup.extend(sample_ids)
     records = admin.accounting(job_ids=list(sample_ids), since="now-2hours")
     assert len(records) == len(sample_ids) == 4 * count, (len(records), len(sample_ids))
+    every_sample = [r.job_id for r in admin.accounting(since="now-2hours")
+                    if r.name.startswith(f"{tag}-") and "~s" in r.name]
+    assert sorted(every_sample) == sorted(sample_ids), "the daemon killed mid-sampling submitted a sample twice"
     spent: dict[str, float] = {}
     for record in records:
         spent[sample_ids[record.job_id]] = spent.get(sample_ids[record.job_id], 0.0) + record.elapsed_s
