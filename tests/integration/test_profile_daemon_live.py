@@ -41,11 +41,12 @@ SLURMX = [sys.executable, "-c", "from slurmx.cli import main; main()"]
 
 
 def profiling_site(cluster: Cluster, folder: Path) -> Path:
-    """AlloX with profiling: 2% of steps in samples (start-ups take the rest of 3%), a 1-step short sample, and
-    more samples queued than the QOS cap runs, so that Slurm's GrpTRES is what holds them back."""
+    """AlloX with profiling: 1.5% of steps in samples (their start-ups take most of the rest of 3%, with room for
+    a busy machine), a 1-step short sample, and more samples queued than the QOS cap runs, so that Slurm's GrpTRES
+    is what holds them back."""
     path = daemon_site(cluster, folder, "allox")
     data = yaml.safe_load(path.read_text())
-    data["profile"] = {"sampling": {"qos": "profile", "overhead_budget": 0.02, "zero_step_short": True,
+    data["profile"] = {"sampling": {"qos": "profile", "overhead_budget": 0.015, "zero_step_short": True,
                                     "max_samples": 16}}
     path.write_text(yaml.safe_dump(data))
     return path

@@ -313,3 +313,11 @@ def test_no_sample_script_without_work_or_outside_managed_mode(tmp_path: Path) -
     assert all(r.sample_script is None for r in rendered)
     _, _, rendered = plan_group(parse_spec({"name": "t", "command": "true", "work": 10}), cfg, mode="race")
     assert all(r.sample_script is None for r in rendered)
+
+
+def test_a_bad_sampling_key_is_one_line_naming_the_valid_ones(tmp_path: Path) -> None:
+    from slurmx.core.validation import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        ProfilingStage(site(tmp_path, sampling={"overhead": 0.1}), ProfilingSlurm([]), Store(":memory:"))  # type: ignore[arg-type]
+    assert str(caught.value).startswith("site profile.sampling: overhead: unknown key; valid keys: overhead_budget,")
