@@ -386,6 +386,8 @@ def _conditions(scale: Scale, quick: bool) -> list[str]:
         "per-GPU matrix for OPT (LP1 on the super-machine, HiGHS milp, jobs of one model aggregated)",
         "placement: first fit GPU by GPU in server order (the released default); TUNE in policy order",
         "invariants asserted every round: throughput >= proportional, no over-commit, every admitted GPU placed",
+        "not run: the 512-GPU Philly experiment (§5.3.1, Fig 6); it needs the raw Philly cluster_job_log, which is "
+        "not in ../shared/traces (blocked by data)",
     ]
 
 
@@ -397,9 +399,15 @@ ASSUMPTIONS = [
     "trace durations stay those drawn at 3:1 for every ratio (only speedups change), as the released code",
     "multi-GPU: best case capped at one server's CPUs and memory, speedup interpolated by CPU (released rule); "
     "jobs above 8 GPUs run proportional",
-    "DRF and Tetris order by Synergy's best-case demand; their plain variant is GREEDY, the tuned one TUNE",
+    "DRF and Tetris order by Synergy's best-case demand (Tetris: no per-machine alignment score, as the released "
+    "code); their plain variant is GREEDY, the tuned one TUNE",
+    "Fig 13's unstated setting is the released AE readme's: single-GPU, 9 jobs/hr, 128 GPUs, W1 and W2; W2 keeps the "
+    "authors' arrivals and durations (their generator draws them independently of the model) with the released "
+    "split rule's models, iterations = duration at the proportional share / the model's iteration time",
+    "TUNE vs OPT per round (§5.6): TUNE's summed relative throughput against LP1's optimum on the same round's "
+    "placed jobs, summed over the run's rounds",
     "physical traces regenerated: 100 single-GPU jobs, durations 10^U(1.5, 3) min (the released files are not "
-    "available), static at t=0 (60, 30, 10); dynamic Poisson 30 jobs/hr (30, 60, 10)",
+    "among our inputs), static at t=0 (60, 30, 10); dynamic Poisson 30 jobs/hr (30, 60, 10)",
     "the released starvation bump: a job idle 1000 h since its last round goes to the front for good; no profiling "
     "or restart overhead",
 ]
