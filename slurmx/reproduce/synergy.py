@@ -329,7 +329,7 @@ def _bigdata(rep: Reproduction, res: Results, scale: Scale) -> None:
                 rep.claims.append(Claim(f"§5.7 Fig 13: {o.upper()} with Synergy demands, W2: plain / TUNE", paper,
                                         f"{gain:.2f}x", gain > 1.0, "TUNE better"))
     rep.tables.append(ResultTable("DRF and Tetris with Synergy's best-case demands (plain = skip a job whose demand "
-                                  "does not fit), single-GPU, FIFO load 9 jobs/hr",
+                                  "does not fit), single-GPU, 9 jobs/hr at 128 GPUs",
                                   ("policy", "split", "plain (h)", "TUNE (h)", "gain"), tuple(rows)))
 
 
