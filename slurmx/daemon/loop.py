@@ -31,6 +31,7 @@ from slurmx.daemon.store import Store
 from slurmx.daemon.wake import notify
 from slurmx.policies.base import Policy
 from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.slurm.gcpause import collector_paused
 
 __all__ = ["AlreadyRunning", "CycleReport", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
 
@@ -108,6 +109,10 @@ class Daemon:
                           starts=start_marks(self.store), grace=grace_marks(self.store))
 
     def cycle(self) -> CycleReport:
+        with collector_paused():  # a cycle's many records are acyclic: see collector_paused
+            return self._cycle()
+
+    def _cycle(self) -> CycleReport:
         began = time.perf_counter()
         self.cycles += 1
         self.enforcer.cycle = self.cycles

@@ -15,6 +15,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
+from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.parse import expand_hostlist
 from slurmx.slurm.records import SlurmJob
 
@@ -48,13 +49,17 @@ class Observation:
     jobs: Mapping[int, SlurmJob]  # every job squeue shows, by id
 
 
+_WAITING = (VariantState.PENDING, VariantState.REQUEUED)
+_NOT_STARTED = (VariantState.PENDING, VariantState.HELD)
+
+
 def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None) -> Variant:
-    return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=job.state, request=job.request,
+    state, started = job.state, job.start_time
+    return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=state, request=job.request,
                    partition=job.partition, nodes=tuple(expand_hostlist(job.nodes)) if job.nodes else (),
                    estimate_s=estimate, priority=job.priority,
                    submit_time=float(job.submit_time) if job.submit_time else None,
-                   start_time=float(job.start_time) if job.start_time and job.state.is_active
-                   and job.state not in (VariantState.PENDING, VariantState.HELD) else None)
+                   start_time=float(started) if started and state.is_active and state not in _NOT_STARTED else None)
 
 
 def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
@@ -62,20 +67,24 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
                starts: Mapping[str, StartMark] | None = None,
                grace: Mapping[str, GraceMark] | None = None) -> Observation:
     """The policy's snapshot. `facts`: group -> (original submit time, preemptions, last requeue) from the store."""
-    job_list = list(jobs)
+    with collector_paused():  # tens of thousands of acyclic records (see collector_paused)
+        return _build_view(site, list(jobs), nodes, partitions, now, facts or {}, starts or {}, grace or {})
+
+
+def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
+                now: float, facts: Mapping[str, tuple[float, int, float | None]], starts: Mapping[str, StartMark],
+                grace: Mapping[str, GraceMark]) -> Observation:
     trusted, rejected = sort_jobs(site, job_list)
-    facts = facts or {}
-    starts = starts or {}
-    grace = grace or {}
     node_map = {n.name: n for n in nodes}
     order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
     groups: dict[str, Group] = {}
     grace_s = site.preemption.grace_s
-    cancelled, waiting = VariantState.CANCELLED, (VariantState.PENDING, VariantState.REQUEUED)
+    cancelled = VariantState.CANCELLED
     for tg in trusted:
+        group_id = tg.group_id
         variants = []
-        mark = starts.get(tg.group_id)
+        mark = starts.get(group_id)
         done = False
         held_back: Resources | None = None  # the request of a released variant Slurm has not started yet
         for kind, job in tg.jobs.items():
@@ -85,29 +94,30 @@ def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node]
                     done = True  # one variant already ran to its end: nothing of this group may start again
                     break
                 continue
-            variant = _variant(tg.group_id, kind, job, tg.estimates.get(kind))
-            if mark is not None and mark.job_id == job.job_id and state in waiting:
+            variant = _variant(group_id, kind, job, tg.estimates.get(kind))
+            if mark is not None and mark.job_id == job.job_id and state in _WAITING:
                 # Released but not started: it will take these nodes; show it there so nothing else is put there.
                 variant = replace(variant, state=VariantState.RUNNING, nodes=mark.nodes, start_time=mark.released_at)
                 held_back = job.request
             variants.append(variant)
-        if done:
+        if done or not variants:
             continue
         if held_back is not None and mark is not None:
             for name in mark.nodes:
                 reserved[name] = reserved.get(name, Resources()) + held_back
-        if not variants:
-            continue
-        submit, preemptions, requeued = facts.get(tg.group_id, (None, 0, None))
-        if submit is None:
+        fact = facts.get(group_id)
+        if fact is not None:
+            submit, preemptions, requeued = fact
+        else:
             times = [v.submit_time for v in variants if v.submit_time is not None]
-            submit = min(times) if times else now
+            submit, preemptions, requeued = (min(times) if times else now), 0, None
+        if len(variants) > 1:
+            variants.sort(key=lambda v: order[v.kind])
         first = next(iter(tg.jobs.values()))
-        mark_g = grace.get(tg.group_id)
-        groups[tg.group_id] = Group(
-            group_id=tg.group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
-            variants=tuple(sorted(variants, key=lambda v: order[v.kind])) if len(variants) > 1 else tuple(variants),
-            grace_s=grace_s, preemptions=preemptions, submit_time=submit,
+        mark_g = grace.get(group_id)
+        groups[group_id] = Group(
+            group_id=group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
+            variants=tuple(variants), grace_s=grace_s, preemptions=preemptions, submit_time=submit,
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,
             preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)

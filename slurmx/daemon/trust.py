@@ -9,7 +9,6 @@ kind, and at most one job per kind. Anything else is left alone and reported onc
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -52,46 +51,57 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
 
     Pure. Finished jobs count too: a forged job that already ended still shows the group was tampered with.
     """
-    by_group: dict[str, list[tuple[str, SlurmJob]]] = defaultdict(list)
+    by_group: dict[str, list[tuple[str, SlurmJob]]] = {}
     rejected: list[Rejected] = []
     estimates: dict[int, float | None] = {}
+    safe = _SAFE_GROUP.match
     for job in jobs:
-        tags = _tags(job.comment)
-        if tags is None:
+        comment = job.comment
+        if not comment.startswith("slurmx:"):
             continue
+        tags = _tags(comment)
         group_id, kind = tags.get("g"), tags.get("v")
         if not group_id or not kind:
             continue
-        if not _SAFE_GROUP.match(group_id):
+        if not safe(group_id):
             rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
             continue
-        by_group[group_id].append((kind, job))
+        members = by_group.get(group_id)
+        if members is None:
+            by_group[group_id] = [(kind, job)]
+        else:
+            members.append((kind, job))
         estimates[job.job_id] = _estimate(tags.get("e"), job)
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
     for group_id, members in by_group.items():
-        members.sort(key=lambda m: m[1].job_id)
-        ids = tuple(j.job_id for _, j in members)
+        if len(members) > 1:
+            members.sort(key=_job_id_of)
         reason = _problem(members, classes, partitions)
         if reason:
-            rejected.append(Rejected(group_id, ids, reason))
+            rejected.append(Rejected(group_id, tuple(j.job_id for _, j in members), reason))
             continue
         first = members[0][1]
-        by_kind: dict[str, SlurmJob] = {}
-        for kind, job in members:
-            by_kind[kind] = job  # newest wins: a resubmitted variant replaces a finished one
+        by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
         trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
                                     {kind: estimates[job.job_id] for kind, job in by_kind.items()}))
     return trusted, rejected
 
 
-def _tags(comment: str) -> dict[str, str] | None:
-    """The `slurmx:k=v,...` tags of a comment, None for other comments (the lean form of parse_comment_tags:
-    the daemon reads every job's comment every cycle)."""
-    if not comment.startswith("slurmx:"):
-        return None
-    return dict(item.split("=", 1) for item in comment[7:].split(",") if "=" in item)
+def _job_id_of(member: tuple[str, SlurmJob]) -> int:
+    return member[1].job_id
+
+
+def _tags(comment: str) -> dict[str, str]:
+    """The tags of a `slurmx:k=v,...` comment (the lean form of parse_comment_tags: the daemon reads every
+    job's comment every cycle)."""
+    tags = {}
+    for item in comment[7:].split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            tags[key] = value
+    return tags
 
 
 def _estimate(text: str | None, job: SlurmJob) -> float | None:
@@ -108,21 +118,23 @@ def _estimate(text: str | None, job: SlurmJob) -> float | None:
 
 def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
              partitions: Mapping[str, str]) -> str:
-    users = sorted({(j.user_id, j.user) for _, j in members})
-    if len(users) > 1:
+    first = members[0][1]
+    if any(j.user_id != first.user_id or j.user != first.user for _, j in members):
+        users = sorted({(j.user_id, j.user) for _, j in members})
         names = ", ".join(f"{name or '?'}({uid})" for uid, name in users)
         return f"variants belong to different users ({names}): a comment was forged or edited"
-    qos = sorted({j.qos for _, j in members})
-    if len(qos) > 1:
+    if any(j.qos != first.qos for _, j in members):
+        qos = sorted({j.qos for _, j in members})
         return f"variants run under different QOS ({', '.join(qos)}); the class must be one"
-    if qos[0] not in classes:
-        return f"QOS {qos[0]!r} is neither the TE nor the BE QOS of this site ({', '.join(sorted(classes))})"
+    if first.qos not in classes:
+        return f"QOS {first.qos!r} is neither the TE nor the BE QOS of this site ({', '.join(sorted(classes))})"
     active: dict[str, int] = {}
     for kind, job in members:
-        if kind not in partitions:
+        partition = partitions.get(kind)
+        if partition is None:
             return f"job {job.job_id}: variant {kind!r} is not a resource kind of this site"
-        if job.partition and job.partition != partitions[kind]:
-            return f"job {job.job_id}: variant {kind} is in partition {job.partition}, not {partitions[kind]}"
+        if job.partition and job.partition != partition:
+            return f"job {job.job_id}: variant {kind} is in partition {job.partition}, not {partition}"
         if job.state.is_active:
             if kind in active:
                 return f"two active jobs ({active[kind]}, {job.job_id}) claim variant {kind}"

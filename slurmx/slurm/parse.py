@@ -18,6 +18,7 @@ from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
 from slurmx.slurm.errors import SlurmParseError
+from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = [
@@ -146,7 +147,7 @@ def _tres_list(entries: Any) -> Resources:
     return Resources(cpus, mem, gres)
 
 
-class _Number(msgspec.Struct):
+class _Number(msgspec.Struct, gc=False):
     """24.11+'s wrapped number."""
 
     set: bool = True
@@ -157,11 +158,11 @@ class _Number(msgspec.Struct):
 _Num = int | float | _Number | None
 
 
-class _Signal(msgspec.Struct):
+class _Signal(msgspec.Struct, gc=False):
     id: _Num = None
 
 
-class _ExitCode(msgspec.Struct):
+class _ExitCode(msgspec.Struct, gc=False):
     """24.11+'s exit code: `{"status": ["ERROR"], "return_code": {...}, "signal": {"id": {...}, ...}}`."""
 
     status: list[str] = []
@@ -169,9 +170,11 @@ class _ExitCode(msgspec.Struct):
     signal: _Signal | None = None
 
 
-class _SqueueJob(msgspec.Struct):
+class _SqueueJob(msgspec.Struct, gc=False):
     """The ~20 of squeue's ~150 job fields slurmx reads. Declaring only these lets the decoder skip the rest
-    without building Python objects for them: that is what makes 10,000 jobs parse in a fraction of a second."""
+    without building Python objects for them: that is what makes 10,000 jobs parse in a fraction of a second.
+    `gc=False`: these records hold only strings, numbers and lists of strings, so they can be in no reference
+    cycle, and 20,000 of them need not be tracked by the garbage collector."""
 
     job_id: int
     name: str = ""
@@ -206,11 +209,11 @@ _SQUEUE_DECODER = msgspec.json.Decoder(_SqueueAnswer)
 
 
 def _num(value: _Num) -> int | None:
+    if value.__class__ is _Number:  # 24.11+: the common case first (nine of these per job)
+        return int(value.number) if value.set and not value.infinite else None
     if value is None:
         return None
-    if isinstance(value, _Number):
-        return None if value.infinite or not value.set else int(value.number)
-    return int(value)
+    return int(value)  # type: ignore[arg-type]
 
 
 def _exit_code(value: int | _ExitCode | None) -> int | None:
@@ -227,56 +230,66 @@ def _exit_code(value: int | _ExitCode | None) -> int | None:
     return _num(value.return_code)
 
 
-def _job(job: _SqueueJob) -> SlurmJob:
-    text = "+".join(job.job_state) if isinstance(job.job_state, list) else job.job_state
+@functools.lru_cache(maxsize=256)
+def _states(text: str) -> tuple[VariantState, bool]:
+    """A state text -> (its primary state, whether it is pending); a queue shows only a handful of texts."""
     state = _primary_state(text)
+    return state, state is VariantState.PENDING
+
+
+def _job(job: _SqueueJob) -> SlurmJob:
+    raw_state = job.job_state
+    text = "+".join(raw_state) if raw_state.__class__ is list else raw_state
+    state, pending = _states(text)  # type: ignore[arg-type]
     priority = _num(job.priority) or 0
-    if job.hold is not None:  # 24.11+ says so; 22.05 only shows a zero priority and a JobHeld* reason
+    if not pending:
+        held = False
+    elif job.hold is not None:  # 24.11+ says so; 22.05 only shows a zero priority and a JobHeld* reason
         held = job.hold
     else:
         held = job.state_reason.startswith("JobHeld") or (not job.state_reason and priority == 0)
-    held = held and state == VariantState.PENDING
     limit_min = _num(job.time_limit)
     user_id = _num(job.user_id)
     return SlurmJob(
-        job_id=job.job_id,
-        name=job.name,
-        user=job.user_name,
-        user_id=-1 if user_id is None else user_id,
-        state=VariantState.HELD if held else state,
-        state_text=text,
-        reason=job.state_reason,
-        partition=job.partition,
-        qos=job.qos,
-        comment=job.comment,
-        nodes=job.nodes,
-        request=parse_tres(job.tres_req_str),
-        allocated=parse_tres(job.tres_alloc_str),
-        priority=priority,
-        nice=_num(job.nice) or 0,
-        held=held,
-        restart_count=_num(job.restart_cnt) or 0,
-        time_limit_s=limit_min * 60 if limit_min is not None else None,
-        submit_time=_num(job.submit_time) or None,
-        start_time=_num(job.start_time) or None,
-        end_time=_num(job.end_time) or None,
-        required_nodes=job.required_nodes,
-        exit_code=_exit_code(job.exit_code),
+        job.job_id,
+        job.name,
+        job.user_name,
+        -1 if user_id is None else user_id,
+        VariantState.HELD if held else state,
+        text,  # type: ignore[arg-type]
+        job.state_reason,
+        job.partition,
+        job.qos,
+        job.comment,
+        job.nodes,
+        parse_tres(job.tres_req_str),
+        parse_tres(job.tres_alloc_str),
+        priority,
+        _num(job.nice) or 0,
+        held,
+        _num(job.restart_cnt) or 0,
+        limit_min * 60 if limit_min is not None else None,
+        _num(job.submit_time) or None,
+        _num(job.start_time) or None,
+        _num(job.end_time) or None,
+        job.required_nodes,
+        _exit_code(job.exit_code),
     )
 
 
 def parse_jobs(text: str | bytes, argv: Sequence[str] = ("squeue", "--json")) -> list[SlurmJob]:
     """`squeue --json` of any supported version -> jobs, in Slurm's order."""
-    try:
-        answer = _SQUEUE_DECODER.decode(text)
-    except msgspec.DecodeError as exc:  # includes ValidationError
-        load_json(text, argv)  # not JSON, not an object, or Slurm reported an error: its one-line message
-        raise SlurmParseError(argv, 0, f"unexpected job record: {exc}") from None
-    _raise_reported_errors(answer.errors, argv)
-    try:
-        return [_job(job) for job in answer.jobs]
-    except (ValueError, UnitError) as exc:
-        raise SlurmParseError(argv, 0, f"unexpected job record: {exc!r}") from None
+    with collector_paused():
+        try:
+            answer = _SQUEUE_DECODER.decode(text)
+        except msgspec.DecodeError as exc:  # includes ValidationError
+            load_json(text, argv)  # not JSON, not an object, or Slurm reported an error: its one-line message
+            raise SlurmParseError(argv, 0, f"unexpected job record: {exc}") from None
+        _raise_reported_errors(answer.errors, argv)
+        try:
+            return [_job(job) for job in answer.jobs]
+        except (ValueError, UnitError) as exc:
+            raise SlurmParseError(argv, 0, f"unexpected job record: {exc!r}") from None
 
 
 def _node(raw: Mapping[str, Any]) -> Node:
