@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.actions import Plan, Preempt, Resize, Start
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import GroupState, Node, Partition, VariantState
 from slurmx.core.resources import Resources
@@ -109,8 +109,13 @@ class FakeSlurm:
         self.calls.append(("requeuehold" if hold else "requeue", ids))
 
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
-        self.calls.append((f"update {' '.join(change.assignments()) or 'nodelist=' + str(change.nodelist)}",
-                           tuple(job_ids)))
+        ids = tuple(job_ids)
+        self.calls.append((f"update {' '.join(change.assignments()) or 'nodelist=' + str(change.nodelist)}", ids))
+        for i in ids:
+            old = self.table[i].request
+            self.table[i] = replace(self.table[i], request=Resources(
+                old.cpus if change.cpus is None else change.cpus, old.mem_mb if change.mem_mb is None
+                else change.mem_mb, old.gres))
 
     def verbs(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -295,6 +300,71 @@ def test_a_requeue_lost_in_a_crash_is_counted_not_repeated(tmp_path: Path) -> No
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.calls == []
     assert store.group_facts()["v"][1] == 1
+
+
+def test_resize_of_a_pending_group_updates_its_waiting_variants_in_place(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Resize("a", 3, 900),)), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("update NumCPUs=3 MinMemoryNode=900", (1, 2))]
+    assert store.intents() == []
+
+
+def test_resize_of_a_running_job_signals_requeues_held_updates_then_releases(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    resize = Plan((Resize("v", 2, 700, reason="synergy: more cpus"),))
+    enforcer.apply(resize, _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("signal", (1,))]
+    [intent] = store.intents("resize")
+    assert (intent.key, intent.step, intent.data["deadline"], intent.data["restart_count"]) == \
+        ("resize:1", "signalled", 1010.0, 0)
+    enforcer.apply(resize, _obs(fake, store, now[0]), now[0])  # the policy repeats itself: nothing new
+    now[0] = 1009.0
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["signal"]  # still in its grace period
+    now[0] = 1010.0
+    stale = _obs(fake, store, now[0])  # the snapshot this cycle's plan is computed from: still running
+    enforcer.follow_up(stale, now[0])
+    assert fake.calls[1:] == [("requeuehold", (1,)), ("update NumCPUs=2 MinMemoryNode=700", (1,)), ("release", (1,))]
+    assert store.intents() == []
+    assert (fake.table[1].state, fake.table[1].request) == (VariantState.PENDING, Resources(2, 700))
+    enforcer.apply(Plan((Resize("v", 4, 900), Preempt("v", 10))), stale, now[0])
+    assert len(fake.calls) == 4  # what this cycle's follow-up just requeued is not touched again on a stale view
+    assert any(row[4] == "resized job 1 to cpus=2 mem=700M and released it" for row in enforcer.log)
+
+
+@pytest.mark.parametrize(("state", "held", "verbs"), [
+    (VariantState.HELD, True, ["update NumCPUs=2 MinMemoryNode=700", "release"]),  # killed before the update
+    (VariantState.PENDING, False, ["hold", "update NumCPUs=2 MinMemoryNode=700", "release"]),  # after the release
+    (VariantState.RUNNING, False, []),  # released and running again: done
+])
+def test_resize_replayed_after_the_requeue_finishes_without_a_second_requeue(
+        tmp_path: Path, state: VariantState, held: bool, verbs: list[str]) -> None:
+    fake = FakeSlurm([replace(job(1, "v", state=state, restarts=1), held=held)])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    store.put_intent("resize:1", "resize", "v", "requeued",
+                     {"job_id": 1, "cpus": 2, "mem_mb": 700, "grace_s": 10, "restart_count": 0, "t0": 980.0,
+                      "deadline": 990.0, "reason": "r", "requeued_at": 990.0}, 980.0)
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == verbs and store.intents() == []
+
+
+def test_resize_leaves_a_job_of_that_size_and_one_that_finished_in_its_grace(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Resize("v", 1, 500),)), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [] and store.intents() == []  # already that size
+    enforcer.apply(Plan((Resize("v", 2, 700),)), _obs(fake, store, now[0]), now[0])
+    fake._set([1], state=VariantState.COMPLETED, exit_code=0)
+    enforcer.follow_up(_obs(fake, store, now[0] + 3), now[0] + 3)
+    assert fake.verbs() == ["signal"] and store.intents() == []
+    assert enforcer.log[-1][4].startswith("job 1: completed during its grace period") and \
+        enforcer.log[-1][4].endswith("not resized")
 
 
 def test_dry_run_touches_neither_slurm_nor_the_store(tmp_path: Path) -> None:
