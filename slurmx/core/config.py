@@ -171,8 +171,13 @@ class DaemonConfig(_Model):
     # Prometheus endpoint on 127.0.0.1 (None: off); `log_format: json` writes one JSON object per log line.
     metrics_port: int | None = Field(None, ge=0, le=65535)
     log_format: Literal["text", "json"] = "text"
+    # Audit log retention, applied at start-up and then every `audit_prune_every` cycles: entries older than
+    # `audit_keep` go, and of the rest only the newest `audit_keep_rows` stay (0 turns either limit off).
+    audit_keep_s: int = Field(30 * 86_400, validation_alias="audit_keep", ge=0)
+    audit_keep_rows: int = Field(1_000_000, ge=0)
+    audit_prune_every: int = Field(720, gt=0)
 
-    @field_validator("interval_s", "start_timeout_s", mode="before")
+    @field_validator("interval_s", "start_timeout_s", "audit_keep_s", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> Any:
         return _duration(value)

@@ -151,6 +151,8 @@ class Daemon:
             self.store.remember_groups(fresh, now)
             if self.cycles % FORGET_EVERY == 0:  # facts of groups squeue forgot a day ago are no longer needed
                 self.store.forget_groups(obs.groups.keys(), now - FORGET_AFTER_S)
+            if (self.cycles - 1) % self.site.daemon.audit_prune_every == 0:  # at start-up, then now and then
+                self._prune_audit(now)
         rows: list[AuditRow] = []
         for rejected in obs.rejected:
             key = (rejected.group_id, rejected.reason)
@@ -163,6 +165,13 @@ class Daemon:
                              f"ignored (jobs {','.join(map(str, rejected.job_ids))}): {rejected.reason}"))
         if rows and not self.dry_run:
             self.store.audit(rows)
+
+    def _prune_audit(self, now: float) -> None:
+        """Apply the site's audit retention (`daemon.audit_keep`, `daemon.audit_keep_rows`)."""
+        keep_s, keep_rows = self.site.daemon.audit_keep_s, self.site.daemon.audit_keep_rows
+        removed = self.store.prune_audit(now - keep_s if keep_s else None, keep_rows or None)
+        if removed:
+            log.info("audit retention: %d old entries removed", removed, extra={"event": "prune", "cycle": self.cycles})
 
     def run(self, stop: threading.Event, waker: Waker | None = None) -> None:
         """Cycle until `stop` is set; back off while Slurm is unreachable; never let one bad cycle end the loop."""

@@ -265,6 +265,19 @@ class Store:
                 self._db.executemany("INSERT INTO audit (t, cycle, group_id, event, detail) VALUES (?,?,?,?,?)",
                                      rows)
 
+    def prune_audit(self, older_than: float | None, keep_rows: int | None) -> int:
+        """Delete audit entries from before `older_than`, then all but the newest `keep_rows`; returns how many
+        went. None skips a limit. The log would otherwise grow by every decision for the daemon's whole life."""
+        removed = 0
+        with self._transaction():
+            if older_than is not None:
+                removed += self._db.execute("DELETE FROM audit WHERE t < ?", (older_than,)).rowcount
+            if keep_rows is not None:
+                removed += self._db.execute(
+                    "DELETE FROM audit WHERE id <= (SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                    (keep_rows,)).rowcount
+        return removed
+
     def history(self, group_id: str | None = None, limit: int = 200) -> list[AuditEntry]:
         """Audit entries, oldest first (the last `limit` of them)."""
         if group_id is None:

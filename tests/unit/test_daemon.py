@@ -392,6 +392,33 @@ def test_daemon_cycle_acts_on_a_fresh_view_only(tmp_path: Path) -> None:
     assert fake.verbs() == ["update nodelist=c1", "release"]
 
 
+def test_audit_retention_drops_old_entries_then_all_but_the_newest_rows(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.audit([(float(t), t, "g", "note", f"row {t}") for t in range(1, 11)])
+    assert store.prune_audit(older_than=4.0, keep_rows=3) == 7  # t=1..3 by age, then t=4..7 by count
+    assert [e.detail for e in store.history()] == ["row 8", "row 9", "row 10"]
+    assert store.prune_audit(None, None) == 0 and len(store.history()) == 3
+
+
+def test_daemon_applies_audit_retention_at_start_up_and_every_n_cycles(tmp_path: Path) -> None:
+    site = parse_site_config({"cluster": {"name": "t"}, "resources": {"cpu": {"partition": "cpu", "cpus": 1,
+                                                                               "mem": "500M"}},
+                              "daemon": {"audit_keep": "1h", "audit_keep_rows": 0, "audit_prune_every": 3}})
+    assert (site.daemon.audit_keep_s, site.daemon.audit_keep_rows) == (3600, 0)
+    store = Store(tmp_path / "s.sqlite")
+    old, recent = (5000.0, 0, "g", "note", "old"), (9000.0, 0, "g", "note", "recent")
+    store.audit([old, recent])
+    daemon = Daemon(site, FakeSlurm([]), store, make_policy("fifo"), clock=lambda: 10_000.0)  # type: ignore[arg-type]
+    daemon.cycle()
+    assert [e.detail for e in store.history()] == ["recent"]
+    store.audit([old])
+    daemon.cycle()
+    daemon.cycle()
+    assert [e.detail for e in store.history()] == ["recent", "old"]  # cycles 2 and 3 leave it
+    daemon.cycle()
+    assert [e.detail for e in store.history()] == ["recent"]  # cycle 4 = 1 + 3 prunes
+
+
 # ------------------------------------------------------------------------------------------------ checks, explain
 
 
