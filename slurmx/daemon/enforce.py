@@ -30,11 +30,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.resources import Resources
 from slurmx.daemon import preemption
 from slurmx.daemon.observe import GraceMark, Observation, StartMark
 from slurmx.daemon.store import Intent, Store
@@ -251,7 +252,7 @@ class Enforcer:
     # ------------------------------------------------------------------------------------------ start
 
     def _starts(self, starts: list[Start], obs: Observation, now: float) -> None:
-        chosen: list[tuple[Start, int, bool]] = []  # (action, job id, held)
+        chosen: list[tuple[Start, int, bool, tuple[int, int] | None]] = []  # (action, job id, held, new size)
         open_starts = {i.group_id for i in self.store.intents("start")}
         for action in starts:
             group = obs.view.groups.get(action.group_id)
@@ -262,32 +263,35 @@ class Enforcer:
                 continue
             if action.group_id in open_starts:
                 continue  # already being started
-            chosen.append((action, variant.job_id, variant.state is VariantState.HELD))
+            chosen.append((action, variant.job_id, variant.state is VariantState.HELD, _size(action, variant.request)))
         if not chosen:
             return
         if self.dry_run:
-            for action, job_id, _ in chosen:
+            for action, job_id, _, size in chosen:
                 where = f" on {','.join(action.nodes)}" if action.nodes else ""
+                where += f" as cpus={size[0]} mem={size[1]}M" if size else ""
                 self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
                             + (f" ({action.reason})" if action.reason else ""))
             return
         rows = []
-        for action, job_id, _ in chosen:
+        for action, job_id, _, size in chosen:
             group = obs.view.groups[action.group_id]
             siblings = [v.job_id for v in group.variants if v.kind != action.kind and v.job_id is not None]
             rows.append((f"start:{action.group_id}", "start", action.group_id, "releasing",
                          {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes), "siblings": siblings,
-                          "released_at": now, "reason": action.reason}))
+                          "released_at": now, "reason": action.reason, "size": list(size) if size else None}))
         self.store.put_intents(rows, now)  # durable before the first Slurm command of any of them
-        for action, job_id, _ in chosen:
+        for action, job_id, _, size in chosen:
             self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
                         + (f" on {','.join(action.nodes)}" if action.nodes else "")
+                        + (f" as cpus={size[0]} mem={size[1]}M" if size else "")
                         + (f": {action.reason}" if action.reason else ""))
-        self._release([(a.group_id, j, a.nodes, held) for a, j, held in chosen])
+        self._release([_ToRelease(a.group_id, j, a.nodes, held, size) for a, j, held, size in chosen])
 
-    def _release(self, items: list[tuple[str, int, tuple[str, ...], bool]]) -> None:
-        """Steer each job to its nodes, release the held ones in one call, advance their intents."""
-        for group_id, job_id, nodes, _ in items:
+    def _release(self, items: list[_ToRelease]) -> None:
+        """Size and steer each job, release the held ones in one call, advance their intents."""
+        self._resize_before_release(items)
+        for group_id, job_id, nodes, _, _ in items:
             if nodes:
                 try:
                     self.adapter.update([job_id], JobUpdate(nodelist=",".join(nodes)))
@@ -295,7 +299,7 @@ class Enforcer:
                     raise
                 except SlurmError as exc:  # unsteered it may still run; the timeout re-decides if it does not
                     self._audit(group_id, "error", f"steer job {job_id}: {_line(exc)}")
-        held = [job_id for _, job_id, _, is_held in items if is_held]
+        held = [item.job_id for item in items if item.held]
         try:
             self.adapter.release(held)
         except SlurmUnavailable:
@@ -311,12 +315,33 @@ class Enforcer:
                     self._audit("", "error", f"release job {job_id}: {_line(exc)}")
         open_starts = {i.key: i for i in self.store.intents("start")}
         released = [(i.key, "start", i.group_id, "released", i.data) for i in
-                    (open_starts.get(f"start:{group_id}") for group_id, _, _, _ in items) if i is not None]
+                    (open_starts.get(f"start:{item.group_id}") for item in items) if i is not None]
         self.store.put_intents(released, self.clock())
-        for group_id, job_id, nodes, _ in items:
+        for group_id, job_id, nodes, _, _ in items:
             self.on_action("start", "ok")
             self._audit(group_id, "release", f"released job {job_id}" + (f" steered to {','.join(nodes)}"
                                                                            if nodes else ""))
+
+    def _resize_before_release(self, items: list[_ToRelease]) -> None:
+        """Give held jobs the CPUs and memory their Start allots (Synergy sizes each job) before they may run:
+        one `scontrol update` per distinct size. Refused: the job runs at the size it asked for, and it is said."""
+        by_size: dict[tuple[int, int], list[_ToRelease]] = {}
+        for item in items:
+            if item.size is not None:
+                by_size.setdefault(item.size, []).append(item)
+        for (cpus, mem_mb), group in by_size.items():
+            try:
+                self.adapter.update([i.job_id for i in group], JobUpdate(cpus=cpus, mem_mb=mem_mb))
+            except SlurmUnavailable:
+                raise
+            except SlurmError as exc:
+                for item in group:
+                    self.on_action("resize", "error")
+                    self._audit(item.group_id, "error", f"size job {item.job_id} to cpus={cpus} mem={mem_mb}M: "
+                                f"{_line(exc)}; released at the size it asked for")
+                continue
+            for _ in group:
+                self.on_action("resize", "ok")
 
     # ------------------------------------------------------------------------------------------ preempt
 
@@ -399,7 +424,9 @@ class Enforcer:
             return
         timed_out = now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s
         if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
-            self._release([(group, job_id, tuple(intent.data.get("nodes", ())), job.held)])
+            size = intent.data.get("size")
+            self._release([_ToRelease(group, job_id, tuple(intent.data.get("nodes", ())), job.held,
+                                      (int(size[0]), int(size[1])) if size else None)])
             return
         if timed_out:
             if job.held:
@@ -471,6 +498,24 @@ class Enforcer:
             for group_id, job_id in doomed:
                 self.on_action("cancel_sibling", "ok")
                 self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
+
+
+class _ToRelease(NamedTuple):
+    group_id: str
+    job_id: int
+    nodes: tuple[str, ...]
+    held: bool
+    size: tuple[int, int] | None  # (cpus, mem MB) the Start allots, when not what the job asks for
+
+
+def _size(action: Start, request: Resources) -> tuple[int, int] | None:
+    """The Start's allotment when its CPUs or memory differ from the job's request (None: release as it is)."""
+    alloc = action.alloc
+    if alloc is None or alloc.cpus <= 0 or alloc.mem_mb <= 0:
+        return None
+    if (alloc.cpus, alloc.mem_mb) == (request.cpus, request.mem_mb):
+        return None
+    return alloc.cpus, alloc.mem_mb
 
 
 def _ran(job: SlurmJob) -> bool:

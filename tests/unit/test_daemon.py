@@ -227,6 +227,29 @@ def test_start_writes_intent_first_releases_in_one_call_then_cancels_siblings(tm
     assert store.intents() == []
 
 
+def test_start_with_an_allotment_sizes_held_jobs_before_the_release_one_update_per_size(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(3, "b"), job(5, "c")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    plan = Plan((Start("a", "cpu", ("c1",), Resources(3, 1500)), Start("b", "cpu", (), Resources(3, 1500)),
+                 Start("c", "cpu", (), Resources(1, 500))))  # c: what it asks for already
+    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("update NumCPUs=3 MinMemoryNode=1500", (1, 3)), ("update nodelist=c1", (1,)),
+                          ("release", (1, 3, 5))]
+    assert [fake.table[i].request for i in (1, 3, 5)] == [Resources(3, 1500), Resources(3, 1500), Resources(1, 500)]
+    assert [i.data["size"] for i in store.intents("start")] == [[3, 1500], [3, 1500], None]
+
+
+def test_start_replayed_from_releasing_sizes_the_job_again(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    store.put_intent("start:a", "start", "a", "releasing", {"kind": "cpu", "job_id": 1, "nodes": [], "size": [2, 900],
+                                                            "released_at": now[0]}, now[0])  # killed right here
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["update NumCPUs=2 MinMemoryNode=900", "release"]
+
+
 def test_a_variant_that_finished_between_snapshots_still_cancels_its_siblings(tmp_path: Path) -> None:
     fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
     now = [1000.0]
