@@ -367,9 +367,11 @@ class Engine:
         self._arrived += 1
         j = self._jobs[idx]
         opts = self.options
-        if opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
+        measured = j.job.meta.get("profiling_delay_s")  # set by sim.profiling_model: the samples' own times
+        if measured is not None or opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
             longest = max(v.duration_s for v in j.job.variants.values())
-            delay = opts.profiling_fixed_s + opts.profiling_fraction * longest
+            delay = (float(measured) if measured is not None
+                     else opts.profiling_fixed_s + opts.profiling_fraction * longest)
             if delay > 0:
                 j.status = PROFILING
                 self._busy += 1

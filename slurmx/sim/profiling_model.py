@@ -11,9 +11,8 @@ its fastest sibling's, as live.
 
 `apply_profiling(jobs, params, seed)` returns the jobs with `estimate_s` set on every variant and the profiling
 cost in `meta` (`profiling_delay_s`: how long the job waits for its samples, `profiling_overhead_s`: the
-resource time they hold). Engine hook (not wired yet): a job whose meta has `profiling_delay_s` is delayed by
-exactly that instead of `fixed + fraction·longest`; until then run the engine with
-`profiling = engine_equivalent(params)`, which is the same delay when there is no cut.
+resource time they hold). The engine delays a job whose meta has `profiling_delay_s` by exactly that instead of
+`fixed + fraction·longest` (`engine_equivalent(params)` is the same delay when no sample is cut).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from slurmx.core.resources import Resources
+from slurmx.policies import make_policy
+from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
+from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.profiling_model import (
     SimProfilingParams,
@@ -66,3 +69,14 @@ def test_same_seed_same_estimates() -> None:
     first = [j.variants["cpu"].estimate_s for j in apply_profiling(jobs, params, seed=3)]
     assert first == [j.variants["cpu"].estimate_s for j in apply_profiling(jobs, params, seed=3)]
     assert first != [j.variants["cpu"].estimate_s for j in apply_profiling(jobs, params, seed=4)]
+
+
+def test_the_engine_delays_a_profiled_job_by_its_samples_own_time() -> None:
+    # With a cut the samples' time differs from `fixed + fraction·longest`: the engine takes the measured delay.
+    [profiled] = apply_profiling([job(0, 1000.0, 100.0)], SimProfilingParams(startup_s=5.0, cut_factor=2.0), seed=1)
+    delay = profiled.meta["profiling_delay_s"]
+    assert delay != pytest.approx(engine_equivalent(SimProfilingParams(startup_s=5.0))["fixed"] + 30.0)
+    site = ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(1, Resources(32, 4096), "c"),)),
+                         PartitionShape("gpu", "gpu", (NodeShape(1, Resources(8, 4096, {"gpu": 1}), "g"),))])
+    [record] = Engine(site, make_policy("fifo"), [profiled]).run().jobs
+    assert record.first_start == pytest.approx(delay)
