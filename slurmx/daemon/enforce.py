@@ -479,11 +479,12 @@ class Enforcer:
         one the open Start chose (else the lower job id) stays."""
         doomed: list[tuple[str, int]] = []
         starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
+        occupying = (VariantState.RUNNING, VariantState.COMPLETING)
         for group in obs.groups.values():
             active = [j for j in group.jobs.values() if j.state.is_active]
-            if not active:
-                continue
-            running = [j for j in active if j.state in (VariantState.RUNNING, VariantState.COMPLETING)]
+            if not active or (len(active) == len(group.jobs) and all(j.state in _WAITING for j in active)):
+                continue  # the common case: nothing of the group runs or ran yet
+            running = [j for j in active if j.state in occupying]
             if running:
                 keep: int | None = starts.get(group.group_id)
                 if keep not in {j.job_id for j in running}:

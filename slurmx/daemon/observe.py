@@ -111,7 +111,10 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         else:
             times = [v.submit_time for v in variants if v.submit_time is not None]
             submit, preemptions, requeued = (min(times) if times else now), 0, None
-        if len(variants) > 1:
+        if len(variants) == 2:  # the usual group: a cpu and a gpu variant
+            if order[variants[0].kind] > order[variants[1].kind]:
+                variants.reverse()
+        elif len(variants) > 2:
             variants.sort(key=lambda v: order[v.kind])
         first = next(iter(tg.jobs.values()))
         mark_g = grace.get(group_id)

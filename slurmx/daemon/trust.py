@@ -63,20 +63,23 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
         group_id, kind = tags.get("g"), tags.get("v")
         if not group_id or not kind:
             continue
-        if not safe(group_id):
-            rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
-            continue
         members = by_group.get(group_id)
-        if members is None:
+        if members is not None:
+            members.append((kind, job))
+        elif safe(group_id):  # a name is checked once, when first seen
             by_group[group_id] = [(kind, job)]
         else:
-            members.append((kind, job))
+            rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
+            continue
         estimates[job.job_id] = _estimate(tags.get("e"), job)
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
     for group_id, members in by_group.items():
-        if len(members) > 1:
+        if len(members) == 2:  # the usual group: a cpu and a gpu variant
+            if members[0][1].job_id > members[1][1].job_id:
+                members.reverse()
+        elif len(members) > 2:
             members.sort(key=_job_id_of)
         reason = _problem(members, classes, partitions)
         if reason:
@@ -119,11 +122,15 @@ def _estimate(text: str | None, job: SlurmJob) -> float | None:
 def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
              partitions: Mapping[str, str]) -> str:
     first = members[0][1]
-    if any(j.user_id != first.user_id or j.user != first.user for _, j in members):
+    same_user = same_qos = True
+    for _, j in members:  # a plain loop: the usual group is two jobs, and this runs for every group every cycle
+        same_user = same_user and j.user_id == first.user_id and j.user == first.user
+        same_qos = same_qos and j.qos == first.qos
+    if not same_user:
         users = sorted({(j.user_id, j.user) for _, j in members})
         names = ", ".join(f"{name or '?'}({uid})" for uid, name in users)
         return f"variants belong to different users ({names}): a comment was forged or edited"
-    if any(j.qos != first.qos for _, j in members):
+    if not same_qos:
         qos = sorted({j.qos for _, j in members})
         return f"variants run under different QOS ({', '.join(qos)}); the class must be one"
     if first.qos not in classes:
