@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from slurmx.core.actions import Plan, Resize
 from slurmx.core.config import load_site_config
@@ -32,6 +33,7 @@ echo done >> "$LOG"
 class ResizeRunning:
     """Resize `group_id` to (cpus, mem) whenever it runs at another size; nothing else (pure)."""
 
+    name: ClassVar[str] = "test-resize-running"
     group_id: str
     cpus: int
     mem_mb: int
