@@ -4,11 +4,11 @@
 The snapshot is the busiest scheduling call (most queued tasks) of the first `--hours` hours of the paper's
 real-cluster workload (1,860 jobs over one week, slurmx.reproduce.mlfs) simulated under MLF-H, deep-copied
 so it can be replayed. Ours computes P once per DAG stage and only for the jobs the call needs (queued tasks,
-tasks on overloaded servers). The named baseline, "naive recursion", is the literal reading of Eqs. 3 and 5:
-every task recomputes every term and recurses into each child (once per path), for every active job, every
-call. Both must return the same plan. Target: ours < 20 ms (the paper reports 40 ms per MLF-H call).
-Wall and CPU times are medians of `--repeat` calls (perf_counter, process_time), with the load
-average. Prints one JSON object on stdout.
+tasks on overloaded servers, and running jobs a queued one may preempt). The named baseline, "naive
+recursion", is the literal reading of Eqs. 3 and 5: every task recomputes every term and recurses into each
+child (once per path), for every active job, every call. Both must return the same plan. Target: ours < 20 ms
+(the paper reports 40 ms per MLF-H call). Wall and CPU times are medians of `--repeat` calls (perf_counter,
+process_time), with the load average. Prints one JSON object on stdout.
 
 Usage: python3 bench/mlfs.py [--hours 60] [--repeat 15] [--seed 0]
 """

@@ -387,7 +387,7 @@ class MlfH:
     """
 
     priorities = staticmethod(job_priorities)
-    lazy = True  # compute P only for jobs with queued tasks or tasks on overloaded servers
+    lazy = True  # compute P only for the jobs a call needs (queued, on overloaded servers, preemptible)
 
     def __init__(self, args: MlfsArgs | None = None, name: str | None = None) -> None:
         self.args = args or MlfsArgs()

@@ -212,6 +212,9 @@ def reproduce(options: ReproOptions) -> Reproduction:
         "baselines: fair share / SLAQ / Tiresias hold GPUs exclusively; Gandiva time-shares up to 90% observed use; "
         "Tiresias queues at 1 and 10 GPU-hours attained (ours)",
         "Eq. 4 in minutes, 1/x capped at 60 per minute, task deadline = job deadline minus the later stages' time",
+        "MLF-H normalises each base term of Eqs. 2/4 by its largest value over the tasks it ranks (MlfsArgs.normalize)"
+        " and lets a queued job of higher P preempt running jobs of lower P (MlfsArgs.preempt: a paper task is one "
+        "iteration, so every iteration re-enters the queue by P)",
     ]
     for experiment in ("real", "sweep", "sim"):
         rows = [_row(p, jobs, a) for (e, jobs, p), a in sorted(agg.items(), key=lambda kv: (kv[0][1], kv[0][2]))
