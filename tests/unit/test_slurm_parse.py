@@ -507,3 +507,18 @@ def test_record_that_is_not_an_object(parser: Any, text: str) -> None:
     with pytest.raises(SlurmParseError):
         parser(text)
 
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [
+    ("job_state", {"current": ["RUNNING"]}, "$.jobs[0].job_state"),  # a shape no supported version writes
+    ("priority", "high", "$.jobs[0].priority"),
+    ("exit_code", {"status": "SUCCESS"}, "$.jobs[0].exit_code.status"),
+])
+def test_job_field_in_another_shape_names_its_path_in_one_line(field: str, value: Any, path: str) -> None:
+    data = loaded("24.11", "squeue.json")
+    data["jobs"][0][field] = value
+    with pytest.raises(SlurmParseError) as info:
+        parse_jobs(json.dumps(data))
+    message = one_line(info.value)
+    assert message.startswith("squeue --json: exit 0: unexpected job record: Expected ")
+    assert message.endswith(f"- at `{path}`")
