@@ -529,7 +529,7 @@ class MlfH:
         for unit_rank, job, unit in waiting:
             if not args.gang and job.tasks[0].server is None and job.tasks[0].key not in plan.assign:
                 continue  # a worker without its PS does not progress
-            pool = [v for v in victims if v[0] < unit_rank and v[2][0].key not in taken]
+            pool = [v for v in victims if v[0] < unit_rank and v[1] is not job and v[2][0].key not in taken]
             if not pool:
                 continue
             saved = tuple(a.copy() for a in state)
