@@ -6,7 +6,12 @@ Priority (digest §2.1, Eqs. 2-6): `P = α·P_ML + (1-α)·P_C` where
 adds `γ · Σ_{children} P(child)` recursively. The children of a task are all tasks of the next DAG stage, so the
 recursion is evaluated once per stage from the sink upwards (a sum per stage) instead of once per path; the
 literal per-task recursion is kept as `naive_priorities` (the benchmark's baseline and the tests' cross-check).
-The parameter-server task always comes first.
+The parameter-server task always comes first. The paper gives no scale for the terms; by default each base term
+is divided by its largest value over the tasks ranked in the call (`term_scale`), so the weights mix like terms.
+
+Preemption (§3.3.2, "MLF-H inserts newly submitted tasks and preempted tasks to the queue based on the priority"):
+a paper task is one iteration of one partition, so the order by P is re-applied at every iteration; here a task is
+all iterations of a partition, so a queued job that does not fit takes the place of running jobs of lower P.
 
 Placement (§2.2): tasks in P order go to the underloaded server nearest (Euclidean) to the *ideal virtual host*:
 per resource the least utilisation among underloaded servers, the largest traffic the task could keep local,
