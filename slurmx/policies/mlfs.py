@@ -132,7 +132,7 @@ def term_scale(jobs: Sequence[JobState], now: float, args: MlfsArgs) -> TermScal
 
     Dividing by it puts every term in [0, 1] whatever the time unit, so the paper's weights (γ_d, γ_r, γ_w summing
     to ~1, α in [0, 1]) weigh comparable quantities; raw, w_k (grows without bound) swamps 1/r_k and 1/(d_k - t),
-    and the ordering even flips between seconds and minutes.
+    and their relative weight moves by 60² between seconds and minutes.
     """
     ml = deadline = remaining = waiting = 0.0
     for job in jobs:
