@@ -156,3 +156,34 @@ def test_backlog_counts_be_jobs_submitted_but_not_started() -> None:
     te = SimJob("t", "u", 0.0, {"gpu": SimVariant("gpu", Resources(1, 1024, {"gpu": 1}), 60.0)}, JobClass.TE)
     starts = {"a": 250.0, "b": 100.0, "c": 500.0, "t": 350.0}
     assert backlog([*jobs, te], starts) == (1, 1, 0, 1)
+
+
+def _gpu_job(job_id: str, submit: float, gpus: int, minutes: float, cls: JobClass = JobClass.BE) -> SimJob:
+    request = Resources(1, 1024, {"gpu": gpus})
+    return SimJob(job_id, "u", submit, {"gpu": SimVariant("gpu", request, minutes * 60)}, cls,
+                  grace_s=60 if cls is JobClass.BE else 0)
+
+
+def test_a_fitgpp_victim_moves_into_a_hole_a_blocked_fifo_head_leaves_idle() -> None:
+    """Why FitGpp can help BE jobs (docs, "Why FitGpp's BE slowdown ..."). Three 8-GPU nodes, first fit in id order:
+    a (6) and b (2) fill n1, c (4) and d (2) leave 2 GPUs on n2, e (6) leaves 2 on n3; the head h (8 GPUs) is
+    blocked. The TE job (4 GPUs) arrives at 1 min and fits nowhere. FitGpp preempts d, the smallest job passing
+    Eq. 2 (2 + 2 free on n2); when d's 1-minute grace ends the TE job takes n2 and d, back at the head, restarts at
+    once in n3's idle hole — no re-queue wait. Under strict FIFO the TE job waits behind h until the 600-minute
+    jobs end."""
+    cluster = {"partitions": [{"name": "gpu", "kind": "gpu", "nodes": 3, "cpus": 32, "mem": "256G",
+                               "gres": "gpu:8"}]}
+    jobs = [_gpu_job("a", 0, 6, 600), _gpu_job("b", 0, 2, 600), _gpu_job("c", 0, 4, 600), _gpu_job("d", 0, 2, 600),
+            _gpu_job("e", 0, 6, 600), _gpu_job("h", 0, 8, 60), _gpu_job("t", 60, 4, 5, JobClass.TE)]
+    runs = {}
+    for policy, params in (("fitgpp", {}), ("fifo", {"backfill": False})):
+        config = parse_sim_config({"cluster": cluster, "policy": {"name": policy, "params": params}, "mode": "tick"})
+        result = run_config(config, jobs)
+        runs[policy] = ({r.job_id: r for r in result.jobs}, result.reschedule_intervals)
+    fit, intervals = runs["fitgpp"]
+    assert [j for j, r in sorted(fit.items()) if r.preemptions] == ["d"]
+    assert fit["t"].first_start == 120.0 and intervals == (60.0,)  # d restarted the minute its grace ended
+    assert fit["d"].finish == 120.0 + 600 * 60 - 60  # 1 minute done before the signal, none during grace
+    assert fit["h"].first_start == 600 * 60  # the blocked head waits for a whole node either way
+    fifo, _ = runs["fifo"]
+    assert fifo["t"].first_start == 600 * 60 and fifo["h"].first_start == 600 * 60
