@@ -118,6 +118,7 @@ _FINISHED = frozenset(
     }
 )
 _OCCUPYING = frozenset({VariantState.RUNNING, VariantState.COMPLETING})
+_NEVER_STARTED = frozenset({VariantState.PENDING, VariantState.HELD})
 
 # Long names from squeue -o %T / sacct, and the compact codes from squeue -o %t.
 _SLURM_STATES: dict[str, VariantState] = {
@@ -328,7 +329,10 @@ class Group:
         return state
 
     def _derive_state(self) -> GroupState:
-        if any(v.is_occupying for v in self.variants):
+        variants = self.variants
+        if variants and all(v.state in _NEVER_STARTED and v.start_time is None for v in variants):
+            return GroupState.PENDING  # the usual waiting group, decided without the general rules below
+        if any(v.is_occupying for v in variants):
             return GroupState.RUNNING
         chosen = self.chosen_variant()
         if chosen is not None and chosen.state.is_finished:
