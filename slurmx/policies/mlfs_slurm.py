@@ -77,7 +77,9 @@ def _candidate(group: Group, view: ClusterView) -> Variant | None:
 
 def group_job(group: Group, variant: Variant, now: float, args: MlfsSlurmArgs) -> JobState:
     """The one-worker MLFS job a group stands for (neutral values where Slurm has no source; module docstring)."""
-    estimate = variant.estimate_s if variant.estimate_s is not None else args.unknown_estimate_s
+    estimate = variant.estimate_s
+    if estimate is None or not math.isfinite(estimate) or estimate < 0:
+        estimate = args.unknown_estimate_s
     if variant.is_occupying and variant.start_time is not None:
         remaining = max(0.0, variant.start_time + estimate - now)
         waited = max(0.0, variant.start_time - group.submit_time)

@@ -58,6 +58,14 @@ def test_priorities_are_mlf_h_terms_with_neutral_slurm_values() -> None:
     assert [r.priority for r in ranked] == pytest.approx([0.6325, 0.58, 0.3945])
 
 
+def test_a_group_without_estimate_ranks_as_one_of_unknown_estimate_s() -> None:
+    groups = [pending("a", 0.0, 600.0), pending("n", 0.0, float("nan")), pending("m", 0.0, 600.0)]
+    groups[2] = Group("m", "m", "u", JobClass.BE, (Variant("m", "cpu", None, VariantState.HELD, cpus(1), "cpu"),))
+    args = MlfsSlurmArgs(unknown_estimate_s=600.0)
+    ranked = rank_groups(groups, view([node("n1", 0)], groups), NOW, args)
+    assert [r.priority for r in ranked] == pytest.approx([0.3 + 0.7 * (0.3 + 0.35)] * 3)
+
+
 def test_priority_defaults_are_the_papers_as_in_mlfs_args() -> None:
     ours, theirs = MlfsSlurmArgs(), MlfsArgs()
     for key in ("alpha", "gamma", "gamma_d", "gamma_r", "gamma_w", "time_unit_s", "inverse_cap", "normalize"):
