@@ -159,10 +159,11 @@ class MlfsSlurm:
         actions: list[Action] = []
         notes: list[str] = []
         waiting: list[Ranked] = []
+        full: set[tuple[str, Resources]] = set()  # (kind, request) that fit nowhere: free only shrinks in this loop
         for r in ranked:
             if r.variant.is_occupying:
                 continue
-            placed = self._place(r.group, view, free, task_args)
+            placed = self._place(r.group, view, free, task_args, full)
             if placed is None:
                 waiting.append(r)
                 continue
@@ -174,16 +175,18 @@ class MlfsSlurm:
             actions += self._preempt(view, ranked, waiting, free, notes)
         return Plan(tuple(actions), tuple(notes))
 
-    def _place(self, group: Group, view: ClusterView, free: dict[str, Resources],
-               task_args: MlfsArgs) -> tuple[str, str, Resources] | None:
+    def _place(self, group: Group, view: ClusterView, free: dict[str, Resources], task_args: MlfsArgs,
+               full: set[tuple[str, Resources]]) -> tuple[str, str, Resources] | None:
         """(kind, node, request) of the group's first not-finished variant that fits somewhere, in variant order."""
         for variant in group.variants:
-            if variant.state.is_finished or variant.kind not in view.kinds:
+            key = (variant.kind, variant.request)
+            if variant.state.is_finished or variant.kind not in view.kinds or key in full:
                 continue
             nodes = [n for n in view.nodes_of_kind(variant.kind) if n.name in free]
             node = _pick_node(nodes, free, variant.request, self.args, task_args)
             if node is not None:
                 return variant.kind, node, variant.request
+            full.add(key)
         return None
 
     def _preempt(self, view: ClusterView, ranked: Sequence[Ranked], waiting: Sequence[Ranked],
