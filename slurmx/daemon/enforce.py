@@ -191,13 +191,8 @@ class Enforcer:
         data = dict(intent.data)
         job_id = int(data["job_id"])
         job = obs.jobs.get(job_id)
-        if intent.step == "signalling":  # killed before the signal surely went out: signal again, fresh grace
-            if job is None or job.state is not VariantState.RUNNING or job.restart_count > data["restart_count"]:
-                self.store.drop_intent(intent.key)
-                self._audit(intent.group_id, "resize", f"job {job_id} no longer running; resize dropped")
-                return
-            data["deadline"] = float(math.ceil(now + float(data["grace_s"])))
-            self._signal(intent.group_id, data, job, now, kind="resize")
+        if intent.step == "signalling":
+            self._signal_again(intent, data, job_id, job, now, kind="resize")
             return
         if intent.step == "signalled":
             step = self._settle(job_id, data, job, now)
@@ -369,6 +364,18 @@ class Enforcer:
         self._audit(action.group_id, "decide", f"preempt job {variant.job_id}, grace {action.grace_s} s: {reason}")
         self._signal(action.group_id, data, job, now)
 
+    def _signal_again(self, intent: Intent, data: dict[str, Any], job_id: int, job: SlurmJob | None, now: float,
+                      kind: str) -> None:
+        """A daemon killed before the signal surely went out: signal again with a fresh grace, unless the job
+        no longer runs the same attempt (then the preemption or resize is void and dropped)."""
+        if job is None or job.state is not VariantState.RUNNING or job.restart_count > data["restart_count"]:
+            self.store.drop_intent(intent.key)
+            what = "preemption" if kind == "preempt" else kind
+            self._audit(intent.group_id, kind, f"job {job_id} no longer running; {what} dropped")
+            return
+        data["deadline"] = float(math.ceil(now + float(data["grace_s"])))
+        self._signal(intent.group_id, data, job, now, kind=kind)
+
     def _signal(self, group_id: str, data: dict[str, Any], job: SlurmJob, now: float,
                 kind: str = "preempt") -> None:
         site = self.site
@@ -451,13 +458,8 @@ class Enforcer:
             if target is None or target.state is GroupState.RUNNING or aged:
                 self.store.drop_intent(intent.key)
             return
-        if intent.step == "signalling":  # killed before the signal was surely sent: signal again, fresh grace
-            if job is None or job.state is not VariantState.RUNNING or job.restart_count > data["restart_count"]:
-                self.store.drop_intent(intent.key)
-                self._audit(intent.group_id, "preempt", f"job {job_id} no longer running; preemption dropped")
-                return
-            data["deadline"] = float(math.ceil(now + float(data["grace_s"])))
-            self._signal(intent.group_id, data, job, now)
+        if intent.step == "signalling":
+            self._signal_again(intent, data, job_id, job, now, kind="preempt")
             return
         step = self._settle(job_id, data, job, now)
         if step is None:
