@@ -23,11 +23,11 @@ from slurmx.policies.accel_model import BatchInstance
 from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster
 from tests.integration.test_daemon_helpers import (
-    DaemonProcess,
     Submitted,
     daemon_site,
     in_process_daemon,
-    wait_finished,
+    run_until_finished,
+    shared_folder,
 )
 
 NODES = ("a1", "c1", "c2")  # the responders, in the policy's order (kinds accel, then cpu)
@@ -102,9 +102,7 @@ def test_accel_batch_live_runs_the_planned_batch_on_the_planned_responders_in_or
     params = {"kinds": ["accel", "cpu"], "input_mb": {gids[j.name]: j.input_mb for j in BATCH},
               "ingress_mbps": INGRESS, "node_speed": SPEED}
     site = daemon_site(cluster, tmp_path, "accel_batch", kinds=("accel", "cpu"), params=params)
-    marks = cluster.shared / f"{tag}-marks"
-    marks.mkdir(mode=0o777)
-    marks.chmod(0o777)
+    marks = shared_folder(cluster, f"{tag}-marks")
     groups = [_submit(slurm, marks, gids[job.name], job) for job in BATCH]
     cleanup.extend(j for g in groups for j in g.jobs.values())
     # What the policy decides on this very snapshot (held jobs: the daemon's first one is the same).
@@ -113,12 +111,7 @@ def test_accel_batch_live_runs_the_planned_batch_on_the_planned_responders_in_or
     expected = {a.group_id: (a.kind, a.nodes) for a in probe.policy.schedule(view, view.now).of_type(Start)
                 if a.group_id.startswith(tag)}
     assert expected == {gids[order[0]]: (NODE_KIND[n], (n,)) for n, order in PLANNED.items()}
-    daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
-    daemon.start()
-    try:
-        found = wait_finished(admin, groups, 150)
-    finally:
-        daemon.stop()
+    found, daemon = run_until_finished(site, admin, groups, 150, tmp_path / "slurmxd.log")
     assert "Traceback" not in daemon.text()
 
     # The daemon's decisions: every group started once, on its planned node, each node's in the planned order.

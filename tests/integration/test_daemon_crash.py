@@ -22,6 +22,7 @@ from tests.integration.test_daemon_helpers import (
     DaemonProcess,
     Submitted,
     daemon_site,
+    shared_folder,
     submit_group,
     wait_finished,
 )
@@ -41,9 +42,7 @@ def test_daemon_killed_at_random_moments_completes_every_group_exactly_once(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     rng = random.Random(SEED)
     site = daemon_site(cluster, tmp_path, "allox", start_timeout=45)
-    marks = cluster.shared / f"{tag}-marks"
-    marks.mkdir(mode=0o777)
-    marks.chmod(0o777)
+    marks = shared_folder(cluster, f"{tag}-marks")
     groups: list[Submitted] = []
     for i in range(GROUPS):
         gid = f"{tag}-{i:02d}"

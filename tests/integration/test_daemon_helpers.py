@@ -117,6 +117,26 @@ def wait_finished(admin: CliSlurm, groups: list[Submitted], timeout: float) -> d
     return jobs_of(admin, groups)
 
 
+def run_until_finished(site_path: Path, admin: CliSlurm, groups: list[Submitted], timeout: float,
+                       log: Path) -> tuple[dict[int, SlurmJob], DaemonProcess]:
+    """slurmxd as a process until every group has finished, stopped either way; its log stays readable."""
+    daemon = DaemonProcess(site_path, log)
+    daemon.start()
+    try:
+        found = wait_finished(admin, groups, timeout)
+    finally:
+        daemon.stop()
+    return found, daemon
+
+
+def shared_folder(cluster: Cluster, name: str) -> Path:
+    """A new folder on the shared spool that the jobs (another user, on the nodes) can write marks and logs to."""
+    folder = cluster.shared / name
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)  # mkdir's mode is masked by the umask
+    return folder
+
+
 def in_process_daemon(site_path: Path, admin: CliSlurm, state: Path) -> Daemon:
     """The daemon's parts in this process (no enforcement unless cycled): what the policy sees right now."""
     site = load_site_config(site_path)

@@ -18,8 +18,9 @@ from tests.integration.test_daemon_helpers import (
     daemon_site,
     in_process_daemon,
     jobs_of,
+    run_until_finished,
+    shared_folder,
     submit_group,
-    wait_finished,
     wait_log,
 )
 
@@ -31,9 +32,7 @@ def _marker(shared: Path, gid: str, kind: str) -> str:
 def test_allox_live_runs_one_variant_per_group_as_the_policy_decides(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site = daemon_site(cluster, tmp_path, "allox")
-    marks = cluster.shared / f"{tag}-marks"
-    marks.mkdir(mode=0o777)
-    marks.chmod(0o777)
+    marks = shared_folder(cluster, f"{tag}-marks")
     groups: list[Submitted] = []
     for i in range(12):
         gid = f"{tag}-{i:02d}"
@@ -49,12 +48,7 @@ def test_allox_live_runs_one_variant_per_group_as_the_policy_decides(
     expected = {a.group_id: a.kind for a in probe.policy.schedule(view, view.now).of_type(Start)
                 if a.group_id.startswith(tag)}
     assert expected, "the policy starts nothing on a fresh cluster"
-    daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
-    daemon.start()
-    try:
-        found = wait_finished(admin, groups, 240)
-    finally:
-        daemon.stop()
+    found, daemon = run_until_finished(site, admin, groups, 240, tmp_path / "slurmxd.log")
     store = Store(tmp_path / "state" / "slurmxd.sqlite")
     first_cycle: dict[int, dict[str, str]] = {}
     for entry in store.history(limit=10_000):
@@ -87,9 +81,7 @@ def test_fitgpp_live_preempts_the_policys_victim_which_resumes(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     grace = 10
     site = daemon_site(cluster, tmp_path, "fitgpp", kinds=("cpu",), grace=grace)
-    work = cluster.shared / f"{tag}-work"
-    work.mkdir(mode=0o777)
-    work.chmod(0o777)
+    work = shared_folder(cluster, f"{tag}-work")
     be: list[Submitted] = []
     for i, cpus in enumerate((3, 1, 2, 2)):  # fills c1 (3+1) and c2 (2+2)
         gid = f"{tag}-be{i}"

@@ -18,12 +18,12 @@ from slurmx.policies.mlfs_slurm import MlfsSlurm, rank_groups
 from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster
 from tests.integration.test_daemon_helpers import (
-    DaemonProcess,
     Submitted,
     daemon_site,
     in_process_daemon,
+    run_until_finished,
+    shared_folder,
     submit_group,
-    wait_finished,
 )
 
 ESTIMATES = (24, 8, 40, 4, 12, 6)  # by submit order; MLF-H's order is by estimate: 3, 5, 1, 4, 0, 2
@@ -32,9 +32,7 @@ ESTIMATES = (24, 8, 40, 4, 12, 6)  # by submit order; MLF-H's order is by estima
 def test_mlfs_live_runs_every_group_once_in_the_policys_order_on_its_hosts(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site = daemon_site(cluster, tmp_path, "mlfs", kinds=("cpu",), params={"normalize": "none"})
-    marks = cluster.shared / f"{tag}-marks"
-    marks.mkdir(mode=0o777)
-    marks.chmod(0o777)
+    marks = shared_folder(cluster, f"{tag}-marks")
     groups: list[Submitted] = []
     for i, estimate in enumerate(ESTIMATES):
         gid = f"{tag}-{i}"
@@ -50,12 +48,7 @@ def test_mlfs_live_runs_every_group_once_in_the_policys_order_on_its_hosts(
     first = [(a.group_id, a.nodes) for a in probe.policy.schedule(view, view.now).of_type(Start)
              if a.group_id.startswith(tag)]
     assert len(first) == 4, f"two nodes of 4 cpus take four 2-cpu groups: {first}"
-    daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
-    daemon.start()
-    try:
-        found = wait_finished(admin, groups, 80)
-    finally:
-        daemon.stop()
+    found, daemon = run_until_finished(site, admin, groups, 80, tmp_path / "slurmxd.log")
     store = Store(tmp_path / "state" / "slurmxd.sqlite")
     starts = [e for e in store.history(limit=10_000) if e.event == "decide" and e.group_id.startswith(tag)]
     assert all(e.detail.startswith("start cpu") for e in starts), [e.detail for e in starts]  # no preemption

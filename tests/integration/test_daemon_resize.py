@@ -18,7 +18,7 @@ from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster, wait_until
-from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, jobs_of, submit_group
+from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, jobs_of, shared_folder, submit_group
 
 _WORKER = """LOG={log}
 echo "run cpus=$SLURM_CPUS_ON_NODE restart=${{SLURM_RESTART_COUNT:-0}}" >> "$LOG"
@@ -50,9 +50,7 @@ class ResizeRunning:
 
 def test_running_job_is_resized_through_grace_requeuehold_update_release(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
-    work = cluster.shared / f"{tag}-work"
-    work.mkdir(mode=0o777)
-    work.chmod(0o777)
+    work = shared_folder(cluster, f"{tag}-work")
     log = work / "worker.log"
     group = submit_group(slurm, tag, {"cpu": (60, _WORKER.format(log=log, steps=25))}, cpus=1, mem="500M")
     job_id = group.jobs["cpu"]
@@ -81,9 +79,7 @@ def test_running_job_is_resized_through_grace_requeuehold_update_release(
 
 def test_synergy_sizes_a_gpu_job_to_its_share_before_releasing_it(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
-    work = cluster.shared / f"{tag}-work"
-    work.mkdir(mode=0o777)
-    work.chmod(0o777)
+    work = shared_folder(cluster, f"{tag}-work")
     log = work / "worker.log"
     # No profile: Synergy gives the job its GPU-proportional share of a gpu node (4 CPUs, 8000 MB, 2 GPUs).
     group = submit_group(slurm, tag, {"gpu": (20, _WORKER.format(log=log, steps=4))}, cpus=1, mem="500M")
