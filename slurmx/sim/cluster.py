@@ -60,9 +60,9 @@ class PartitionShape:
 
 
 class _SimNode:
-    """Mutable allocation state of one node; `view` caches its immutable `Node` until the allocation changes."""
+    """Mutable allocation state of one node (its immutable `Node` view lives in `ModelCluster.node_views`)."""
 
-    __slots__ = ("allocated", "capacity", "index", "name", "partition", "view")
+    __slots__ = ("allocated", "capacity", "index", "name", "partition")
 
     def __init__(self, index: int, name: str, partition: str, capacity: Vector) -> None:
         self.index = index
@@ -70,7 +70,6 @@ class _SimNode:
         self.partition = partition
         self.capacity = capacity
         self.allocated: list[int] = [0] * len(capacity)
-        self.view: Node | None = None
 
 
 class ModelCluster:
@@ -236,7 +235,6 @@ class ModelCluster:
         object.__setattr__(view, "_free", self.resources([c - a for c, a in zip(node.capacity, node.allocated,
                                                                                   strict=True)]))
         object.__setattr__(view, "_usable", True)
-        node.view = view
         return view
 
     def refresh_views(self) -> LentSnapshot[str, Node]:

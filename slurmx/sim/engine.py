@@ -507,34 +507,33 @@ class Engine:
             every_group = {gid: self._group_view(j) for gid, j in self._visible.items()}
             self._dirty.clear()
             return ClusterView(now, every_node, self.cluster.partitions, every_group, self.cluster.kinds)
-        else:
-            nodes = self.cluster.refresh_views()
-            groups, stale = self._groups, self._stale_groups
-            self._queues.new_generation()
-            for idx in self._dirty:
-                j = self._jobs[idx]
-                gid = j.group_id
-                if gid in self._visible:
-                    if gid in groups:
-                        stale.add(gid)  # rebuilt if read: a FIFO never reads most running groups
-                    else:
-                        groups[gid] = self._group_view(j)
-                    self._file(j, 1 if j.status == PENDING else 2)
+        nodes = self.cluster.refresh_views()
+        groups, stale = self._groups, self._stale_groups
+        self._queues.new_generation()
+        for idx in self._dirty:
+            j = self._jobs[idx]
+            gid = j.group_id
+            if gid in self._visible:
+                if gid in groups:
+                    stale.add(gid)  # rebuilt if read: a FIFO never reads most running groups
                 else:
-                    self._file(j, 0)
-                    stale.discard(gid)
-                    if groups.pop(gid, None) is not None:
-                        self._holes += 1
-            self._dirty.clear()
-            if self._holes * 2 > len(groups):
-                # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict
-                # with many deleted slots key by key instead of cloning its table: keep it compact.
-                self._groups = groups = dict(groups)
-                self._holes = 0
-            lent = LentSnapshot(groups, stale, self._group_view_of)
-            self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
-            index = _Index(self.cluster, nodes, self._queues)
-            return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
+                    groups[gid] = self._group_view(j)
+                self._file(j, 1 if j.status == PENDING else 2)
+            else:
+                self._file(j, 0)
+                stale.discard(gid)
+                if groups.pop(gid, None) is not None:
+                    self._holes += 1
+        self._dirty.clear()
+        if self._holes * 2 > len(groups):
+            # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict
+            # with many deleted slots key by key instead of cloning its table: keep it compact.
+            self._groups = groups = dict(groups)
+            self._holes = 0
+        lent = LentSnapshot(groups, stale, self._group_view_of)
+        self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
+        index = _Index(self.cluster, nodes, self._queues)
+        return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
 
     def _file(self, j: _Job, queue: int) -> None:
         """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
