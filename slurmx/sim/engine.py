@@ -368,15 +368,18 @@ class Engine:
         j = self._jobs[idx]
         opts = self.options
         measured = j.job.meta.get("profiling_delay_s")  # set by sim.profiling_model: the samples' own times
-        if measured is not None or opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
+        if measured is not None:
+            delay = float(measured)
+        elif opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
             longest = max(v.duration_s for v in j.job.variants.values())
-            delay = (float(measured) if measured is not None
-                     else opts.profiling_fixed_s + opts.profiling_fraction * longest)
-            if delay > 0:
-                j.status = PROFILING
-                self._busy += 1
-                self._push(t + delay, PROFILED, idx)
-                return True
+            delay = opts.profiling_fixed_s + opts.profiling_fraction * longest
+        else:
+            delay = 0.0
+        if delay > 0:
+            j.status = PROFILING
+            self._busy += 1
+            self._push(t + delay, PROFILED, idx)
+            return True
         self._make_visible(j)
         return True
 
