@@ -29,7 +29,7 @@ MIGRATIONS: tuple[str, ...] = (
         key TEXT PRIMARY KEY,          -- 'start:<group>' or 'preempt:<job id>': one open intent per target
         kind TEXT NOT NULL,            -- start | preempt
         group_id TEXT NOT NULL,
-        step TEXT NOT NULL,            -- how far the action got (see enforce.py)
+        step TEXT NOT NULL,            -- how far the action got (see enforce_start.py, enforce_grace.py)
         data TEXT NOT NULL,            -- JSON: job ids, nodes, deadline ...
         created REAL NOT NULL,
         updated REAL NOT NULL

@@ -1,0 +1,202 @@
+"""Start steps: steer, size and release the chosen variant, then cancel its siblings once it runs.
+
+A `Start` is the intent `start:<group>`: `releasing` -> steer (ReqNodeList), size and release, batched ->
+`released`; each cycle, once the variant runs its active siblings are cancelled and the intent is dropped; if it
+has not started after `daemon.start_timeout` it is held again and the policy decides anew. Replaying
+`releasing` releases again, which Slurm treats as a no-op on a released job.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from slurmx.core.actions import Start
+from slurmx.core.model import VariantState
+from slurmx.core.resources import Resources
+from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
+from slurmx.daemon.observe import Observation
+from slurmx.daemon.store import Intent
+from slurmx.slurm import SlurmError
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.errors import SlurmUnavailable
+from slurmx.slurm.records import SlurmJob
+
+__all__ = ["StartSteps"]
+
+
+class StartSteps(EnforcerBase):
+    """The start half of the enforcer (mixed into `Enforcer`)."""
+
+    def _starts(self, starts: list[Start], obs: Observation, now: float) -> None:
+        chosen: list[tuple[Start, int, bool, tuple[int, int] | None]] = []  # (action, job id, held, new size)
+        open_starts = {i.group_id for i in self.store.intents("start")}
+        for action in starts:
+            group = obs.view.groups.get(action.group_id)
+            variant = group.variant(action.kind) if group is not None else None
+            if group is None or variant is None or variant.job_id is None or variant.state not in WAITING:
+                self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
+                self.on_action("start", "error")
+                continue
+            if action.group_id in open_starts:
+                continue  # already being started
+            chosen.append((action, variant.job_id, variant.state is VariantState.HELD, _size(action, variant.request)))
+        if not chosen:
+            return
+        if self.dry_run:
+            for action, job_id, _, size in chosen:
+                where = f" on {','.join(action.nodes)}" if action.nodes else ""
+                where += f" as cpus={size[0]} mem={size[1]}M" if size else ""
+                self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
+                            + (f" ({action.reason})" if action.reason else ""))
+            return
+        rows = []
+        for action, job_id, _, size in chosen:
+            group = obs.view.groups[action.group_id]
+            siblings = [v.job_id for v in group.variants if v.kind != action.kind and v.job_id is not None]
+            rows.append((f"start:{action.group_id}", "start", action.group_id, "releasing",
+                         {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes), "siblings": siblings,
+                          "released_at": now, "reason": action.reason, "size": list(size) if size else None}))
+        self.store.put_intents(rows, now)  # durable before the first Slurm command of any of them
+        for action, job_id, _, size in chosen:
+            self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
+                        + (f" on {','.join(action.nodes)}" if action.nodes else "")
+                        + (f" as cpus={size[0]} mem={size[1]}M" if size else "")
+                        + (f": {action.reason}" if action.reason else ""))
+        self._release([_ToRelease(a.group_id, j, a.nodes, held, size) for a, j, held, size in chosen])
+
+    def _release(self, items: list[_ToRelease]) -> None:
+        """Size and steer each job, release the held ones in one call, advance their intents."""
+        self._resize_before_release(items)
+        for group_id, job_id, nodes, _, _ in items:
+            if nodes:
+                try:
+                    self.adapter.update([job_id], JobUpdate(nodelist=",".join(nodes)))
+                except SlurmUnavailable:
+                    raise
+                except SlurmError as exc:  # unsteered it may still run; the timeout re-decides if it does not
+                    self._audit(group_id, "error", f"steer job {job_id}: {one_line(exc)}")
+        held = [item.job_id for item in items if item.held]
+        try:
+            self.adapter.release(held)
+        except SlurmUnavailable:
+            raise
+        except SlurmError:
+            for job_id in held:  # one job vanished or refused; the others still need their release
+                try:
+                    self.adapter.release([job_id])
+                except SlurmUnavailable:
+                    raise
+                except SlurmError as exc:
+                    self.on_action("start", "error")
+                    self._audit("", "error", f"release job {job_id}: {one_line(exc)}")
+        open_starts = {i.key: i for i in self.store.intents("start")}
+        released = [(i.key, "start", i.group_id, "released", i.data) for i in
+                    (open_starts.get(f"start:{item.group_id}") for item in items) if i is not None]
+        self.store.put_intents(released, self.clock())
+        for group_id, job_id, nodes, _, _ in items:
+            self.on_action("start", "ok")
+            self._audit(group_id, "release", f"released job {job_id}" + (f" steered to {','.join(nodes)}"
+                                                                           if nodes else ""))
+
+    def _resize_before_release(self, items: list[_ToRelease]) -> None:
+        """Give held jobs the CPUs and memory their Start allots (Synergy sizes each job) before they may run:
+        one `scontrol update` per distinct size. Refused: the job runs at the size it asked for, and it is said."""
+        by_size: dict[tuple[int, int], list[_ToRelease]] = {}
+        for item in items:
+            if item.size is not None:
+                by_size.setdefault(item.size, []).append(item)
+        for (cpus, mem_mb), group in by_size.items():
+            try:
+                self.adapter.update([i.job_id for i in group], JobUpdate(cpus=cpus, mem_mb=mem_mb))
+            except SlurmUnavailable:
+                raise
+            except SlurmError as exc:
+                for item in group:
+                    self.on_action("resize", "error")
+                    self._audit(item.group_id, "error", f"size job {item.job_id} to cpus={cpus} mem={mem_mb}M: "
+                                f"{one_line(exc)}; released at the size it asked for")
+                continue
+            for _ in group:
+                self.on_action("resize", "ok")
+
+    def _advance_start(self, intent: Intent, obs: Observation, now: float) -> None:
+        job_id = int(intent.data["job_id"])
+        job = obs.jobs.get(job_id)
+        group = intent.group_id
+        if job is None or not job.state.is_active:
+            self.store.drop_intent(intent.key)
+            self._audit(group, "start", f"job {job_id} {'left squeue' if job is None else job.state.value} "
+                        "before the daemon saw it run")
+            return
+        if job.state in (VariantState.RUNNING, VariantState.COMPLETING):
+            self.store.drop_intent(intent.key)  # siblings: `_cancel_siblings` below, on this same snapshot
+            self._audit(group, "started", f"{intent.data['kind']} job {job_id} runs on {job.nodes or '?'}")
+            return
+        timed_out = now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s
+        if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
+            size = intent.data.get("size")
+            self._release([_ToRelease(group, job_id, tuple(intent.data.get("nodes", ())), job.held,
+                                      (int(size[0]), int(size[1])) if size else None)])
+            return
+        if timed_out:
+            if job.held:
+                self.store.drop_intent(intent.key)
+                return
+            self.adapter.hold([job_id])
+            if intent.data.get("nodes"):
+                self.adapter.update([job_id], JobUpdate(nodelist=""))
+            self.store.drop_intent(intent.key)
+            self.on_action("start", "timeout")
+            self._audit(group, "timeout", f"job {job_id} did not start within {self.site.daemon.start_timeout_s} s "
+                        f"({job.reason or 'no reason given'}); held again, to be decided anew")
+
+    def _cancel_siblings(self, obs: Observation) -> None:
+        """Once a variant runs, cancel its active siblings (one `scancel` for all groups). If two ever run, the
+        one the open Start chose (else the lower job id) stays."""
+        doomed: list[tuple[str, int]] = []
+        starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
+        occupying = (VariantState.RUNNING, VariantState.COMPLETING)
+        for group in obs.groups.values():
+            active = [j for j in group.jobs.values() if j.state.is_active]
+            if not active or (len(active) == len(group.jobs) and all(j.state in WAITING for j in active)):
+                continue  # the common case: nothing of the group runs or ran yet
+            running = [j for j in active if j.state in occupying]
+            if running:
+                keep: int | None = starts.get(group.group_id)
+                if keep not in {j.job_id for j in running}:
+                    keep = min(j.job_id for j in running)
+            elif any(_ran(j) for j in group.jobs.values()):
+                keep = None  # a variant already ran to its end (possibly between two snapshots): the group is done
+            else:
+                continue
+            doomed += [(group.group_id, j.job_id) for j in active if j.job_id != keep]
+        if doomed:
+            self.adapter.cancel([j for _, j in doomed])
+            for group_id, job_id in doomed:
+                self.on_action("cancel_sibling", "ok")
+                self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
+
+
+
+class _ToRelease(NamedTuple):
+    group_id: str
+    job_id: int
+    nodes: tuple[str, ...]
+    held: bool
+    size: tuple[int, int] | None  # (cpus, mem MB) the Start allots, when not what the job asks for
+
+
+def _size(action: Start, request: Resources) -> tuple[int, int] | None:
+    """The Start's allotment when its CPUs or memory differ from the job's request (None: release as it is)."""
+    alloc = action.alloc
+    if alloc is None or alloc.cpus <= 0 or alloc.mem_mb <= 0:
+        return None
+    if (alloc.cpus, alloc.mem_mb) == (request.cpus, request.mem_mb):
+        return None
+    return alloc.cpus, alloc.mem_mb
+
+
+def _ran(job: SlurmJob) -> bool:
+    """The job ran and ended (anything but cancelled): its group has had its one run."""
+    return job.state.is_finished and job.state is not VariantState.CANCELLED
+
