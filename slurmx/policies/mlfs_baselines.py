@@ -16,8 +16,10 @@ of a running job is placed first, on the server with the most free CPU.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -137,8 +139,14 @@ def _enact(snapshot: Snapshot, targets: Sequence[tuple[JobState, int]]) -> TaskP
     return plan
 
 
-def fair_shares(demands: Sequence[int], capacity: int) -> list[int]:
-    """Max-min fair integer shares (water-filling); leftover units go to the earliest jobs. Pure."""
+def fair_shares(demands: Sequence[int], capacity: int, units: Sequence[int] | None = None) -> list[int]:
+    """Max-min fair integer shares (water-filling); leftover units go to the earliest jobs. Pure.
+
+    `units[i]` is the granule job i grows by (a data-parallel replica's workers; 1 by default): progressive
+    filling then gives the next granule to the job whose share after it would be smallest (ties: the earlier
+    job), while it fits, so a job never holds part of a replica."""
+    if units is not None and any(u > 1 for u in units):
+        return _granular_shares(demands, capacity, units)
     shares = [0] * len(demands)
     left = capacity
     active = [i for i, d in enumerate(demands) if d > 0]
@@ -155,18 +163,47 @@ def fair_shares(demands: Sequence[int], capacity: int) -> list[int]:
     return shares
 
 
+def _granular_shares(demands: Sequence[int], capacity: int, units: Sequence[int]) -> list[int]:
+    shares = [0] * len(demands)
+    left = capacity
+    heap = [(max(1, u), i) for i, (d, u) in enumerate(zip(demands, units, strict=True)) if d >= max(1, u)]
+    heapq.heapify(heap)
+    while heap:
+        after, i = heapq.heappop(heap)
+        unit = max(1, units[i])
+        if unit > left:
+            continue  # this granule no longer fits; smaller ones may
+        shares[i] = after
+        left -= unit
+        if shares[i] + unit <= demands[i]:
+            heapq.heappush(heap, (shares[i] + unit, i))
+    return shares
+
+
+def _granule(job: JobState, granule: str) -> int:
+    return job.replica_workers if granule == "replica" else 1
+
+
 def _gpu_count(snapshot: Snapshot) -> int:
     return sum(len(s.gpu_nominal) for s in snapshot.servers)
 
 
 class FairShare:
-    """TensorFlow on Borg: max-min fair GPU shares, exclusive GPUs."""
+    """TensorFlow on Borg: max-min fair GPU shares, exclusive GPUs.
+
+    `granule="replica"` (default): a job grows by whole data-parallel replicas, since TensorFlow pins each model
+    partition to a device and a replica missing a partition computes nothing; `"worker"`: by single workers
+    (for a simulator that time-shares missing partitions, `MlfsSimParams.partial_progress="time_share"`)."""
 
     name = "fair"
 
+    def __init__(self, granule: Literal["replica", "worker"] = "replica") -> None:
+        self.granule = granule
+
     def decide(self, snapshot: Snapshot) -> TaskPlan:
         jobs = list(snapshot.jobs.values())
-        shares = fair_shares([j.workers for j in jobs], _gpu_count(snapshot))
+        units = [_granule(j, self.granule) for j in jobs]
+        shares = fair_shares([j.workers for j in jobs], _gpu_count(snapshot), units)
         return _enact(snapshot, list(zip(jobs, shares, strict=True)))
 
 
@@ -174,6 +211,9 @@ class Slaq:
     """SLAQ: GPUs to the largest predicted normalised loss reduction per unit time, exclusive GPUs."""
 
     name = "slaq"
+
+    def __init__(self, granule: Literal["replica", "worker"] = "replica") -> None:
+        self.granule = granule  # as `FairShare`
 
     def decide(self, snapshot: Snapshot) -> TaskPlan:
         def gain(job: JobState) -> float:
@@ -185,7 +225,8 @@ class Slaq:
         left = _gpu_count(snapshot)
         targets = []
         for job in jobs:
-            k = min(job.workers, left)
+            unit = _granule(job, self.granule)
+            k = min(job.workers, left) // unit * unit
             left -= k
             targets.append((job, k))
         return _enact(snapshot, targets)

@@ -83,6 +83,13 @@ class JobState:
     comm_worker_mb: float
     tasks: list[TaskState] = field(default_factory=list)
     stop_at_requirement: bool = False  # MLF-C switched the job from OptStop to its required accuracy
+    dp_degree: int = 1  # data-parallel replicas; each holds workers / dp_degree model partitions
+
+    @property
+    def replica_workers(self) -> int:
+        """Workers one data-parallel replica needs (all its model partitions): the unit a statically placed
+        job (TensorFlow) grows or shrinks by. 1 for a purely data-parallel job."""
+        return max(1, self.workers // max(1, self.dp_degree))
 
     @property
     def iteration(self) -> int:

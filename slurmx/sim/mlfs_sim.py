@@ -7,8 +7,10 @@ and deterministic for a seed (the only non-determinism is the measured scheduler
 
 Job model (ours where the paper is silent, all in `MlfsSimParams`):
 - a job is the aggregate of its iterations: its tasks are the workers of its DAG (`task_graph`) plus the PS;
-  it progresses while its PS and at least one worker run, at the fraction of its workers that run (the missing
-  partitions are time-shared on the placed GPUs), slowed by the most contended GPU or server it touches
+  it progresses while its PS and at least one whole data-parallel replica (all of that replica's model
+  partitions) run, at the fraction of its replicas that run (`partial_progress`; "time_share" instead lets
+  the missing partitions share the placed GPUs, at the fraction of its workers that run),
+  slowed by the most contended GPU or server it touches
   (use above 100% divides the speed) and by its cross-server traffic (per sync period, each worker exchanges
   `comm_ps_mb` with the PS and `comm_worker_mb` with each neighbour, serialised over one `nic_mb_s` link);
 - a migrated task pauses its job for `migration_pause_s` and moves `migration_mb` of state over the network;
@@ -26,7 +28,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,6 +68,11 @@ class MlfsSimParams(BaseModel):
     migration_pause_s: float = Field(5.0, ge=0)
     migration_mb: float = Field(1024.0, ge=0)  # ours: a migrated task ships its partition's state, ~1 GB
     h_r: float = Field(0.9, gt=0)  # what counts as an overload occurrence (metrics only)
+    # How a job with some of its workers placed progresses (ours; the paper does not say): "whole_replicas" - a
+    # data-parallel replica computes only with all its model partitions placed (a mini-batch passes through
+    # every partition; TensorFlow pins partitions to devices), so speed = complete replicas / replicas;
+    # "time_share" - the missing partitions are time-shared on the placed GPUs, speed = placed / all workers.
+    partial_progress: Literal["whole_replicas", "time_share"] = "whole_replicas"
     horizon_h: float = Field(24 * 60, gt=0)  # give up after this long (unfinished jobs are reported)
 
 
@@ -115,7 +122,28 @@ class _Truth:
     all_dem: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     all_gdem: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cross_mb: float = 0.0
+    share: float = 0.0  # fraction of the job's full speed its placed workers give (`partial_progress`)
     dirty: bool = True
+
+
+def _progress_share(job: JobState, placed: Sequence[TaskState], rule: str) -> float:
+    """The fraction of full speed the placed workers give (see `MlfsSimParams.partial_progress`)."""
+    if rule == "time_share" or job.replica_workers == 1:
+        return len(placed) / job.workers
+    if len(placed) == job.workers:
+        return 1.0
+    # A worker's replica: its position within its stage over the partitions per replica in that stage.
+    replicas = max(1, job.dp_degree)
+    missing: set[int] = set()
+    position = [0] * len(job.stages)
+    placed_keys = {id(t) for t in placed}
+    for t in job.tasks[1:]:
+        parts = max(1, job.stages[t.stage] // replicas)
+        replica = position[t.stage] // parts
+        position[t.stage] += 1
+        if id(t) not in placed_keys:
+            missing.add(replica)
+    return (replicas - len(missing)) / replicas
 
 
 def _optstop(curve: AccuracyCurve, planned: int, gap: float) -> float:
@@ -172,7 +200,7 @@ class _Sim:
             iter_time_s=float(m["iter_time_s"]), iterations_done=0.0, planned_iterations=planned, last_drop=0.0,
             drop_sum=0.0, loss=curve.loss(0), loss_start=curve.loss(0), accuracy=curve.accuracy(0),
             accuracy_req=float(m["accuracy_req"]), gpu_seconds=0.0, comm_ps_mb=float(m["comm_ps_mb"]),
-            comm_worker_mb=float(m["comm_worker_mb"]), tasks=tasks,
+            comm_worker_mb=float(m["comm_worker_mb"]), tasks=tasks, dp_degree=int(m.get("dp_degree", 1)),
         )
         optstop = _optstop(curve, planned, p.optstop_gap)
         truth = _Truth(job, curve, optstop, float(math.ceil(curve.iterations_to(state.accuracy_req))),
@@ -265,6 +293,7 @@ class _Sim:
         placed = [t for t in job.tasks[1:] if t.server is not None]
         tr.idx_srv = np.array([t.server for t in placed], dtype=np.int64)
         tr.idx_gpu = np.array([t.gpu for t in placed], dtype=np.int64)
+        tr.share = _progress_share(job, placed, self.p.partial_progress)
         every = [t for t in job.tasks if t.server is not None]
         tr.all_srv = np.array([t.server for t in every], dtype=np.int64)
         tr.all_gpu = np.array([-1 if t.gpu is None else t.gpu for t in every], dtype=np.int64)
@@ -298,14 +327,14 @@ class _Sim:
             if tr.dirty:
                 self._cache(job, tr)
             running = len(tr.idx_srv)
-            if running == 0 or job.tasks[0].server is None:
+            if tr.share <= 0.0 or job.tasks[0].server is None:
                 tr.waited_s += dt  # ours: a job waits while it cannot progress (no worker, or no PS)
                 self._deadline(job, tr, now + dt)
                 continue
             slow = max(float(gpu_slow[tr.idx_srv, tr.idx_gpu].max()), float(srv_slow[tr.idx_srv].max()),
                        float(srv_slow[job.tasks[0].server]))
             transfer = tr.cross_mb / p.nic_mb_s
-            compute = max(0.0, dt - tr.pause_s) * (running / job.workers) / slow
+            compute = max(0.0, dt - tr.pause_s) * tr.share / slow
             compute *= p.sync_period_s / (p.sync_period_s + transfer)
             tr.pause_s = max(0.0, tr.pause_s - dt)
             job.gpu_seconds += running * dt
