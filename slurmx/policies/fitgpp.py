@@ -129,6 +129,10 @@ class PreemptiveArgs(PolicyArgs):
     requeued_order: Literal["submit", "latest_first"] = "submit"
     tie_break: Literal["job_id", "oldest_start", "youngest_start"] = "job_id"
     blocked_te: Literal["skip", "stop"] = "skip"
+    # A TE job whose victims are still in grace: "wait" - it waits for them, their room counted as coming (the
+    # digest's reading, §1.4); "reselect" - every round it selects victims again as if room still held by victims
+    # in grace did not count, as a tick simulator without in-flight preemption state would (see docs).
+    in_grace: Literal["wait", "reselect"] = "wait"
 
 
 # Memos of pure functions of immutable view objects (a driver hands the same Group / Resources object again
@@ -395,7 +399,7 @@ class Round:
         the others were preempted in vain and free their room for anyone. None — nothing is preempted — when even
         all of them would not make room."""
         want, has = self.requests_by_node(te)
-        later = self.ledger.later(te.group_id)
+        later = self.ledger.later(te.group_id) if self.args.in_grace == "wait" else self.ledger.now(te.group_id)
         chosen: list[int] = []
         for row in rows:
             node = int(self.node[row])
@@ -425,7 +429,7 @@ def run_round(view: ClusterView, now: float, args: PreemptiveArgs, select: Selec
         if not rnd.ever_fits(te):
             rnd.notes.append(f"{te.group_id}: larger than any node it can use; nothing is preempted for it")
             continue
-        if rnd.waiting_on.get(te.group_id):
+        if rnd.waiting_on.get(te.group_id) and args.in_grace == "wait":
             rnd.notes.append(f"{te.group_id}: waits for {rnd.waiting_on[te.group_id]} victim(s) in grace")
             continue
         victims, notes = select(te, rnd)

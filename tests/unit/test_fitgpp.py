@@ -374,3 +374,17 @@ def test_registered_with_typed_arguments() -> None:
     with pytest.raises(ConfigError) as err:
         make_policy("fitgpp", {"S": 4, "s": -1})
     assert len(err.value.errors) == 2
+
+
+def test_in_grace_reselect_chooses_again_while_the_first_victim_is_in_grace() -> None:
+    """in_grace: "wait" (default) lets te wait for c1's grace; "reselect" (the reproduction's reading of Tables 2-3)
+    chooses again as if c1's room were not coming: FitGpp's next-best score is a2 (1 + 4 * 2/20 = 1.4, the maxima
+    now over the jobs not in grace), LRTP takes a1 (300 min left, A still too small) then b2 (B fits)."""
+    groups = dict(example().groups)
+    groups["c1"] = running("c1", res(16, 128, 4), "C", 1, 200, preemptions=1, job_id=5,
+                           grace_deadline=NOW + 60, preempted_for="te")
+    during = view(EXAMPLE_NODES, list(groups.values()))
+    assert not preempted(FitGpp(FitGppArgs(s=4)).schedule(during, NOW + 30))
+    assert preempted(FitGpp(FitGppArgs(s=4, in_grace="reselect")).schedule(during, NOW + 30)) == {"a2"}
+    assert not preempted(Lrtp().schedule(during, NOW + 30))
+    assert preempted(Lrtp(LrtpArgs(in_grace="reselect")).schedule(during, NOW + 30)) == {"a1", "b2"}
