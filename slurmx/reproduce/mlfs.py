@@ -202,9 +202,11 @@ def reproduce(options: ReproOptions) -> Reproduction:
         rep.conditions.insert(0, "QUICK: 30 jobs at the 1,860-job arrival density, one seed")
     rep.assumptions = [
         "job lengths: the Fig. 5a MLFS JCT CDF cut at 300 min (mean 34 min); the paper's jobs come from Philly",
-        "a job progresses while its PS and >= 1 worker run, at the running fraction of its workers, slowed by use "
-        "above 100% of any GPU/server it touches and by cross-server traffic; MLF-H places a job's tasks all or "
-        "nothing (MlfsArgs.gang)",
+        "a job progresses while its PS and >= 1 whole data-parallel replica run (a mini-batch passes through every "
+        "model partition, and TensorFlow pins partitions to devices), at the running fraction of its replicas "
+        "(MlfsSimParams.partial_progress: whole_replicas; model-parallel jobs are one replica, SVM one per GPU), "
+        "slowed by use above 100% of any GPU/server it touches and by cross-server traffic; MLF-H places a job's "
+        "tasks all or nothing (MlfsArgs.gang); fair share and SLAQ grow a job by whole replicas",
         "task demand: GPU U[0.25, 0.85] of one GPU, 1-6 cores, 8-40 GB per worker; PS 2 cores, 16 GB; observed use "
         "fluctuates +-30% sinusoidally (period 10-60 min), which is what makes packed servers overload",
         "OptStop: stop when accuracy is within 0.005 of the learning-curve plateau (at most the planned iterations)",
