@@ -15,7 +15,7 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -67,6 +67,11 @@ class RoundSettings:
     tune_order: Literal["policy", "demand"] = "policy"
     stop_when_measured_done: bool = True
     starvation_s: float | None = 1000 * 3600.0  # a job idle this long goes to the front for good (released code)
+    # After the trace's last arrival, while measured jobs are unfinished: "repeat" keeps jobs arriving, the trace
+    # again with its arrivals shifted by its last arrival (unmeasured copies), as the released runner generates
+    # jobs until the measured window is done; "stop" lets the queue drain with no more arrivals. Only with the
+    # starvation bump on (else a measured job could wait for ever).
+    after_trace: Literal["repeat", "stop"] = "repeat"
     compare_opt: bool = False  # also solve OPT's LP1 on each round's admitted jobs (paper §5.6's comparison)
 
 
@@ -170,11 +175,23 @@ def _compare_with_opt(head: list[_Live], results: list[tuple[Allocation, float] 
     into.add(sum(res[1] for _, res in placed), opt.objective, float(len(placed)))
 
 
+def _next_cycle(arrivals: list[RoundJob], trace: list[RoundJob], cycle: int, period: float, id_step: int) -> int:
+    """The released runner keeps generating jobs until the measured ones are done: here, the trace once more,
+    shifted by `period` (its last arrival) per cycle, its copies unmeasured and renumbered."""
+    cycle += 1
+    arrivals.extend(replace(j, job_id=j.job_id + cycle * id_step, arrival=j.arrival + cycle * period, measured=False)
+                    for j in trace)
+    return cycle
+
+
 def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()) -> RoundRun:
     """Run the trace round by round until every measured job (or every job) has finished. Pure."""
     shape, r = settings.shape, settings.round_s
     aware = settings.mechanism != "prop"
     arrivals = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+    trace, cycle = list(arrivals), 0
+    period = trace[-1].arrival if trace else 0.0  # cycle c's job k arrives at c * period + its own arrival
+    id_step = max((j.job_id for j in trace), default=0) + 1
     waiting_measured = sum(1 for j in jobs if j.measured)
     live: list[_Live] = []
     jct: dict[int, float] = {}
@@ -185,9 +202,13 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
     idle: list[tuple[float, int, _Live]] = []  # (last run or arrival, id, job): who may starve next
     bumped = 0
     compare = OptCompare() if settings.compare_opt and settings.mechanism in ("prop", "tune") else None
+    # Without the starvation bump, SRTF could keep a measured job waiting behind new arrivals for ever.
+    repeat = settings.after_trace == "repeat" and stop_early and period > 0 and settings.starvation_s is not None
     while nxt < len(arrivals) or live:
         if stop_early and waiting_measured == 0:
             break
+        if repeat and nxt == len(arrivals):
+            cycle = _next_cycle(arrivals, trace, cycle, period, id_step)
         if not live and nxt < len(arrivals) and arrivals[nxt].arrival > t:
             t = math.ceil(arrivals[nxt].arrival / r) * r
         while nxt < len(arrivals) and arrivals[nxt].arrival <= t:
@@ -196,6 +217,8 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             if settings.starvation_s is not None:
                 heapq.heappush(idle, (j.arrival, j.job_id, live[-1]))
             nxt += 1
+            if repeat and nxt == len(arrivals):  # the next cycle's first jobs may arrive by t too
+                cycle = _next_cycle(arrivals, trace, cycle, period, id_step)
         if settings.order != "fifo" or bumped:  # FIFO without starved jobs: `live` stays in arrival order
             for lj in live:  # a key changes only when the job ran or starved (or, for FTF, with the clock)
                 if lj.key is None or settings.order == "ftf":
@@ -226,6 +249,14 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
             _compare_with_opt(head, results, shape, compare)
         checked += 1
         rounds += 1
+        if settings.starvation_s is not None:  # the released check: at the round's start, on every queued job,
+            # whether it runs this round or not, idle time measured from the end of its last lease (or its
+            # arrival). Lazily: a heap entry is stale once the job ran again.
+            while idle and idle[0][0] < t - settings.starvation_s:
+                since, _, lj = heapq.heappop(idle)
+                if since == lj.last_run and lj.priority == 0 and lj.done < lj.job.total_iters:
+                    lj.priority, lj.key = 1, None
+                    bumped += 1
         end = t + r
         still: list[_Live] = []
         for lj, res in zip(head, results, strict=True):
@@ -250,12 +281,6 @@ def simulate(jobs: Sequence[RoundJob], settings: RoundSettings = RoundSettings()
         if len(head) < len(live):
             still.extend(live[len(head):])
         live = still
-        if settings.starvation_s is not None:  # lazily: a heap entry is stale once the job ran again
-            while idle and idle[0][0] < t - settings.starvation_s:
-                since, _, lj = heapq.heappop(idle)
-                if since == lj.last_run and lj.priority == 0 and lj.done < lj.job.total_iters:
-                    lj.priority, lj.key = 1, None
-                    bumped += 1
         t = end
     first = arrivals[0].arrival if arrivals else 0.0
     return RoundRun(jct, last_finish - first, rounds, wall, checked, max_speed, len(live), speedups, compare)

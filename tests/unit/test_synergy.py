@@ -250,9 +250,41 @@ def test_a_job_idle_past_the_starvation_threshold_goes_to_the_front() -> None:
     # Idle past 7,000 s at the round of 7,200 s, job 0 goes first for good from 7,500 s for its 20 rounds (the shorts
     # queued meanwhile wait at most 6,000 s, below the threshold); without the bump it waits for all 39 shorts.
     bumped = simulate([long, *shorts], RoundSettings(mechanism="prop", order="srtf", shape=shape,
-                                                     starvation_s=7000.0))
+                                                     starvation_s=7000.0, after_trace="stop"))
     assert plain.jct[0] == 39 * 300 + 6000
     assert bumped.jct[0] == 7500 + 6000
+
+
+def test_the_starvation_check_counts_a_job_that_runs_in_the_round_it_crosses_the_threshold() -> None:
+    # One GPU, SRTF+PROP, threshold 1,000 s. Job 0 (3,000 iterations of 0.6 s: 6 rounds) runs at 0; four shorts
+    # (1 round each) arriving at 300-1,200 s run ahead of it. At 1,500 s nothing else is queued, so job 0 runs,
+    # idle 1,200 s since its lease ended at 300 s: the released check (every queued job, at the round's start)
+    # bumps it although it runs. Six more shorts from 1,800 s then wait behind it: it finishes at 1,500 + 5 x 300.
+    # Checking only the jobs left idle would miss it: the shorts would run first and the bump come at 3,000 s.
+    shape = ClusterShape(1, 1, 3.0, 62.5)
+    long = RoundJob(0, 0.0, 1, "gnmt", 3000, 0.6, measured=True)
+    arrive = [300.0 * k for k in range(1, 5)] + [1800.0 + 300.0 * k for k in range(6)]
+    shorts = [RoundJob(i + 1, a, 1, "gnmt", 500, 0.6, measured=False) for i, a in enumerate(arrive)]
+    run = simulate([long, *shorts], RoundSettings(mechanism="prop", order="srtf", shape=shape, starvation_s=1000.0,
+                                                  after_trace="stop"))
+    assert run.jct[0] == 3000
+
+
+def test_arrivals_go_on_after_the_trace_until_the_measured_jobs_are_done() -> None:
+    # One GPU, SRTF+PROP, 500 iterations a round. Trace: job 0 (measured, 2,000 iterations) at 0, job 1 (500) at
+    # 300 s. "stop": job 0 runs at 0, job 1 at 300 (300 s left against 900 s), job 0 again from 600: done at 1,500.
+    # "repeat" (the released runner generates jobs until the measured ones finish): the trace again every 300 s
+    # (its last arrival), so a long and a short copy arrive every round and a short always runs ahead of job 0.
+    # Job 0 (idle since 300 s) and copy 2 (arrived at 300 s) are bumped at the round of 2,100 s (threshold
+    # 1,500 s); job 0 has less left, runs from 2,400 s for its 3 rounds and finishes at 3,300 s.
+    shape = ClusterShape(1, 1, 3.0, 62.5)
+    trace = [RoundJob(0, 0.0, 1, "gnmt", 2000, 0.6, measured=True), RoundJob(1, 300.0, 1, "gnmt", 500, 0.6, False)]
+    stop = simulate(trace, RoundSettings(mechanism="prop", order="srtf", shape=shape, starvation_s=1500.0,
+                                         after_trace="stop"))
+    repeat = simulate(trace, RoundSettings(mechanism="prop", order="srtf", shape=shape, starvation_s=1500.0))
+    assert stop.jct == {0: 1500}
+    assert repeat.jct == {0: 3300}
+    assert repeat.rounds == 11  # rounds 0, 300, ..., 3,000
 
 
 def test_rounds_compare_tune_with_opt_on_the_same_jobs() -> None:
