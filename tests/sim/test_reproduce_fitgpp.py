@@ -53,10 +53,10 @@ def test_quick_run_reports_every_table_claim_and_figure(quick: Reproduction) -> 
 def test_identical_runs_are_simulated_once(quick: Reproduction) -> None:
     # main 4; s 0/4/8: 3; P: LRTP, RAND at 1 and all three at inf: 5; TE share 0.3 adds FIFO, 0.5 all four: 5;
     # grace x8: FitGpp s=4, s=8, LRTP, RAND: 4 (x1 is s=4, s=8 and P=1 already); BE sources: FitGpp at P = 0 (FIFO
-    # and FitGpp are the TE share 0.3 runs); readings: FIFO at grace sd 3, and FitGpp, LRTP, RAND at wait / sd 3,
-    # reselect / sd 1 and reselect / sd 3 (wait / sd 1 is the default: the runs above)
+    # and FitGpp are the TE share 0.3 runs); readings: FIFO at grace sd 1, and FitGpp, LRTP, RAND at wait / sd 1,
+    # reselect / sd 1 and reselect / sd 3 (wait / sd 3 is the default: the runs above)
     assert quick.data["runs"] == 4 + 3 + 5 + 5 + 4 + 1 + 10
-    assert quick.data["readings"]["wait, GP sd 1"]["be_p50"]["fitgpp"] == quick.data["s"]["s=4"]["fitgpp"]["be_p50"]
+    assert quick.data["readings"]["wait, GP sd 3"]["be_p50"]["fitgpp"] == quick.data["s"]["s=4"]["fitgpp"]["be_p50"]
     assert quick.data["be_sources"]["FitGpp, P=1"]["be_p50"] == quick.data["s"]["s=4"]["fitgpp"]["be_p50"]
     assert quick.data["be_sources"]["TE first, P=0"]["preempted_be"] == 0.0
     assert quick.data["s"]["s=4"]["fitgpp"] == quick.data["P"]["P=1"]["fitgpp"] == \
