@@ -21,7 +21,7 @@ WAITING = (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED)
 
 @dataclass
 class EnforcerBase:
-    """Applies plans and advances open intents. `dry_run` prints what it would do and touches nothing."""
+    """The state both halves of `Enforcer` share: Slurm, the store, the audit rows, the dry-run switch."""
 
     adapter: SlurmAdapter
     store: Store

@@ -136,12 +136,12 @@ def _progress_share(job: JobState, placed: Sequence[TaskState], rule: str) -> fl
     replicas = max(1, job.dp_degree)
     missing: set[int] = set()
     position = [0] * len(job.stages)
-    placed_keys = {id(t) for t in placed}
+    placed_keys = {t.key for t in placed}
     for t in job.tasks[1:]:
         parts = max(1, job.stages[t.stage] // replicas)
         replica = position[t.stage] // parts
         position[t.stage] += 1
-        if id(t) not in placed_keys:
+        if t.key not in placed_keys:
             missing.add(replica)
     return (replicas - len(missing)) / replicas
 
@@ -328,7 +328,7 @@ class _Sim:
                 self._cache(job, tr)
             running = len(tr.idx_srv)
             if tr.share <= 0.0 or job.tasks[0].server is None:
-                tr.waited_s += dt  # ours: a job waits while it cannot progress (no worker, or no PS)
+                tr.waited_s += dt  # ours: a job waits while it cannot progress (no whole replica, or no PS)
                 self._deadline(job, tr, now + dt)
                 continue
             slow = max(float(gpu_slow[tr.idx_srv, tr.idx_gpu].max()), float(srv_slow[tr.idx_srv].max()),
