@@ -26,6 +26,7 @@ from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, VariantState
+from slurmx.core.userfiles import read_user_text
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.profiling_samples import (
@@ -53,12 +54,9 @@ log = logging.getLogger("slurmxd")
 AUDIT_CHANGE = 0.05  # a progress estimate is audited again once it moved by more than this fraction
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
+def _read_text(path: str, owner: int) -> str | None:
+    """A file in a user's group folder: only if it and the folder are that user's alone (`userfiles`)."""
+    return read_user_text(path, owner=owner, folder_owner=owner)
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
@@ -70,7 +68,7 @@ class ProfilingStage(SampleLifecycle):
     """The profiler driven against Slurm: one per daemon; `cycle(obs, now, n)` -> (view for the policy, audit)."""
 
     def __init__(self, site: SiteConfig, adapter: SlurmAdapter, store: Store, *, dry_run: bool = False,
-                 submit: SubmitAs | None = None, read_text: Callable[[str], str | None] = _read_text) -> None:
+                 submit: SubmitAs | None = None, read_text: Callable[[str, int], str | None] = _read_text) -> None:
         self.site = site
         self.adapter = adapter
         self.store = store
@@ -84,6 +82,7 @@ class ProfilingStage(SampleLifecycle):
         self._seen_runs: set[int] = set()
         self._scripts: dict[tuple[str, str], str] = {}  # (group, kind) -> verified sample script
         self._users: dict[str, str] = {}
+        self._uids: dict[str, int] = {}
         self._audited: dict[tuple[str, str], tuple[str, float]] = {}
         self._ready: set[str] = set()
         self._requests: dict[str, SampleRequest] = {}  # sample id -> what the profiler asked for
@@ -157,13 +156,15 @@ class ProfilingStage(SampleLifecycle):
                 job = tg.jobs.get(variant.kind)
                 tags = parse_comment_tags(job.comment) if job is not None else {}
                 steps = _int_tag(tags, "n")
-                if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", "")):
+                if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", ""),
+                                                                    tg.user_id):
                     steps = None  # nothing we may submit: history or the declared estimate
                 variants.append(VariantToProfile(variant.kind, variant.request, steps if waiting else None,
                                                  tg.estimates.get(variant.kind),
                                                  job.time_limit_s if job is not None else None,
                                                  script_hash=tags.get("h", "")))
             self._users[group.group_id] = tg.user
+            self._uids[group.group_id] = tg.user_id
             self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
             new.append(GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time))
         if not new:
@@ -175,11 +176,11 @@ class ProfilingStage(SampleLifecycle):
                 if how == "history" and estimate is not None:
                     self._audit(g.group_id, "profile", f"{kind}: history replaces sampling ({estimate.detail})")
 
-    def _sample_script(self, group_id: str, kind: str, expected: str) -> bool:
-        """Whether the submitter's sample script exists and is the one the user's job names (`p=` tag)."""
+    def _sample_script(self, group_id: str, kind: str, expected: str, owner: int) -> bool:
+        """Whether the submitter's sample script exists, is the user's own, and is the one the user's job names."""
         if not expected:
             return False
-        text = self.read_text(sample_script_path(self.site, group_id, kind))
+        text = self.read_text(sample_script_path(self.site, group_id, kind), owner)
         if text is None or script_hash(text) != expected:
             self._audit(group_id, "profile", f"{kind}: no sample script matching p={expected} in the spool: "
                         "not sampled" if text is None else
@@ -196,7 +197,8 @@ class ProfilingStage(SampleLifecycle):
                 continue
             if not self.profiler.known(group.group_id):
                 continue
-            data = read_progress(Path(group_spool(self.site, group.group_id)) / f"progress-{variant.job_id}.json")
+            data = read_progress(Path(group_spool(self.site, group.group_id)) / f"progress-{variant.job_id}.json",
+                                 self._uids.get(group.group_id))
             step, total, rate = (data or {}).get("step"), (data or {}).get("total"), (data or {}).get("rate")
             elapsed = max(0.0, now - variant.start_time)
             report = ProgressReport(step if isinstance(step, int) else 0,
@@ -260,6 +262,7 @@ class ProfilingStage(SampleLifecycle):
             self.store.forget_profiles(gone)  # the audit log keeps their story for `slurmx explain`
         for gid in gone:
             self._users.pop(gid, None)
+            self._uids.pop(gid, None)
             self._ready.discard(gid)
         self._audited = {k: v for k, v in self._audited.items() if k[0] in self._users}
         self._scripts = {k: v for k, v in self._scripts.items() if k[0] in self._users}

@@ -15,7 +15,7 @@ from slurmx.core.model import GroupState, VariantState
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.profile.profiler import Profiler
-from slurmx.profile.readings import sample_step_seconds, sample_wall_seconds
+from slurmx.profile.readings import read_spool_json, sample_step_seconds, sample_wall_seconds
 from slurmx.profile.sampling import SAMPLE_TAG, SampleRequest, SamplingParams
 from slurmx.slurm import CliSlurm, SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
@@ -65,14 +65,9 @@ def _sample_tag(request_id: str) -> str:
     return f"{SAMPLE_TAG}g={group_id},v={kind},s={index},"
 
 
-def read_progress(path: Path) -> Mapping[str, object] | None:
-    import json
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def read_progress(path: Path, owner: int | None) -> Mapping[str, object] | None:
+    """A job's progress file from its group's folder: the user's file, so read as hostile (`read_spool_json`)."""
+    return read_spool_json(path, owner)
 
 
 class SampleLifecycle:
@@ -87,6 +82,7 @@ class SampleLifecycle:
     submit: SubmitAs
     qos_missing: bool
     _users: dict[str, str]
+    _uids: dict[str, int]  # group -> its submitter's uid (Slurm's UserId): who its spool files must belong to
     _qos: dict[str, str]
     _requests: dict[str, SampleRequest]
     _scripts: dict[tuple[str, str], str]
@@ -232,8 +228,9 @@ class SampleLifecycle:
     def _finished(self, row: SampleRow, job: SlurmJob | None, now: float) -> None:
         spool = group_spool(self.site, row.group_id)
         assert row.job_id is not None
-        seconds = sample_wall_seconds(spool, row.job_id)
-        step_seconds = sample_step_seconds(spool, row.job_id)
+        owner = self._uids.get(row.group_id)
+        seconds = sample_wall_seconds(spool, row.job_id, owner)
+        step_seconds = sample_step_seconds(spool, row.job_id, owner)
         if seconds is None and job is not None and job.state is VariantState.COMPLETED \
                 and job.start_time and job.end_time:
             seconds = float(job.end_time - job.start_time)  # no spool timing: Slurm's whole seconds
@@ -262,7 +259,8 @@ class SampleLifecycle:
         if job is not None and job.state.is_active:
             self.adapter.cancel([row.job_id])
         started = float(job.start_time) if job is not None and job.start_time else row.created
-        progress = read_progress(Path(group_spool(self.site, row.group_id)) / f"progress-{row.job_id}.json")
+        progress = read_progress(Path(group_spool(self.site, row.group_id)) / f"progress-{row.job_id}.json",
+                                 self._uids.get(row.group_id))
         step = progress.get("step") if progress else None
         done = step if isinstance(step, int) else 0
         seconds = max(0.0, now - started)

@@ -26,7 +26,7 @@ from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult, Transport
 
-__all__ = ["CliSlurm", "JobUpdate", "RetryPolicy", "SlurmAdapter"]
+__all__ = ["CliSlurm", "FolderTaken", "JobUpdate", "RetryPolicy", "SlurmAdapter"]
 
 T = TypeVar("T")
 
@@ -83,6 +83,10 @@ class RetryPolicy:
     timeout_s: float = 30.0
 
 
+class FolderTaken(SlurmCommandError):
+    """The folder to create exists already."""
+
+
 class SlurmAdapter(Protocol):
     """What slurmx needs from Slurm. Implementations: `CliSlurm` (any transport); pyslurm (optional)."""
 
@@ -98,6 +102,7 @@ class SlurmAdapter(Protocol):
     def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None: ...
     def cancel(self, job_ids: Iterable[int]) -> None: ...
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None: ...
+    def make_private_folder(self, path: str, files: Mapping[str, str]) -> None: ...
 
 
 def _ids(job_ids: Iterable[int]) -> list[str]:
@@ -205,6 +210,26 @@ class CliSlurm:
         return records
 
     # ------------------------------------------------------------------------------------------ writes
+
+    def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
+        """Create `path` owner-only (0700) as the user Slurm's commands run as, with `files` (name -> text) in it.
+
+        Run through the transport, so the folder belongs to the submitting user wherever the spool lives (this
+        host, a login node over SSH, a container). Raises FolderTaken when `path` already exists (it may be
+        another user's plant: the caller picks another name), SlurmError for anything else.
+        """
+        argv = ["mkdir", "-m", "700", "--", path]
+        result = self.transport.run(argv, timeout=self.retry.timeout_s)
+        if result.returncode != 0:
+            if "exists" in result.stderr:
+                raise FolderTaken(argv, result.returncode, f"{path} already exists")
+            raise self._classify(argv, result)
+        for name, text in files.items():  # noclobber in a folder only the user can write: nothing to race with
+            argv = ["sh", "-c", 'umask 077 && set -C && cat > "$1"', "slurmx-write", f"{path}/{name}"]
+            result = self.transport.run(argv, stdin=text, timeout=self.retry.timeout_s)
+            if result.returncode != 0:
+                raise self._classify(argv, result)
+
 
     def submit(self, script: str, options: Sequence[str]) -> int:
         """`sbatch --parsable OPTIONS` with the script on stdin -> job id."""

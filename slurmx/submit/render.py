@@ -49,9 +49,9 @@ def group_spool(site: SiteConfig, group_id: str) -> str:
 
 
 def sample_script_path(site: SiteConfig, group_id: str, kind: str) -> str:
-    """Where the submitter leaves a variant's sample script for slurmxd: the spool root (sticky, writable by all,
-    like the job outputs), since the group folder is created later by the group's own jobs."""
-    return f"{site.submit.spool_dir.rstrip('/')}/{group_id}.sample-{kind}.sh"
+    """Where the submitter leaves a variant's sample script for slurmxd: in the group folder, which `slurmx submit`
+    creates owner-only before the first sbatch, so no other user can plant or swap it."""
+    return f"{group_spool(site, group_id)}/sample-{kind}.sh"
 
 
 def script_hash(text: str) -> str:
@@ -87,9 +87,9 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--gres={gres}")
     if time_s:
         options.append(f"--time={format_duration(time_s)}")
-    # Slurm opens the output file before the script runs (and before it can mkdir the group folder), so the
-    # output goes straight into the spool root, which the site creates once.
-    options.append(f"--output={site.submit.spool_dir}/{group_id}.{kind}-%j.out")
+    # Slurm opens the output file before the script runs: it goes into the group folder, which `slurmx submit`
+    # created owner-only before the first sbatch (never the shared spool root, where another user could plant it).
+    options.append(f"--output={group_spool(site, group_id)}/{kind}-%j.out")
     # The spec's runtime estimate rides along (`e=<s>`): slurmxd's policies read it; a hint, like the whole comment.
     estimate = f",e={spec.estimates[kind]}" if kind in spec.estimates else ""
     work = f",n={round(spec.work)}" if spec.work is not None and round(spec.work) >= 1 else ""

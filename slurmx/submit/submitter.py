@@ -6,16 +6,14 @@ the variants already submitted are cancelled, so a failed submission never leave
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError
 from slurmx.daemon.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.slurm.adapter import FolderTaken
 from slurmx.submit.render import RenderedVariant, group_spool, render_with_sample, sample_script_path
 from slurmx.submit.spec import JobSpec, resolve_variants
 
@@ -68,8 +66,7 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
 def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                  pick: str | None = None, only: tuple[str, ...] | None = None,
                  source: str = "<spec>") -> SubmittedGroup:
-    gid, mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
-    write_sample_scripts(site, gid, rendered)
+    gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source)
     submitted: list[tuple[str, int]] = []
     for variant in rendered:
         try:
@@ -81,26 +78,34 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
 
 
-def write_sample_scripts(site: SiteConfig, group_id: str, rendered: list[RenderedVariant]) -> list[str]:
-    """Leave each variant's sample script where slurmxd looks for it (before the variants exist, so the daemon
-    never sees a group whose scripts are missing). Best effort: a spool this host cannot write (a remote submit)
-    only means the daemon will not sample the group and its declared estimates stand. Returns the paths written."""
-    written = []
-    for variant in rendered:
-        if variant.sample_script is None:
-            continue
-        path = Path(sample_script_path(site, group_id, variant.kind))
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+FOLDER_TRIES = 3  # a taken group folder means a new group id; three taken in a row is someone planting them
+
+
+def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None,
+                      pick: str | None, only: tuple[str, ...] | None,
+                      source: str) -> tuple[str, str, list[RenderedVariant]]:
+    """Plan the group and create its folder owner-only, as the submitting user, before any sbatch.
+
+    The folder holds everything the group's jobs trust (hooks, payloads, checkpoints, outputs, sample scripts),
+    and the spool root is writable by every user: a folder that already exists may be another user's plant, so
+    it is never adopted; the group takes a new id instead.
+    """
+    for _ in range(FOLDER_TRIES):
+        gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
+        folder = group_spool(site, gid)
+        samples = {sample_script_path(site, gid, v.kind).rpartition("/")[2]: v.sample_script
+                   for v in rendered if v.sample_script is not None}
         try:
-            tmp.write_text(variant.sample_script, encoding="utf-8")
-            tmp.chmod(0o644)
-            tmp.replace(path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            adapter.make_private_folder(folder, samples)
+        except FolderTaken:
             continue
-        written.append(str(path))
-    return written
+        except SlurmError as exc:
+            raise SubmitError(f"cannot create the group folder {folder} as the submitting user: {exc}; "
+                              f"submit.spool_dir ({site.submit.spool_dir}) must exist on the cluster's shared "
+                              "storage, writable by users and sticky (mode 1777)") from None
+        return gid, planned_mode, rendered
+    raise SubmitError(f"{FOLDER_TRIES} group folders in {site.submit.spool_dir} already existed under fresh random "
+                      "names: someone may be planting folders there; nothing was submitted; tell the site admin")
 
 
 def _roll_back(adapter: SlurmAdapter, submitted: list[tuple[str, int]]) -> str:

@@ -4,6 +4,7 @@ profiled, history replacing sampling, restart without double submission, `slurmx
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,11 +20,12 @@ from slurmx.daemon.loop import Daemon
 from slurmx.daemon.profiling import ProfilingStage, RunAsUser
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
+from slurmx.slurm.adapter import CliSlurm
 from slurmx.slurm.records import AccountingRecord, SlurmJob
-from slurmx.slurm.transport import CommandResult
-from slurmx.submit.render import payload_hash, sample_script_path, script_hash
+from slurmx.slurm.transport import CommandResult, LocalTransport
+from slurmx.submit.render import group_spool, payload_hash, sample_script_path, script_hash
 from slurmx.submit.spec import parse_spec
-from slurmx.submit.submitter import plan_group, write_sample_scripts
+from slurmx.submit.submitter import plan_group
 from tests.unit.test_daemon import FakeSlurm
 
 STEPS = 10_000
@@ -45,7 +47,7 @@ def site(spool: Path, policy: str = "allox", **profile: object) -> SiteConfig:
 
 
 def variant_job(job_id: int, gid: str, kind: str, tags: str, name: str = "train") -> SlurmJob:
-    return SlurmJob(job_id=job_id, name=f"{name}@{kind}", user="alice", user_id=1000, state=VariantState.HELD,
+    return SlurmJob(job_id=job_id, name=f"{name}@{kind}", user="alice", user_id=os.getuid(), state=VariantState.HELD,
                     state_text="PENDING", reason="JobHeldUser", partition=kind, qos="be",
                     comment=f"slurmx:g={gid},v={kind},c=be,e=600{tags}", nodes="",
                     request=Resources(1, 500, {"gpu": 1} if kind == "gpu" else {}), allocated=Resources(),
@@ -91,6 +93,7 @@ class ProfilingSlurm(FakeSlurm):
 def group_with_scripts(spool: Path, gid: str = "train-abc123", first_id: int = 11) -> list[SlurmJob]:
     """Two held variants whose `p=` tags name the sample scripts left in the spool."""
     jobs = []
+    (spool / gid).mkdir(mode=0o700, exist_ok=True)  # as `slurmx submit` leaves it: the user's alone
     for offset, kind in enumerate(("cpu", "gpu")):
         text = f"#!/bin/bash\n# sample script of {gid} {kind}\n"
         Path(sample_script_path(site(spool), gid, kind)).write_text(text)
@@ -292,7 +295,10 @@ def test_submitter_tags_work_and_hashes_and_leaves_a_matching_sample_script(tmp_
     cfg = site(tmp_path)
     spec = parse_spec({"name": "train", "command": "python3 run.py", "args": ["5"], "work": 1000})
     gid, _, rendered = plan_group(spec, cfg, group_id="train-abc123")
-    written = write_sample_scripts(cfg, gid, rendered)
+    samples = {Path(sample_script_path(cfg, gid, v.kind)).name: v.sample_script for v in rendered
+               if v.sample_script is not None}
+    CliSlurm(LocalTransport()).make_private_folder(group_spool(cfg, gid), samples)  # what submit_group runs
+    written = [sample_script_path(cfg, gid, v.kind) for v in rendered if v.sample_script is not None]
     assert written == [sample_script_path(cfg, gid, k) for k in ("cpu", "gpu")]
     for variant, path in zip(rendered, written, strict=True):
         text = Path(path).read_text()

@@ -160,7 +160,7 @@ def test_option_values() -> None:
     options = variant_options(spec(grace="45s", time="90m"), site(), "gpu", GID, "race", "job.yaml")
     assert options == (
         "--job-name=train@gpu", "--partition=gpu", "--qos=scavenger", "--cpus-per-task=1", "--mem=500M",
-        "--gres=gpu:1", "--time=01:30:00", f"--output=/shared/spool/{GID}.gpu-%j.out",
+        "--gres=gpu:1", "--time=01:30:00", f"--output=/shared/spool/{GID}/gpu-%j.out",
         f"--comment=slurmx:g={GID},v=gpu,c=be,h={payload_hash(spec(), 'gpu')}", "--signal=B:USR2@45",
         "--requeue",
     )

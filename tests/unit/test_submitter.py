@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,26 @@ class Sleeps(list[float]):
         self.append(seconds)
 
 
-def slurm(answers: dict[tuple[str, ...], Any]) -> tuple[CliSlurm, ReplayTransport]:
-    transport = ReplayTransport(answers)
+class SpoolReplay(ReplayTransport):
+    """Recorded Slurm answers, with the group-folder commands (`mkdir`, the file writes) kept apart in
+    `folder_calls` and answered by `folder_answers` (default: success), so `calls` stays the Slurm traffic."""
+
+    def __init__(self, answers: dict[tuple[str, ...], Any], folder_answers: list[CommandResult] | None = None):
+        super().__init__(answers)
+        self.folder_calls: list[tuple[tuple[str, ...], str | None]] = []
+        self.folder_answers = list(folder_answers or [])
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        if argv[0] in ("mkdir", "sh"):
+            self.folder_calls.append((tuple(argv), stdin))
+            answer = self.folder_answers.pop(0) if self.folder_answers else ok()
+            return CommandResult(tuple(argv), answer.returncode, answer.stdout, answer.stderr)
+        return super().run(argv, stdin, timeout)
+
+
+def slurm(answers: dict[tuple[str, ...], Any],
+          folder_answers: list[CommandResult] | None = None) -> tuple[CliSlurm, SpoolReplay]:
+    transport = SpoolReplay(answers, folder_answers)
     return CliSlurm(transport, RetryPolicy(retries=2, backoff_s=1.0), sleep=Sleeps()), transport
 
 
@@ -277,3 +296,46 @@ def test_a_managed_submission_wakes_the_daemon_on_its_socket(tmp_path: Path) -> 
         with pytest.raises(TimeoutError):  # a picked variant runs at once: no daemon decision to wake for
             listener.settimeout(0.5)
             listener.recv(16)
+
+
+# ---------------------------------------------------------------------------------------------- the group folder
+
+
+def test_the_group_folder_is_made_owner_only_by_the_user_before_any_sbatch() -> None:
+    adapter, transport = slurm({("sbatch",): [ok("1\n"), ok("2\n"), ok("3\n")]})
+    group = submit_group(spec(work=100), site(), adapter, source="job.yaml")
+    folder = f"/shared/spool/{group.group_id}"
+    assert transport.folder_calls[0] == (("mkdir", "-m", "700", "--", folder), None)
+    writes = transport.folder_calls[1:]
+    assert [argv[-1] for argv, _ in writes] == [f"{folder}/sample-{k}.sh" for k in ("cpu", "gpu", "accel")]
+    assert all(argv[:2] == ("sh", "-c") and "set -C" in argv[2] and stdin for argv, stdin in writes)
+    script = transport.calls[0][1] or ""
+    assert f"#SBATCH --output={folder}/cpu-%j.out\n" in script
+
+
+def test_a_taken_group_folder_is_never_adopted_the_group_takes_a_new_id() -> None:
+    taken = fail("mkdir: cannot create directory '/shared/spool/x': File exists\n")
+    adapter, transport = slurm({("sbatch",): [ok("1\n"), ok("2\n"), ok("3\n")]}, [taken])
+    group = submit_group(spec(), site(), adapter, source="job.yaml")
+    first, second = (argv[-1] for argv, _ in transport.folder_calls)
+    assert first != second == f"/shared/spool/{group.group_id}"
+    assert all(group.group_id in (stdin or "") for _, stdin in transport.calls)
+
+
+def test_three_taken_folders_submit_nothing_and_say_why() -> None:
+    taken = fail("mkdir: cannot create directory: File exists\n")
+    adapter, transport = slurm({("sbatch",): ok("1\n")}, [taken] * 3)
+    with pytest.raises(SubmitError) as info:
+        submit_group(spec(), site(), adapter, source="job.yaml")
+    assert "3 group folders in /shared/spool already existed" in str(info.value)
+    assert transport.calls == []
+
+
+def test_a_spool_that_does_not_exist_is_one_line_and_submits_nothing() -> None:
+    missing = fail("mkdir: cannot create directory '/shared/spool/t-1': No such file or directory\n")
+    adapter, transport = slurm({("sbatch",): ok("1\n")}, [missing])
+    with pytest.raises(SubmitError) as info:
+        submit_group(spec(), site(), adapter, source="job.yaml")
+    assert str(info.value).startswith("cannot create the group folder /shared/spool/train-")
+    assert "must exist on the cluster's shared storage" in str(info.value) and "\n" not in str(info.value)
+    assert transport.calls == []

@@ -5,7 +5,7 @@
 #SBATCH --cpus-per-task=1
 #SBATCH --mem=500M
 #SBATCH --gres=accel:1
-#SBATCH --output=/shared/spool/train-0a1b2c.accel-%j.out
+#SBATCH --output=/shared/spool/train-0a1b2c/accel-%j.out
 #SBATCH --comment=slurmx:g=train-0a1b2c,v=accel,c=be,n=1000,h=3bc1bb306610
 #SBATCH --signal=B:USR2@45
 #SBATCH --requeue
@@ -22,7 +22,24 @@ export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
 # slurmx_on_preempt in a bash payload) gets the signal passed on; one that did not keeps working until the deadline.
 export SLURMX_FORWARD_SIGNAL=auto
 export SLURMX_WORK=1000.0
-mkdir -p -- "$SLURMX_SPOOL_DIR" "$SLURMX_CHECKPOINT_DIR"
+# The group folder was made owner-only by `slurmx submit`. Nothing is sourced, imported or resumed from a folder
+# another user can write: the job runs only if its group and checkpoint folders are real folders that it owns and
+# that no one else may write; otherwise it refuses before any work, so it can simply be run again.
+_slurmx_refuse() {
+  echo "slurmx: job ${SLURM_JOB_ID:-?} refuses to run: $1; nothing ran. Fix or remove it, then run the job again" \
+    "(scontrol requeue ${SLURM_JOB_ID:-JOBID}, or slurmx submit)" >&2
+  exit 1
+}
+_slurmx_private_dir() {  # DIR: created owner-only when missing; refused unless it is a folder only we can write
+  [ -e "$1" ] || [ -L "$1" ] || mkdir -p -m 700 -- "$1" 2>/dev/null
+  if [ -L "$1" ] || [ ! -d "$1" ]; then _slurmx_refuse "$1 is not a folder (a symlink, a file or missing)"; fi
+  [ -O "$1" ] || _slurmx_refuse "$1 is owned by uid $(stat -c %u -- "$1"), not by you (uid $(id -u))"
+  case $(stat -c %A -- "$1") in
+    ?????w????|????????w?) _slurmx_refuse "$1 is writable by other users (mode $(stat -c %a -- "$1"))" ;;
+  esac
+}
+_slurmx_private_dir "$SLURMX_SPOOL_DIR"
+_slurmx_private_dir "$SLURMX_CHECKPOINT_DIR"
 
 # --- slurmx job-side hooks (bash), embedded so that nodes need nothing installed -------------------------
 # <slurmx/hooks/hook.sh is embedded here>
