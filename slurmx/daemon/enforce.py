@@ -11,6 +11,7 @@ view), and the next cycle starts from a fresh snapshot.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.errors import SlurmUnavailable
 
 __all__ = ["AuditRow", "Enforcer", "grace_marks", "start_marks"]
+
+log = logging.getLogger("slurmxd")
 
 
 def start_marks(store: Store) -> dict[str, StartMark]:
@@ -95,6 +98,11 @@ class Enforcer(StartSteps, GraceSteps):
         except (SlurmError, preemption.PreemptionError) as exc:
             self.on_action(kind, "error")
             self._audit(action.group_id, "error", f"{kind} failed: {one_line(exc)}")
+        except Exception as exc:  # a bug or a hostile input tied to this group: it must not cost the others
+            log.exception("%s of group %s failed", kind, action.group_id)
+            self.on_action(kind, "error")
+            self._audit(action.group_id, "error", f"{kind} failed ({type(exc).__name__}): {one_line(exc)}; "
+                        "the group is left as it was")
 
     def _on_waiting(self, group_id: str, obs: Observation, kind: str, what: str,
                     call: Callable[[list[int]], None], reason: str, held: bool | None = None) -> None:

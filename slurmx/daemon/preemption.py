@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
+from slurmx.core.userfiles import check_private_folder, read_user_file
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
@@ -202,8 +203,8 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
     match = re.fullmatch(r"preempt-(\d+)", file.name)
     if match is None:
         raise PreemptionError(f"{file}: not an intent file (expected preempt-<jobid>)")
-    try:
-        line = file.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+    try:  # the folder is the job user's: no link, FIFO or huge file is followed (`userfiles`)
+        line = read_user_file(file, max_bytes=4096).decode("utf-8", errors="replace").splitlines()[0]
     except (OSError, IndexError) as exc:
         raise PreemptionError(f"{file}: cannot read the intent: {exc or 'empty file'}") from None
     head, _, reason = line.partition(" reason=")
@@ -431,16 +432,22 @@ def preempt_and_wait(adapter: SlurmAdapter, job_id: int, grace_s: float, *, sign
 
 def group_spool_dir(site: SiteConfig, job: SlurmJob) -> Path | None:
     """The group spool folder (`SLURMX_SPOOL_DIR` inside the job) of a job slurmx submitted, from its comment
-    tag, if that folder exists here; None for other jobs, or when this host does not see the shared spool.
+    tag, if that folder exists here and is the job's user's alone; None for other jobs, or when this host does
+    not see the shared spool.
 
-    Never created here: the job creates it as its user, and a folder made by a root daemon would lock it out.
-    The tag is user-controlled: a group name that is not a plain file name is ignored, never followed.
+    Never created here: `slurmx submit` creates it as its user. The tag is user-controlled: a group name that is
+    not a plain file name is ignored, and a folder that is a link, another user's or writable by others (a plant)
+    is never written to: the job's hook then falls back to its own grace period.
     """
     group = job.slurmx_tags.get("g", "")
     if not _SAFE_NAME.match(group):
         return None
     folder = Path(group_spool(site, group))
-    return folder if folder.is_dir() and not folder.is_symlink() else None
+    try:
+        os.close(check_private_folder(folder, job.user_id))
+    except OSError:
+        return None
+    return folder
 
 
 def _signal_number(name: str) -> int:

@@ -39,6 +39,7 @@ from slurmx.daemon.profiling_samples import (
     submit_as_user,
 )
 from slurmx.daemon.store import EstimateRow, Store
+from slurmx.daemon.trust import TrustedGroup
 from slurmx.profile.estimator import Estimate, ProgressReport
 from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
@@ -83,6 +84,7 @@ class ProfilingStage(SampleLifecycle):
         self._scripts: dict[tuple[str, str], str] = {}  # (group, kind) -> verified sample script
         self._users: dict[str, str] = {}
         self._uids: dict[str, int] = {}
+        self._unprofiled: set[str] = set()  # groups whose registration failed: never retried, never in the way
         self._audited: dict[tuple[str, str], tuple[str, float]] = {}
         self._ready: set[str] = set()
         self._requests: dict[str, SampleRequest] = {}  # sample id -> what the profiler asked for
@@ -148,25 +150,15 @@ class ProfilingStage(SampleLifecycle):
             if self.profiler.known(group.group_id):
                 continue
             tg = obs.groups.get(group.group_id)
-            if tg is None:
+            if tg is None or group.group_id in self._unprofiled:
                 continue
-            waiting = group.state in WAITING
-            variants = []
-            for variant in group.variants:
-                job = tg.jobs.get(variant.kind)
-                tags = parse_comment_tags(job.comment) if job is not None else {}
-                steps = _int_tag(tags, "n")
-                if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", ""),
-                                                                    tg.user_id):
-                    steps = None  # nothing we may submit: history or the declared estimate
-                variants.append(VariantToProfile(variant.kind, variant.request, steps if waiting else None,
-                                                 tg.estimates.get(variant.kind),
-                                                 job.time_limit_s if job is not None else None,
-                                                 script_hash=tags.get("h", "")))
-            self._users[group.group_id] = tg.user
-            self._uids[group.group_id] = tg.user_id
-            self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
-            new.append(GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time))
+            try:
+                new.append(self._to_profile(group, tg))
+            except Exception as exc:  # one group's hostile input or a bug: that group keeps its declared estimates
+                self._unprofiled.add(group.group_id)
+                log.exception("profiling: group %s not registered", group.group_id)
+                self._audit(group.group_id, "error", f"not profiled ({type(exc).__name__}: {exc}); the group keeps "
+                            "its declared estimates")
         if not new:
             return
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan(new, now), now)
@@ -175,6 +167,26 @@ class ProfilingStage(SampleLifecycle):
                 estimate = self.profiler.estimates(g.group_id).get(kind)
                 if how == "history" and estimate is not None:
                     self._audit(g.group_id, "profile", f"{kind}: history replaces sampling ({estimate.detail})")
+
+    def _to_profile(self, group: Group, tg: TrustedGroup) -> GroupToProfile:
+        """What the profiler needs of a new group; its sample scripts verified (the user's own, the `p=` hash)."""
+        waiting = group.state in WAITING
+        variants = []
+        for variant in group.variants:
+            job = tg.jobs.get(variant.kind)
+            tags = parse_comment_tags(job.comment) if job is not None else {}
+            steps = _int_tag(tags, "n")
+            if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", ""),
+                                                                    tg.user_id):
+                steps = None  # nothing we may submit: history or the declared estimate
+            variants.append(VariantToProfile(variant.kind, variant.request, steps if waiting else None,
+                                             tg.estimates.get(variant.kind),
+                                             job.time_limit_s if job is not None else None,
+                                             script_hash=tags.get("h", "")))
+        self._users[group.group_id] = tg.user
+        self._uids[group.group_id] = tg.user_id
+        self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
+        return GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time)
 
     def _sample_script(self, group_id: str, kind: str, expected: str, owner: int) -> bool:
         """Whether the submitter's sample script exists, is the user's own, and is the one the user's job names."""
@@ -254,6 +266,7 @@ class ProfilingStage(SampleLifecycle):
 
     def _forget_gone(self, view: ClusterView) -> None:
         """Groups that left the snapshot (finished, cancelled, forgotten by squeue) leave the profiler too."""
+        self._unprofiled.intersection_update(view.groups)
         gone = [gid for gid in self._users if gid not in view.groups]
         if not gone:
             return

@@ -1,9 +1,12 @@
 """Which Slurm jobs the daemon may act on (ARCHITECTURE.md, "Trust"); pure functions over squeue records.
 
 A comment is only a hint anyone can write. Privileges come from fields Slurm enforces: the UserId, the QOS
-(the TE/BE class), the partition. So a job is a variant only when it carries the group tag; a group is acted on
-only when every job tagged with it has one UserId, one class-bearing QOS, a site kind, the partition of that
-kind, and at most one job per kind. Anything else is left alone and reported once, never acted on.
+(the TE/BE class), the partition. So a job is a variant only when it carries the group tag, and a group belongs to
+the user of its earliest job (the lowest job id: `slurmx submit` submits every variant before anyone can read the
+new group id from squeue). A job of another user carrying the tag is a forgery: it is set aside and reported,
+never acted on, and the rightful group goes on without it. The submitter's own jobs must then share one
+class-bearing QOS, be site kinds in their kinds' partitions, with at most one active job per kind; otherwise the
+group is left alone and reported once, never acted on.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def _class_of(site: SiteConfig) -> dict[str, JobClass]:
 def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedGroup], list[Rejected]]:
     """Split squeue records into trusted groups and rejected ones; jobs without the tag are not ours (skipped).
 
-    Pure. Finished jobs count too: a forged job that already ended still shows the group was tampered with.
+    Pure. A job of another user than the group's submitter is set aside (reported while active), never the group.
     """
     by_group: dict[str, list[tuple[str, SlurmJob]]] = {}
     rejected: list[Rejected] = []
@@ -81,15 +84,38 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
                 members.reverse()
         elif len(members) > 2:
             members.sort(key=_job_id_of)
+        first = members[0][1]
+        if any(j.user_id != first.user_id for _, j in members):
+            members, forged = _split_forged(group_id, members)
+            if forged is not None:
+                rejected.append(forged)
         reason = _problem(members, classes, partitions)
         if reason:
             rejected.append(Rejected(group_id, tuple(j.job_id for _, j in members), reason))
             continue
-        first = members[0][1]
         by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
         trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
                                     {kind: estimates[job.job_id] for kind, job in by_kind.items()}))
     return trusted, rejected
+
+
+def _split_forged(group_id: str, members: list[tuple[str, SlurmJob]]) \
+        -> tuple[list[tuple[str, SlurmJob]], Rejected | None]:
+    """The submitter's own jobs (those of the earliest job's UserId), and the active forgeries to report.
+
+    A finished forgery is dropped silently: it can no longer run, so it must not stall the rightful group for
+    the minutes `MinJobAge` keeps it in squeue.
+    """
+    owner = members[0][1]
+    own = [m for m in members if m[1].user_id == owner.user_id]
+    foreign = [j for _, j in members if j.user_id != owner.user_id and j.state.is_active]
+    if not foreign:
+        return own, None
+    forgers = ", ".join(sorted({f"{j.user or '?'}({j.user_id})" for j in foreign}))
+    ids = tuple(j.job_id for j in foreign)
+    return own, Rejected(group_id, ids, f"job(s) {', '.join(map(str, ids))} of {forgers} carry the tag of group "
+                         f"{group_id}, which belongs to {owner.user or '?'}({owner.user_id}): set aside and never "
+                         "acted on; the group goes on without them")
 
 
 def _job_id_of(member: tuple[str, SlurmJob]) -> int:
@@ -122,14 +148,9 @@ def _estimate(text: str | None, job: SlurmJob) -> float | None:
 def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
              partitions: Mapping[str, str]) -> str:
     first = members[0][1]
-    same_user = same_qos = True
+    same_qos = True
     for _, j in members:  # a plain loop: the usual group is two jobs, and this runs for every group every cycle
-        same_user = same_user and j.user_id == first.user_id and j.user == first.user
         same_qos = same_qos and j.qos == first.qos
-    if not same_user:
-        users = sorted({(j.user_id, j.user) for _, j in members})
-        names = ", ".join(f"{name or '?'}({uid})" for uid, name in users)
-        return f"variants belong to different users ({names}): a comment was forged or edited"
     if not same_qos:
         qos = sorted({j.qos for _, j in members})
         return f"variants run under different QOS ({', '.join(qos)}); the class must be one"

@@ -161,18 +161,40 @@ def test_one_daemon_per_state_dir(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ trust
 
 
-def test_trust_ignores_untagged_jobs_and_rejects_mixed_users_bad_qos_and_wrong_partition() -> None:
+def test_trust_ignores_untagged_jobs_and_rejects_bad_qos_and_wrong_partition() -> None:
     jobs = [job(1, "ok"), job(2, "ok", "gpu"), job(3, None),
-            job(4, "mixed"), job(5, "mixed", "gpu", user="bob", uid=1001),
             job(6, "qos", qos="normal"), job(7, "part", partition="gpu"), job(8, "../x")]
     trusted, rejected = sort_jobs(SITE, jobs)
     assert [t.group_id for t in trusted] == ["ok"]
     reasons = {r.group_id: r.reason for r in rejected}
-    assert "different users (alice(1000), bob(1001))" in reasons["mixed"]
     assert "neither the TE nor the BE QOS" in reasons["qos"]
     assert "in partition gpu, not cpu" in reasons["part"]
     assert reasons["../x"] == "group tag is not a plain name"
     assert 3 not in {i for r in rejected for i in r.job_ids}
+
+
+def test_a_forged_tag_sets_aside_only_the_forgery_and_the_rightful_group_goes_on() -> None:
+    jobs = [job(4, "alice-g"), job(5, "alice-g", "gpu"), job(9, "alice-g", "gpu", user="bob", uid=1001)]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    [group] = trusted
+    assert (group.group_id, group.user_id, dict(group.jobs)) == ("alice-g", 1000, {"cpu": jobs[0], "gpu": jobs[1]})
+    [forged] = rejected
+    assert forged.job_ids == (9,)
+    assert forged.reason == ("job(s) 9 of bob(1001) carry the tag of group alice-g, which belongs to alice(1000): "
+                             "set aside and never acted on; the group goes on without them")
+
+
+def test_a_finished_forgery_is_not_even_reported_and_never_stalls_the_group() -> None:
+    jobs = [job(4, "alice-g"), job(9, "alice-g", "gpu", user="bob", uid=1001, state=VariantState.CANCELLED)]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    assert [(t.group_id, list(t.jobs)) for t in trusted] == [("alice-g", ["cpu"])] and rejected == []
+
+
+def test_the_group_belongs_to_its_earliest_jobs_user_whatever_the_order_squeue_lists() -> None:
+    jobs = [job(30, "g", "gpu", user="bob", uid=1001), job(12, "g"), job(31, "g", user="bob", uid=1001)]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    assert [(t.user, sorted(j.job_id for j in t.jobs.values())) for t in trusted] == [("alice", [12])]
+    assert [r.job_ids for r in rejected] == [(30, 31)]
 
 
 def test_class_comes_from_the_qos_not_the_comment() -> None:

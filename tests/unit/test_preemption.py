@@ -10,6 +10,7 @@ pin the exact Slurm commands.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,9 +40,12 @@ HOOK_SH = REPO / "slurmx" / "hooks" / "hook.sh"
 T0 = 1_800_000_000.0
 
 
+ALICE = os.getuid()  # the job's user owns its group folder: the files these tests make are the test user's
+
+
 def job(job_id: int = 7, state: VariantState = VariantState.RUNNING, restarts: int = 0,
         exit_code: int | None = 0, comment: str = "", state_text: str = "") -> SlurmJob:
-    return SlurmJob(job_id=job_id, name="j@cpu", user="alice", user_id=2001, state=state,
+    return SlurmJob(job_id=job_id, name="j@cpu", user="alice", user_id=ALICE, state=state,
                     state_text=state_text or state.value.upper(), reason="None", partition="cpu", qos="be",
                     comment=comment, nodes="c1", request=Resources(1, 100), allocated=Resources(1, 100),
                     priority=1, nice=0, held=state is VariantState.HELD, restart_count=restarts,
@@ -406,12 +410,15 @@ def site(tmp_path: Path, **preemption: Any) -> SiteConfig:
 
 def test_group_spool_dir(tmp_path: Path) -> None:
     s = site(tmp_path)
-    (tmp_path / "spool" / "train-abc123").mkdir(parents=True)
+    (tmp_path / "spool" / "train-abc123").mkdir(parents=True, mode=0o700)
     (tmp_path / "spool" / "link").symlink_to(tmp_path)
+    (tmp_path / "spool" / "open").mkdir(mode=0o700)
+    (tmp_path / "spool" / "open").chmod(0o777)
     tagged = job(7, comment="slurmx:g=train-abc123,v=cpu,c=be")
     assert pre.group_spool_dir(s, tagged) == tmp_path / "spool" / "train-abc123"
+    assert pre.group_spool_dir(s, replace(tagged, user_id=ALICE + 1)) is None  # not this job's user's folder
     for comment in ("", "slurmx:g=gone-000000,v=cpu", "slurmx:g=../spool/train-abc123,v=cpu",
-                    "slurmx:g=/etc,v=cpu", "slurmx:g=link,v=cpu"):
+                    "slurmx:g=/etc,v=cpu", "slurmx:g=link,v=cpu", "slurmx:g=open,v=cpu"):
         assert pre.group_spool_dir(s, job(7, comment=comment)) is None, comment
 
 
