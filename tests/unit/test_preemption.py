@@ -84,6 +84,9 @@ class FakeSlurm:
     def submit(self, script: str, options: Sequence[str]) -> int:
         raise AssertionError("not used")
 
+    def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
+        raise AssertionError("not used")
+
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         self.squeue_calls += 1
         self._advance()
