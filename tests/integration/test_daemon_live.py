@@ -122,36 +122,3 @@ def test_fitgpp_live_preempts_the_policys_victim_which_resumes(
     for gid in (g.group_id for g in be if g is not victim):
         assert not [e for e in store.history(gid) if e.event in ("preempt", "requeue")]
     admin.cancel([j for g in be for j in g.jobs.values()])
-
-
-def test_trust_forged_and_mixed_user_groups_are_ignored_and_reported(
-        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
-    from slurmx.slurm import RetryPolicy
-    from slurmx.slurm.transport import DockerExecTransport
-
-    bob = CliSlurm(DockerExecTransport(cluster.container("login"), "bob"), RetryPolicy(retries=3, timeout_s=60))
-    site = daemon_site(cluster, tmp_path, "fifo")
-    honest = submit_group(slurm, tag, {"cpu": (5, "sleep 1")}, group_id=f"{tag}-honest")
-    # Bob tags a job of his own into Alice's group (a forged comment) ...
-    forged = submit_group(bob, tag, {"gpu": (5, "sleep 1")}, group_id=f"{tag}-alice")
-    mixed = submit_group(slurm, tag, {"cpu": (5, "sleep 1")}, group_id=f"{tag}-alice")
-    plain = slurm.submit("#!/bin/bash\nsleep 1\n", ["--hold", "--partition=cpu", "--output=/dev/null",
-                                                     f"--job-name={tag}-plain"])
-    ids = [*honest.jobs.values(), *forged.jobs.values(), *mixed.jobs.values(), plain]
-    cleanup.extend(ids)
-    daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
-    daemon.start()
-    try:
-        wait_log(daemon, f"{tag}-alice", 60)
-        wait_until(lambda: not jobs_of(admin, [honest])[honest.jobs["cpu"]].state.is_active, 90,
-                   "the honest group to run and finish")
-    finally:
-        daemon.stop()
-    found = {j.job_id: j for j in admin.jobs(ids)}
-    assert found[forged.jobs["gpu"]].state is VariantState.HELD
-    assert found[mixed.jobs["cpu"]].state is VariantState.HELD
-    assert found[plain].state is VariantState.HELD, "a job outside any group was touched"
-    text = daemon.text()
-    assert "different users" in text and f"{tag}-alice" in text
-    store = Store(tmp_path / "state" / "slurmxd.sqlite")
-    assert [e.event for e in store.history(f"{tag}-alice")] == ["ignore"]

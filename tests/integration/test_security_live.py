@@ -1,0 +1,176 @@
+"""Issue 16 on the real cluster, with a second user (bob) attacking alice's groups: folders he plants where her
+jobs would look, files he plants where slurmxd reads, a name Slurm prints as invalid UTF-8, a copy of her tag.
+
+The wake-socket rate limit is tested with real sockets and real credentials in tests/unit/test_daemon_resilience.py
+(the daemon's socket lives on the host, which the cluster's users cannot reach); a node list of 10^12 names cannot
+be made in a real slurm.conf, so its parser test replays it (tests/unit/test_slurm_hostile.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slurmx.core.config import load_site_config
+from slurmx.core.model import VariantState
+from slurmx.daemon.store import Store
+from slurmx.slurm import CliSlurm, RetryPolicy
+from slurmx.slurm.records import SlurmJob
+from slurmx.slurm.transport import DockerExecTransport
+from slurmx.submit import submitter
+from slurmx.submit.render import script_hash
+from slurmx.submit.spec import parse_spec
+from slurmx.submit.submitter import submit_group as slurmx_submit
+from tests.integration.conftest import Cluster, wait_until
+from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, jobs_of, submit_group, wait_finished
+
+pytestmark = pytest.mark.integration
+ALICE_UID = 2001
+
+
+@pytest.fixture(scope="module")
+def bob(cluster: Cluster) -> CliSlurm:
+    return CliSlurm(DockerExecTransport(cluster.container("login"), "bob"), RetryPolicy(retries=3, timeout_s=60))
+
+
+def as_bob(bob: CliSlurm, *argv: str) -> None:
+    result = bob.transport.run(list(argv))
+    assert result.returncode == 0, (argv, result.stderr)
+
+
+def finished(slurm: CliSlurm, ids: list[int]) -> list[SlurmJob] | None:
+    jobs = slurm.jobs(job_ids=ids)
+    return jobs if len(jobs) == len(ids) and all(j.state.is_finished for j in jobs) else None
+
+
+def test_a_group_folder_bob_planted_is_never_adopted_and_nothing_of_his_runs(
+        site_path: Path, slurm: CliSlurm, bob: CliSlurm, tag: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = load_site_config(site_path)
+    spool = Path(site.submit.spool_dir)
+    marks = spool / f"{tag}-marks"  # bob's mark folder: anything of his that runs as alice writes here
+    as_bob(bob, "mkdir", "-m", "777", "--", str(marks))
+    predicted = f"{tag}-aaaaaa"  # the id bob guessed (a test seam: the real one is random)
+    folder = spool / predicted
+    for sub in ("pylib", "checkpoint"):
+        as_bob(bob, "mkdir", "-p", "-m", "777", "--", str(folder / sub))
+    as_bob(bob, "cp", "/dev/null", str(folder / "pylib" / "sitecustomize.py"))
+    (folder / "pylib" / "sitecustomize.py").write_text(
+        f"import os\nopen({str(marks / 'sitecustomize')!r}, 'w').write(str(os.getuid()))\n")
+    (folder / "hook.sh").write_text(f"id -u > {marks}/hook\n")
+    os.chown(folder / "hook.sh", 2002, 2002)
+    (folder / "checkpoint" / "state").write_text("bob's state\n")
+    os.chown(folder / "checkpoint" / "state", 2002, 2002)
+    ids = iter([predicted, f"{tag}-bbbbbb"])
+    monkeypatch.setattr(submitter, "new_group_id", lambda _name: next(ids))
+    spec = parse_spec({"name": tag, "time": "5m", "command":
+                       'python3 -c "import sys" && ls "$SLURMX_CHECKPOINT_DIR" > "$SLURMX_SPOOL_DIR/seen" && '
+                       'id -u > "$SLURMX_SPOOL_DIR/ran"'})
+    group = slurmx_submit(spec, site, slurm, mode="pick", pick="cpu")
+    assert group.group_id == f"{tag}-bbbbbb", "the taken folder was adopted"
+    wait_until(lambda: finished(slurm, group.job_ids()), 180, "alice's job to finish")
+    [job] = slurm.jobs(job_ids=group.job_ids())
+    assert job.state is VariantState.COMPLETED
+    own = Path(group.spool_dir)
+    info = own.stat()
+    assert (info.st_uid, info.st_mode & 0o777) == (ALICE_UID, 0o700)
+    assert (own / "ran").read_text() == f"{ALICE_UID}\n"
+    assert (own / "seen").read_text() == ""  # her checkpoint folder is her own and empty, not bob's
+    assert sorted(p.name for p in marks.iterdir()) == [], "bob's code ran in alice's job"
+
+
+def test_a_checkpoint_folder_of_bob_is_refused_with_one_line_and_the_job_can_run_again(
+        site_path: Path, slurm: CliSlurm, bob: CliSlurm, tag: str) -> None:
+    site = load_site_config(site_path)
+    shared = Path(site.submit.spool_dir) / f"{tag}-ckpt"
+    as_bob(bob, "mkdir", "-m", "755", "--", str(shared))
+    spec = parse_spec({"name": tag, "time": "5m", "checkpoint_dir": str(shared),
+                       "command": 'id -u > "$SLURMX_SPOOL_DIR/ran"'})
+    group = slurmx_submit(spec, site, slurm, mode="pick", pick="cpu")
+    wait_until(lambda: finished(slurm, group.job_ids()), 180, "the refusing job to end")
+    [job] = slurm.jobs(job_ids=group.job_ids())
+    assert job.state is VariantState.FAILED
+    out = (Path(group.spool_dir) / f"cpu-{job.job_id}.out").read_text()
+    assert out.strip() == (f"slurmx: job {job.job_id} refuses to run: {shared} is owned by uid 2002, not by you "
+                           f"(uid {ALICE_UID}); nothing ran. Fix or remove it, then run the job again (scontrol "
+                           f"requeue {job.job_id}, or slurmx submit)")
+    assert not (Path(group.spool_dir) / "ran").exists()
+    as_bob(bob, "rmdir", "--", str(shared))  # fixed: the same spec runs
+    again = slurmx_submit(spec, site, slurm, mode="pick", pick="cpu")
+    wait_until(lambda: finished(slurm, again.job_ids()), 180, "the job to run again")
+    assert (Path(again.spool_dir) / "ran").read_text() == f"{ALICE_UID}\n"
+
+
+def test_files_bob_plants_where_the_daemon_reads_never_stop_it_scheduling_alice(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, bob: CliSlurm, tmp_path: Path, tag: str,
+        cleanup: list[int]) -> None:
+    site_file = daemon_site(cluster, tmp_path, "fifo")
+    base = yaml.safe_load(site_file.read_text())
+    base["profile"] = {"enabled": True, "sampling": {"qos": "profile"}}
+    site_file.write_text(yaml.safe_dump(base))
+    spool = Path(base["submit"]["spool_dir"])
+    hostile = []
+    for plant in ("fifo", "zero", "sparse"):
+        gid = f"{tag}-{plant}"
+        folder = spool / gid
+        as_bob(bob, "mkdir", "-m", "700", "--", str(folder))
+        script = str(folder / "sample-cpu.sh")
+        if plant == "fifo":
+            as_bob(bob, "mkfifo", "--", script)
+        elif plant == "zero":
+            as_bob(bob, "ln", "-s", "/dev/zero", script)
+        else:
+            as_bob(bob, "truncate", "-s", "10G", script)
+        # A plausible tag: steps to sample and the hash of an ordinary sample script the daemon would accept.
+        p = script_hash("#!/bin/bash\ntrue\n")
+        hostile.append(submit_group(bob, tag, {"cpu": (5, "sleep 1")}, group_id=gid, comment_extra=f",n=10,p={p}"))
+    # A job name that squeue prints as invalid UTF-8 (bytes 0xff 0xfe).
+    bad_name = bob.submit("#!/bin/bash\nsleep 1\n", ["--hold", "--partition=cpu", "--output=/dev/null",
+                                                      "--job-name=bad\udcff\udcfename"])
+    honest = [submit_group(slurm, tag, {"cpu": (5, "sleep 2"), "gpu": (5, "sleep 2")}) for _ in range(3)]
+    cleanup.extend([bad_name, *(j for g in hostile for j in g.jobs.values())])
+    daemon = DaemonProcess(site_file, tmp_path / "slurmxd.log")
+    daemon.start()
+    try:
+        found = wait_finished(admin, honest, 240)
+        assert daemon.proc is not None and daemon.proc.poll() is None, daemon.text()[-3000:]
+    finally:
+        daemon.stop()
+    for group in honest:
+        states = sorted(found[j].state.value for j in group.jobs.values())
+        assert states == ["cancelled", "completed"], (group.group_id, states)
+    store = Store(tmp_path / "state" / "slurmxd.sqlite")
+    for group in hostile:
+        notes = [e.detail for e in store.history(group.group_id)]
+        assert any("no sample script matching" in n for n in notes), (group.group_id, notes)
+    assert "Traceback" not in daemon.text()
+    assert jobs_of(admin, hostile)  # bob's groups are still known to Slurm: nothing was lost
+
+
+def test_a_forged_tag_is_set_aside_and_the_rightful_group_completes(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, bob: CliSlurm, tmp_path: Path, tag: str,
+        cleanup: list[int]) -> None:
+    site = daemon_site(cluster, tmp_path, "fifo")
+    alice = submit_group(slurm, tag, {"cpu": (5, "sleep 2"), "gpu": (5, "sleep 2")}, group_id=f"{tag}-alice")
+    # Bob copies her tag from squeue's comment column onto a held job of his own.
+    forged = submit_group(bob, tag, {"gpu": (5, "sleep 1")}, group_id=f"{tag}-alice")
+    plain = slurm.submit("#!/bin/bash\nsleep 1\n", ["--hold", "--partition=cpu", "--output=/dev/null",
+                                                     f"--job-name={tag}-plain"])
+    cleanup.extend([*forged.jobs.values(), plain])
+    daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
+    daemon.start()
+    try:
+        found = wait_finished(admin, [alice], 120)
+    finally:
+        daemon.stop()
+    assert sorted(found[j].state.value for j in alice.jobs.values()) == ["cancelled", "completed"]
+    others = {j.job_id: j for j in admin.jobs([*forged.jobs.values(), plain])}
+    assert others[forged.jobs["gpu"]].state is VariantState.HELD, "bob's job was acted on"
+    assert others[plain].state is VariantState.HELD, "a job outside any group was touched"
+    text = daemon.text()
+    assert f"carry the tag of group {tag}-alice, which belongs to alice(2001)" in text and "bob(2002)" in text
+    store = Store(tmp_path / "state" / "slurmxd.sqlite")
+    events = [e.event for e in store.history(f"{tag}-alice")]
+    assert events[:1] == ["ignore"] and "started" in events
