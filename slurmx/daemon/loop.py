@@ -2,7 +2,9 @@
 
 One cycle reads three things from Slurm (jobs, nodes, partitions); if any read fails the cycle does nothing, so
 the daemon never acts on a stale view. Between cycles it sleeps `daemon.interval`, woken early by a datagram on
-`daemon.socket` (what `slurmx submit` sends); while slurmctld is unreachable it backs off, doubling the wait.
+`daemon.socket` (what `slurmx submit` sends; rationed per user, see `wake`); while slurmctld is unreachable it backs
+off, doubling the wait. Any other failure of a cycle is logged and backed off from the same way, and a cycle that
+runs past its limit is abandoned (`_Watchdog`): no one bad input stops the loop.
 """
 
 from __future__ import annotations
@@ -11,34 +13,38 @@ import contextlib
 import fcntl
 import logging
 import os
-import select
-import socket
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 from slurmx.core.actions import Plan
 from slurmx.core.config import SiteConfig
 from slurmx.daemon.enforce import AuditRow, Enforcer, grace_marks, start_marks
-from slurmx.daemon.errors import DaemonError
+from slurmx.daemon.errors import CycleTimeout, DaemonError
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation, build_view
 from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
-from slurmx.daemon.wake import notify
+from slurmx.daemon.wake import Waker, notify
 from slurmx.policies.base import Policy
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.gcpause import collector_paused
 
-__all__ = ["AlreadyRunning", "CycleReport", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
+__all__ = ["AlreadyRunning", "CycleReport", "CycleTimeout", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
 
 log = logging.getLogger("slurmxd")
 MAX_BACKOFF_S = 60.0
 FORGET_EVERY = 500  # cycles
 FORGET_AFTER_S = 86_400.0
+# The watchdog's limit on one cycle, derived rather than a site setting: the longer of these two.
+CYCLE_LIMIT_MIN_S = 120.0
+CYCLE_LIMIT_INTERVALS = 20
+MAX_CAUSES = 256  # distinct failure causes whose traceback is logged; past it, one line each
 
 
 class AlreadyRunning(DaemonError):
@@ -92,6 +98,8 @@ class Daemon:
     _reported: set[tuple[str, str]] = field(default_factory=set)
     enforcer: Enforcer = field(init=False)
     profiling: ProfilingStage | None = None  # built from `site.profile` unless given
+    cycle_limit_s: float | None = None  # the watchdog's limit; None: see `cycle_limit`
+    _failures: set[tuple[str, str]] = field(default_factory=set)  # causes whose traceback was logged
 
     def __post_init__(self) -> None:
         self.enforcer = Enforcer(self.adapter, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
@@ -174,53 +182,111 @@ class Daemon:
             log.info("audit retention: %d old entries removed", removed, extra={"event": "prune", "cycle": self.cycles})
 
     def run(self, stop: threading.Event, waker: Waker | None = None) -> None:
-        """Cycle until `stop` is set; back off while Slurm is unreachable; never let one bad cycle end the loop."""
+        """Cycle until `stop` is set; never let one bad cycle end the loop.
+
+        Any `Exception` from a cycle (Slurm down, a parser or policy bug, an OSError from a planted file, a cycle
+        the watchdog abandoned) is logged, counted and backed off from, doubling the wait: a daemon that exits on
+        it is restarted by systemd only to fail the same way every 5 s. KeyboardInterrupt and SystemExit end it.
+        """
         interval = float(self.site.daemon.interval_s)
         wait = interval
-        while not stop.is_set():
-            try:
-                self.cycle()
-                wait = interval
-            except SlurmError as exc:
-                self.metrics.error("cycle")
-                wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
-                log.warning("Slurm unavailable or refusing (%s); next try in %.0f s, nothing enforced on a stale "
-                            "view", " ".join(str(exc).split()), wait, extra={"event": "backoff"})
-            if waker is not None:
-                waker.wait(wait, stop)
-            else:
-                stop.wait(wait)
+        with _Watchdog(self.cycle_limit()) as watchdog:
+            while not stop.is_set():
+                try:
+                    with watchdog.armed():
+                        self.cycle()
+                    wait = interval
+                except SlurmError as exc:
+                    self.metrics.error("cycle")
+                    wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
+                    log.warning("Slurm unavailable or refusing (%s); next try in %.0f s, nothing enforced on a stale "
+                                "view", " ".join(str(exc).split()), wait, extra={"event": "backoff"})
+                except CycleTimeout:
+                    self.metrics.error("watchdog")
+                    wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
+                    log.error("cycle %d abandoned: still running after its %g s limit; next try in %.0f s",
+                              self.cycles, watchdog.limit_s, wait, extra={"event": "watchdog", "cycle": self.cycles})
+                except Exception as exc:
+                    self.metrics.error("cycle")
+                    wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
+                    self._report_failure(exc, wait)
+                if waker is not None:
+                    waker.wait(wait, stop)
+                else:
+                    stop.wait(wait)
+
+    def cycle_limit(self) -> float:
+        """The watchdog's limit on one cycle: `cycle_limit_s`, else the longer of 120 s and 20 intervals."""
+        if self.cycle_limit_s is not None:
+            return self.cycle_limit_s
+        return max(CYCLE_LIMIT_MIN_S, CYCLE_LIMIT_INTERVALS * float(self.site.daemon.interval_s))
+
+    def _report_failure(self, exc: Exception, wait: float) -> None:
+        """The traceback once per cause (its type and the line that raised it), then one line per repeat: a cause
+        that fails every cycle must not write the same traceback every few seconds."""
+        kind, where = _cause(exc)
+        summary = " ".join(f"{kind}: {exc}".split())[:300]  # one line, whatever the message holds
+        extra = {"event": "error", "cycle": self.cycles}
+        if (kind, where) not in self._failures and len(self._failures) < MAX_CAUSES:
+            self._failures.add((kind, where))
+            log.exception("cycle %d failed (%s at %s); next try in %.0f s", self.cycles, summary, where, wait,
+                          extra=extra)
+        else:
+            log.error("cycle %d failed (%s at %s); next try in %.0f s (traceback logged at its first time)",
+                      self.cycles, summary, where, wait, extra=extra)
 
 
-class Waker:
-    """A unix datagram socket `slurmx submit` pokes so the daemon decides at once instead of at the next tick."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o666)  # any user's `slurmx submit` may wake the daemon (the datagram carries nothing)
-
-    def wait(self, timeout: float, stop: threading.Event) -> None:
-        deadline = time.monotonic() + timeout
-        while not stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
-            if ready:
-                with contextlib.suppress(OSError):
-                    while True:
-                        self.sock.recv(64, socket.MSG_DONTWAIT)
-                return
-
-    def close(self) -> None:
-        self.sock.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+def _cause(exc: BaseException) -> tuple[str, str]:
+    """An exception's type and the file:line that raised it: the same bug with other data in its message."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
+    return f"{type(exc).__module__}.{type(exc).__qualname__}", where
 
 
+class _Watchdog:
+    """Abandons a cycle that runs past `limit_s`: the SIGALRM handler raises `CycleTimeout` inside it.
 
+    A raising handler also interrupts a blocking system call (an open() of a planted FIFO, a hung NFS read): since
+    PEP 475 an interrupted call is retried unless the handler raises. An abandoned cycle is like a crash in the
+    middle of one, which enforcement's intents are made to survive. Only in the main thread: Python runs signal
+    handlers there alone, so the alarm could not reach a cycle in another thread (and `signal.signal` refuses to be
+    called there); off the main thread there is no watchdog. The previous SIGALRM handler comes back on exit.
+    """
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.active = threading.current_thread() is threading.main_thread()
+        self._armed = False
+        self._previous: signal.Handlers | Callable[[int, FrameType | None], object] | int | None = None
+
+    def __enter__(self) -> _Watchdog:
+        if self.active:
+            self._previous = signal.signal(signal.SIGALRM, self._alarm)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            # None: the previous handler was not set from Python and cannot be put back; the default is closest.
+            signal.signal(signal.SIGALRM, signal.SIG_DFL if self._previous is None else self._previous)
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """Run the block under the limit; disarmed however it ends."""
+        if not self.active:
+            yield
+            return
+        try:
+            self._armed = True
+            signal.setitimer(signal.ITIMER_REAL, self.limit_s)
+            yield
+        finally:
+            self._armed = False  # first: an alarm that lands from here on is ignored, not raised outside the cycle
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _alarm(self, signum: int, frame: FrameType | None) -> None:
+        if self._armed:
+            self._armed = False
+            raise CycleTimeout(f"cycle still running after {self.limit_s:g} s")
