@@ -174,6 +174,8 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
+        if self._db.in_transaction:  # a cycle the watchdog interrupted between BEGIN and the guard below
+            self._db.execute("ROLLBACK")
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
