@@ -17,12 +17,13 @@ __all__ = [
     "SlurmTimeout",
     "SlurmUnavailable",
     "TransportError",
+    "command_text",
 ]
 
 
-def _short(argv: Sequence[str]) -> str:
-    shown = [a for a in argv[:4]]
-    return " ".join(shown) + (" ..." if len(argv) > 4 else "")
+def command_text(argv: Sequence[str]) -> str:
+    """A command as errors and warnings show it: its first four words (`sacct --jobs=...` can be long)."""
+    return " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
 
 
 class SlurmError(Exception):
@@ -36,7 +37,7 @@ class SlurmError(Exception):
 
     def __str__(self) -> str:
         code = f"exit {self.returncode}" if self.returncode is not None else "no exit code"
-        return f"{_short(self.argv)}: {code}: {self.message}"
+        return f"{command_text(self.argv)}: {code}: {self.message}"
 
 
 class TransportError(SlurmError):

@@ -3,25 +3,33 @@
 The versions differ in shape, not meaning: 22.05 (openapi v0.0.38) writes plain numbers and state strings,
 24.11+ (data_parser v0.0.4x) wraps numbers as `{"set", "infinite", "number"}` and states as lists of flags.
 Each field is read through one small normaliser so that the rest of slurmx sees a single shape.
+
+Slurm's output is hostile input: job names and comments are whatever users typed. A record that cannot be read
+(wrong types, numbers past 64 bits, a host list too large to expand) is left out with a warning naming it, so
+one bad job never stops the daemon from scheduling the others; a listing is a SlurmParseError only when it is
+not what the command answers at all, or when not one of its records can be read.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
-from slurmx.slurm.errors import SlurmParseError
+from slurmx.slurm.errors import SlurmError, SlurmParseError, command_text
 from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = [
+    "HOSTLIST_MAX",
     "expand_hostlist",
     "load_json",
     "number",
@@ -35,6 +43,112 @@ __all__ = [
 ]
 
 
+log = logging.getLogger("slurmxd")
+
+HOSTLIST_MAX = 100_000  # the most host names one host list may stand for; larger ones are refused unexpanded
+_HOSTLIST_MAX_CHARS = 64 * HOSTLIST_MAX  # and the most characters they may add up to
+_I64_MAX = 2**63 - 1  # past this a number overflows SQLite's integers, later and far from here
+_WARNED_MAX = 100_000
+
+# What reading one malformed record can raise; anything else is a bug in this module and propagates.
+_BAD_RECORD = (ArithmeticError, LookupError, TypeError, ValueError, AttributeError, RecursionError, SlurmError,
+               msgspec.ValidationError)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+_warned: set[tuple[str, object]] = set()
+
+
+def _warn_once(key: tuple[str, object], message: str, *args: object) -> None:
+    """Log a warning the first time in this process only: the daemon reads the queue every few seconds, and a
+    job that stays bad must not write the same line each time (nor let its owner fill the log)."""
+    if key in _warned:
+        return
+    if len(_warned) >= _WARNED_MAX:
+        _warned.clear()
+    _warned.add(key)
+    log.warning(message, *args)
+
+
+def _shown(value: object) -> str:
+    """An id or name from a record as a log line shows it: short, one line, quoted unless plain."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if abs(value) <= _I64_MAX else f"(a {value.bit_length()}-bit number)"
+    if isinstance(value, str) and re.fullmatch(r"[\w.@:+-]{1,64}", value):
+        return value
+    return repr(value)[:66] if isinstance(value, str | float | bool | None) else f"(a {type(value).__name__})"
+
+
+def _each(records: Sequence[_R], convert: Callable[[_R], _T], label: Callable[[_R], str | None],
+          argv: Sequence[str], what: str) -> list[_T]:
+    """`convert` each record, leaving out with a warning each one that cannot be read.
+
+    Why skip: one malformed job must not stop the daemon from scheduling all the others. Why raise when none can
+    be read: then it is the shape of the output this version does not know, and an empty listing would read as
+    "every job is gone".
+    """
+    out: list[_T] = []
+    first = ""
+    for i, record in enumerate(records):
+        try:
+            out.append(convert(record))
+        except _BAD_RECORD as exc:
+            name = label(record) or f"record {i + 1}"
+            reason = exc.message if isinstance(exc, SlurmError) else " ".join(str(exc).split())
+            reason = reason[:300] or type(exc).__name__
+            first = first or f"{name}: {reason}"
+            _warn_once((argv[0], name), "%s: skipped %s, which cannot be read: %s", command_text(argv), name, reason)
+    if first and not out:
+        raise SlurmParseError(argv, 0, f"unexpected {what} record: {first}")
+    return out
+
+
+def _note_replaced(records: Iterable[SlurmJob | AccountingRecord], text: str | bytes, argv: Sequence[str]) -> None:
+    """Name each job whose name or comment held bytes that are not UTF-8 (the transports put U+FFFD there).
+
+    Cheap when there is none: an all-ASCII text is known as such without a scan.
+    """
+    if isinstance(text, str) and text.isascii():
+        return
+    for rec in records:
+        if "\ufffd" in rec.name or "\ufffd" in rec.comment:
+            _warn_once(("utf-8", rec.job_id), "%s: job %d: name or comment is not UTF-8 (unreadable bytes shown as "
+                       "U+FFFD)", command_text(argv), rec.job_id)
+
+
+def _decode(decode: Callable[[str | bytes], _T], text: str | bytes, argv: Sequence[str]) -> _T:
+    """`decode(text)`, with text that is not UTF-8 read as the transports read it (U+FFFD for each bad byte)
+    and JSON nested past Python's recursion limit a SlurmParseError rather than a RecursionError."""
+    try:
+        try:
+            return decode(text)
+        except UnicodeError:
+            raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+            return decode(raw.decode("utf-8", errors="replace"))
+    except RecursionError:
+        raise SlurmParseError(argv, 0, "JSON nested too deeply to read") from None
+
+
+def _in_range(value: int) -> int:
+    if -_I64_MAX - 1 <= value <= _I64_MAX:
+        return value
+    raise OverflowError(f"a {value.bit_length()}-bit number, past 64 bits")
+
+
+def _bounded(res: Resources) -> Resources:
+    for value in (res.cpus, res.mem_mb, *res.gres.values()):
+        _in_range(value)
+    return res
+
+
+def _listed(data: Mapping[str, Any], key: str, argv: Sequence[str]) -> list[Any]:
+    records = data.get(key) or []
+    if not isinstance(records, list):
+        raise SlurmParseError(argv, 0, f"expected a list of {key}, got {type(records).__name__}")
+    return records
+
+
 def _loads(text: str | bytes) -> Any:
     return msgspec.json.decode(text)
 
@@ -42,7 +156,7 @@ def _loads(text: str | bytes) -> Any:
 def load_json(text: str | bytes, argv: Sequence[str]) -> dict[str, Any]:
     """Decode a `--json` answer and raise on the errors Slurm reports inside it."""
     try:
-        data = _loads(text)
+        data = _decode(_loads, text, argv)
     except msgspec.DecodeError as exc:
         raw = text.decode(errors="replace") if isinstance(text, bytes) else text
         head = raw.strip().splitlines()[0][:120] if raw.strip() else "(empty output)"
@@ -56,6 +170,8 @@ def load_json(text: str | bytes, argv: Sequence[str]) -> dict[str, Any]:
 def _raise_reported_errors(errors: Sequence[Any], argv: Sequence[str]) -> None:
     """Slurm puts failures inside the JSON; 22.05's sacct reports an empty result as the error
     "Nothing found", which is an answer, not a failure."""
+    if not isinstance(errors, list):
+        raise SlurmParseError(argv, 0, f"expected a list of errors, got {type(errors).__name__}")
     real = [e for e in errors if isinstance(e, dict) and e.get("description") != "Nothing found"]
     if real:
         first = real[0]
@@ -80,12 +196,12 @@ def number(value: Any) -> int | float | None:
 
 def _int(value: Any, default: int = 0) -> int:
     got = number(value)
-    return int(got) if got is not None else default
+    return _in_range(int(got)) if got is not None else default
 
 
 def _epoch(value: Any) -> int | None:
     got = number(value)
-    return int(got) if got else None  # Slurm writes 0 for "not yet"
+    return _in_range(int(got)) if got else None  # Slurm writes 0 for "not yet"
 
 
 def state_text(value: Any) -> str:
@@ -120,7 +236,7 @@ def parse_tres(text: str | None) -> Resources:
             mem = parse_mem(value)
         elif key.startswith("gres/") and ":" not in key:
             gres[key[len("gres/") :]] = int(value)
-    return Resources(cpus, mem, gres)
+    return _bounded(Resources(cpus, mem, gres))
 
 
 def parse_version(text: str) -> str:
@@ -144,7 +260,13 @@ def _tres_list(entries: Any) -> Resources:
             mem = int(count)
         elif kind == "gres" and entry.get("name"):
             gres[str(entry["name"]).split(":")[0]] = int(count)
-    return Resources(cpus, mem, gres)
+    return _bounded(Resources(cpus, mem, gres))
+
+
+# Numbers as the daemon can hold them: past 64 bits a job is unreadable (and left out), not a later overflow.
+_I64 = Annotated[int, msgspec.Meta(ge=-_I64_MAX - 1, le=_I64_MAX)]
+_F64 = Annotated[float, msgspec.Meta(gt=-(2.0**63), lt=2.0**63)]
+_JobId = Annotated[int, msgspec.Meta(ge=1, le=_I64_MAX)]  # never 0 or negative: ids go into scontrol's argv
 
 
 class _Number(msgspec.Struct, gc=False):
@@ -152,10 +274,10 @@ class _Number(msgspec.Struct, gc=False):
 
     set: bool = True
     infinite: bool = False
-    number: int | float = 0
+    number: _I64 | _F64 = 0
 
 
-_Num = int | float | _Number | None
+_Num = _I64 | _F64 | _Number | None
 
 
 class _Signal(msgspec.Struct, gc=False):
@@ -176,7 +298,7 @@ class _SqueueJob(msgspec.Struct, gc=False):
     `gc=False`: these records hold only strings, numbers and lists of strings, so they can be in no reference
     cycle, and 20,000 of them need not be tracked by the garbage collector."""
 
-    job_id: int
+    job_id: _JobId
     name: str = ""
     user_name: str = ""
     user_id: _Num = None
@@ -197,7 +319,7 @@ class _SqueueJob(msgspec.Struct, gc=False):
     start_time: _Num = None
     end_time: _Num = None
     required_nodes: str = ""
-    exit_code: int | _ExitCode | None = None
+    exit_code: _I64 | _ExitCode | None = None
 
 
 class _SqueueAnswer(msgspec.Struct):
@@ -205,7 +327,21 @@ class _SqueueAnswer(msgspec.Struct):
     errors: list[Any] = []
 
 
+class _SqueueRawAnswer(msgspec.Struct):
+    """The same answer with its jobs left undecoded, to read them one by one when one of them cannot be read."""
+
+    jobs: list[msgspec.Raw] = []
+    errors: list[Any] = []
+
+
+class _JobIdOnly(msgspec.Struct):
+    job_id: Any = None
+
+
 _SQUEUE_DECODER = msgspec.json.Decoder(_SqueueAnswer)
+_RAW_SQUEUE_DECODER = msgspec.json.Decoder(_SqueueRawAnswer)
+_JOB_DECODER = msgspec.json.Decoder(_SqueueJob)
+_JOB_ID_DECODER = msgspec.json.Decoder(_JobIdOnly)
 
 
 def _num(value: _Num) -> int | None:
@@ -249,7 +385,11 @@ def _job(job: _SqueueJob) -> SlurmJob:
     else:
         held = job.state_reason.startswith("JobHeld") or (not job.state_reason and priority == 0)
     limit_min = _num(job.time_limit)
+    if limit_min is not None and limit_min > _I64_MAX // 60:
+        raise OverflowError(f"time_limit {limit_min} min is past 64 bits in seconds")
     user_id = _num(job.user_id)
+    if job.nodes:
+        _hostlist(job.nodes)  # what the daemon will expand must be expandable: else the job is left out here
     return SlurmJob(
         job.job_id,
         job.name,
@@ -278,18 +418,49 @@ def _job(job: _SqueueJob) -> SlurmJob:
 
 
 def parse_jobs(text: str | bytes, argv: Sequence[str] = ("squeue", "--json")) -> list[SlurmJob]:
-    """`squeue --json` of any supported version -> jobs, in Slurm's order."""
+    """`squeue --json` of any supported version -> jobs, in Slurm's order; unreadable jobs left out (`_each`)."""
     with collector_paused():
         try:
-            answer = _SQUEUE_DECODER.decode(text)
-        except msgspec.DecodeError as exc:  # includes ValidationError
-            load_json(text, argv)  # not JSON, not an object, or Slurm reported an error: its one-line message
-            raise SlurmParseError(argv, 0, f"unexpected job record: {exc}") from None
-        _raise_reported_errors(answer.errors, argv)
-        try:
-            return [_job(job) for job in answer.jobs]
-        except (ValueError, UnitError) as exc:
-            raise SlurmParseError(argv, 0, f"unexpected job record: {exc!r}") from None
+            answer = _decode(_SQUEUE_DECODER.decode, text, argv)
+        except msgspec.ValidationError:  # some job (or the answer) in a shape this version cannot read
+            jobs = _jobs_one_by_one(text, argv)
+        except msgspec.DecodeError as exc:
+            load_json(text, argv)  # not JSON: its one-line message
+            raise SlurmParseError(argv, 0, f"expected JSON ({exc})") from None
+        else:
+            _raise_reported_errors(answer.errors, argv)
+            try:
+                jobs = [_job(job) for job in answer.jobs]  # the common case: every job readable
+            except _BAD_RECORD:
+                jobs = _each(answer.jobs, _job, lambda job: f"job {job.job_id}", argv, "job")
+        _note_replaced(jobs, text, argv)
+        return jobs
+
+
+def _jobs_one_by_one(text: str | bytes, argv: Sequence[str]) -> list[SlurmJob]:
+    """The slow path, taken only when a job cannot be decoded: each job decoded on its own, bad ones left out."""
+    try:
+        answer = _decode(_RAW_SQUEUE_DECODER.decode, text, argv)
+    except msgspec.DecodeError as exc:
+        load_json(text, argv)  # not an object, or Slurm reported an error: its one-line message
+        raise SlurmParseError(argv, 0, f"unexpected squeue answer: {exc}") from None
+    _raise_reported_errors(answer.errors, argv)
+    return _each(answer.jobs, lambda raw: _job(_JOB_DECODER.decode(raw)), _raw_job_label, argv, "job")
+
+
+def _raw_job_label(raw: msgspec.Raw) -> str | None:
+    try:
+        job_id = _JOB_ID_DECODER.decode(raw).job_id
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return None if job_id is None else f"job {_shown(job_id)}"
+
+
+def _dict_label(kind: str, key: str) -> Callable[[Any], str | None]:
+    def label(record: Any) -> str | None:
+        value = record.get(key) if isinstance(record, dict) else None
+        return None if value is None else f"{kind} {_shown(value)}"
+    return label
 
 
 def _node(raw: Mapping[str, Any]) -> Node:
@@ -303,9 +474,10 @@ def _node(raw: Mapping[str, Any]) -> Node:
     features = raw.get("features") or []
     if isinstance(features, str):
         features = [f for f in features.split(",") if f]
-    capacity = Resources(_int(raw.get("cpus")), _int(raw.get("real_memory")), parse_gres(_gres(raw.get("gres"))))
-    allocated = Resources(_int(raw.get("alloc_cpus")), _int(raw.get("alloc_memory")),
-                          parse_gres(_gres(raw.get("gres_used"))))
+    capacity = _bounded(Resources(_int(raw.get("cpus")), _int(raw.get("real_memory")),
+                                  parse_gres(_gres(raw.get("gres")))))
+    allocated = _bounded(Resources(_int(raw.get("alloc_cpus")), _int(raw.get("alloc_memory")),
+                                   parse_gres(_gres(raw.get("gres_used")))))
     return Node(str(raw["name"]), tuple(partitions), capacity, allocated, state.upper(), tuple(features))
 
 
@@ -315,12 +487,9 @@ def _gres(text: Any) -> str:
 
 
 def parse_nodes(text: str, argv: Sequence[str] = ("scontrol", "show", "nodes", "--json")) -> list[Node]:
-    """`scontrol show nodes --json` (24.11+) or `sinfo --json` (22.05) -> nodes."""
+    """`scontrol show nodes --json` (24.11+) or `sinfo --json` (22.05) -> nodes; unreadable ones left out."""
     data = load_json(text, argv)
-    try:
-        return [_node(raw) for raw in data.get("nodes") or []]
-    except (KeyError, TypeError, ValueError, AttributeError, UnitError) as exc:
-        raise SlurmParseError(argv, 0, f"unexpected node record: {exc!r}") from None
+    return _each(_listed(data, "nodes", argv), _node, _dict_label("node", "name"), argv, "node")
 
 
 def _key_values(line: str) -> dict[str, str]:
@@ -338,21 +507,75 @@ def _key_values(line: str) -> dict[str, str]:
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """Slurm hostlist `c[1-2],g[01-02,5],login` -> ['c1', 'c2', 'g01', 'g02', 'g5', 'login']."""
-    names: list[str] = []
+    """Slurm hostlist `c[1-2],g[01-02,5],login` -> ['c1', 'c2', 'g01', 'g02', 'g5', 'login'].
+
+    Raises SlurmParseError, before expanding anything, when `expr` is malformed or stands for more than
+    HOSTLIST_MAX names (`c[1-1000000000000]` would otherwise take all memory and hang the daemon).
+    """
+    return [name for pattern in _hostlist(expr) for name in _names(pattern)]
+
+
+_Ranges = tuple[tuple[int, int, int], ...]  # (first, last, zero-padded width) of each range in one bracket
+_HOST_GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
+_HOST_RANGE_RE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")  # 18 digits: every bound fits in 64 bits
+
+
+@functools.lru_cache(maxsize=4096)
+def _hostlist(expr: str) -> tuple[tuple[str | _Ranges, ...], ...]:
+    """A host list read into patterns (fixed text and bracketed ranges), checked without expanding anything:
+    the names it stands for are counted (a product of range sizes), never listed. Cached: the daemon checks
+    each running job's node list on every read of the queue."""
+    patterns = []
+    count = chars = 0
     for part in _split_hostlist(expr):
-        match = re.fullmatch(r"(.*?)\[([^\]]+)\](.*)", part)
-        if not match:
-            if part:
-                names.append(part)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for rng in ranges.split(","):
-            lo, _, hi = rng.partition("-")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                names.extend(expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
-    return names
+        if part:
+            pattern, names, width = _host_pattern(part, expr)
+            count, chars = count + names, chars + names * width
+            if count > HOSTLIST_MAX or chars > _HOSTLIST_MAX_CHARS:
+                raise _hostlist_error(expr, f"stands for more than {HOSTLIST_MAX:,} host names (or "
+                                      f"{_HOSTLIST_MAX_CHARS:,} characters of them)")
+            patterns.append(pattern)
+    return tuple(patterns)
+
+
+def _host_pattern(part: str, expr: str) -> tuple[tuple[str | _Ranges, ...], int, int]:
+    """One comma-separated part -> (its pattern, how many names, the longest name's length)."""
+    pattern: list[str | _Ranges] = []
+    count, width, pos = 1, 0, 0
+    for match in _HOST_GROUP_RE.finditer(part):
+        ranges = tuple(_host_range(text, expr) for text in match.group(1).split(","))
+        pattern += [part[pos : match.start()], ranges]
+        count *= sum(last - first + 1 for first, last, _ in ranges)
+        width += match.start() - pos + max(max(w, len(str(last))) for _, last, w in ranges)
+        pos = match.end()
+        if count > HOSTLIST_MAX:  # refused before reading further: a part can hold a thousand brackets
+            raise _hostlist_error(expr, f"stands for more than {HOSTLIST_MAX:,} host names")
+    pattern.append(part[pos:])
+    width += len(part) - pos
+    if any("[" in text or "]" in text for text in pattern if isinstance(text, str)):
+        raise _hostlist_error(expr, "has unbalanced brackets")
+    return tuple(pattern), count, width
+
+
+def _host_range(text: str, expr: str) -> tuple[int, int, int]:
+    match = _HOST_RANGE_RE.fullmatch(text)
+    if not match or int(match.group(2) or match.group(1)) < int(match.group(1)):
+        raise _hostlist_error(expr, f"has a range {text[:40]!r} that is not FIRST or FIRST-LAST")
+    return int(match.group(1)), int(match.group(2) or match.group(1)), len(match.group(1))
+
+
+def _hostlist_error(expr: str, why: str) -> SlurmParseError:
+    shown = expr if len(expr) <= 80 else expr[:80] + "..."
+    return SlurmParseError(("hostlist",), None, f"host list {shown!r} {why}")
+
+
+def _names(pattern: tuple[str | _Ranges, ...]) -> Iterator[str]:
+    choices = [(item,) if isinstance(item, str) else _numbers(item) for item in pattern]
+    return map("".join, itertools.product(*choices))
+
+
+def _numbers(ranges: _Ranges) -> Iterator[str]:
+    return (f"{i:0{width}d}" for first, last, width in ranges for i in range(first, last + 1))
 
 
 def _split_hostlist(expr: str) -> Iterator[str]:
@@ -372,26 +595,31 @@ def parse_partitions(text: str, kinds: Mapping[str, str] | None = None) -> list[
     `kinds` maps partition name -> slurmx resource kind, from the site config.
     """
     by_partition = kinds or {}
-    partitions = []
-    for line in text.splitlines():
-        if not line.startswith("PartitionName="):
-            continue
-        fields = _key_values(line.strip())
-        name = fields["PartitionName"]
-        nodes = fields.get("Nodes", "")
-        max_time = fields.get("MaxTime", "UNLIMITED")
-        try:
-            max_time_s = None if max_time in {"UNLIMITED", "NONE", ""} else parse_duration(max_time)
-        except UnitError:
-            max_time_s = None
-        partitions.append(Partition(
-            name=name,
-            nodes=tuple(expand_hostlist(nodes)) if nodes not in {"", "(null)"} else (),
-            kind=by_partition.get(name),
-            max_time_s=max_time_s,
-            default=fields.get("Default") == "YES",
-        ))
-    return partitions
+    lines = [line.strip() for line in text.splitlines() if line.startswith("PartitionName=")]
+    argv = ("scontrol", "show", "partition", "-o")
+    return _each(lines, lambda line: _partition(line, by_partition), _partition_label, argv, "partition")
+
+
+def _partition(line: str, kinds: Mapping[str, str]) -> Partition:
+    fields = _key_values(line)
+    name = fields["PartitionName"]
+    nodes = fields.get("Nodes", "")
+    max_time = fields.get("MaxTime", "UNLIMITED")
+    try:
+        max_time_s = None if max_time in {"UNLIMITED", "NONE", ""} else parse_duration(max_time)
+    except UnitError:
+        max_time_s = None
+    return Partition(
+        name=name,
+        nodes=tuple(expand_hostlist(nodes)) if nodes not in {"", "(null)"} else (),
+        kind=kinds.get(name),
+        max_time_s=max_time_s,
+        default=fields.get("Default") == "YES",
+    )
+
+
+def _partition_label(line: str) -> str:
+    return f"partition {_shown(line.split(' ', 1)[0].removeprefix('PartitionName='))}"
 
 
 def _max_rss_mb(steps: Any) -> int | None:
@@ -401,7 +629,7 @@ def _max_rss_mb(steps: Any) -> int | None:
             if entry.get("type") == "mem":
                 count = number(entry.get("count"))
                 if count is not None and count >= 0:
-                    best = max(best or 0, int(count) // (1024 * 1024))
+                    best = max(best or 0, _in_range(int(count)) // (1024 * 1024))
     return best
 
 
@@ -416,8 +644,12 @@ def _record(job: Mapping[str, Any]) -> AccountingRecord:
     times = job.get("time") or {}
     tres = job.get("tres") or {}
     exit_code = job.get("exit_code") or {}
+    code = number(exit_code.get("return_code")) if isinstance(exit_code, dict) else None
+    job_id = number(job["job_id"])
+    if not isinstance(job_id, int) or not 1 <= job_id <= _I64_MAX:
+        raise ValueError(f"job_id is {_shown(job['job_id'])}, not a job id")
     return AccountingRecord(
-        job_id=int(job["job_id"]),
+        job_id=job_id,
         name=str(job.get("name") or ""),
         user=str(job.get("user") or ""),
         state=_primary_state(text),
@@ -432,16 +664,15 @@ def _record(job: Mapping[str, Any]) -> AccountingRecord:
         start_time=_epoch(times.get("start")),
         end_time=_epoch(times.get("end")),
         elapsed_s=_int(times.get("elapsed")),
-        exit_code=number(exit_code.get("return_code")) if isinstance(exit_code, dict) else None,  # type: ignore[arg-type]
+        exit_code=None if code is None else _in_range(int(code)),
         max_rss_mb=_max_rss_mb(job.get("steps")),
         restart_count=_int(job.get("restart_cnt")),
     )
 
 
 def parse_accounting(text: str, argv: Sequence[str] = ("sacct", "--json")) -> list[AccountingRecord]:
-    """`sacct --json` -> one record per job (steps folded in)."""
+    """`sacct --json` -> one record per job (steps folded in); unreadable ones left out."""
     data = load_json(text, argv)
-    try:
-        return [_record(job) for job in data.get("jobs") or []]
-    except (KeyError, TypeError, ValueError, AttributeError, UnitError) as exc:
-        raise SlurmParseError(argv, 0, f"unexpected accounting record: {exc!r}") from None
+    records = _each(_listed(data, "jobs", argv), _record, _dict_label("job", "job_id"), argv, "accounting")
+    _note_replaced(records, text, argv)
+    return records

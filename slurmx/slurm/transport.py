@@ -42,16 +42,25 @@ class Transport(Protocol):
     def describe(self) -> str: ...
 
 
+def _text(raw: bytes) -> str:
+    """Decode what a command printed, replacing bytes that are not UTF-8 with U+FFFD.
+
+    Why lenient: job names and comments are whatever users typed, and Slurm prints them as given; one name that
+    is not UTF-8 must not make a listing unreadable (the parsers name the jobs whose text was replaced).
+    """
+    return raw.decode("utf-8", errors="replace")
+
+
 def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float) -> CommandResult:
     try:
-        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(list(argv), input=None if stdin is None else stdin.encode("utf-8"),
+                              capture_output=True, timeout=timeout, check=False)
     except FileNotFoundError as exc:
         raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
                              "and on PATH?") from None
     except subprocess.TimeoutExpired:
         raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
-    return CommandResult(tuple(shown), proc.returncode, proc.stdout, proc.stderr)
+    return CommandResult(tuple(shown), proc.returncode, _text(proc.stdout), _text(proc.stderr))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +151,10 @@ class SshTransport:
         try:
             chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)  # type: ignore[attr-defined]
             if stdin is not None:
-                chan_in.write(stdin)
+                chan_in.write(stdin.encode("utf-8"))
                 chan_in.channel.shutdown_write()
-            out = chan_out.read().decode()
-            err = chan_err.read().decode()
+            out = _text(chan_out.read())
+            err = _text(chan_err.read())
             code = chan_out.channel.recv_exit_status()
         except TimeoutError:
             raise SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}") from None

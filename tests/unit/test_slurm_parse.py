@@ -16,6 +16,7 @@ import pytest
 
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
+from slurmx.slurm import parse
 from slurmx.slurm.errors import SlurmError, SlurmParseError
 from slurmx.slurm.parse import (
     expand_hostlist,
@@ -462,30 +463,52 @@ def test_empty_errors_list_is_not_an_error(version: str) -> None:
     assert load_json(read(version, "squeue.json"), ["squeue", "--json"])["errors"] == []
 
 
+# A record that cannot be read is left out with a warning; the answer fails only when no record can be read.
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parse, "_warned", set())  # each warning is logged once per process
+
+
 @pytest.mark.parametrize("version", VERSIONS)
-def test_job_without_job_id(version: str) -> None:
+def test_job_without_job_id(version: str, caplog: pytest.LogCaptureFixture) -> None:
     data = loaded(version, "squeue.json")
     del data["jobs"][1]["job_id"]
+    jobs = parse_jobs(json.dumps(data))
+    assert len(jobs) == len(data["jobs"]) - 1
+    assert "squeue --json: skipped record 2, which cannot be read: Object missing required field `job_id`" \
+        in caplog.messages
+    data["jobs"] = data["jobs"][1:2]
     with pytest.raises(SlurmParseError) as info:
         parse_jobs(json.dumps(data))
     assert isinstance(info.value, SlurmError)
     message = one_line(info.value)
-    assert message.startswith("squeue --json: exit 0: unexpected job record:")
+    assert message.startswith("squeue --json: exit 0: unexpected job record: record 1:")
     assert "job_id" in message
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_bad_tres_in_job(version: str) -> None:
+def test_bad_tres_in_job(version: str, caplog: pytest.LogCaptureFixture) -> None:
     data = loaded(version, "squeue.json")
     data["jobs"][0]["tres_req_str"] = "cpu=two"
-    with pytest.raises(SlurmParseError, match="unexpected job record"):
+    bad = data["jobs"][0]["job_id"]
+    jobs = parse_jobs(json.dumps(data), ["squeue", "--json", "--user=alice"])
+    assert bad not in by_id(jobs) and len(jobs) == len(data["jobs"]) - 1
+    assert any(m.startswith(f"squeue --json --user=alice: skipped job {bad}, which cannot be read: ")
+               for m in caplog.messages)
+    data["jobs"] = data["jobs"][:1]
+    with pytest.raises(SlurmParseError, match=f"unexpected job record: job {bad}: "):
         parse_jobs(json.dumps(data), ["squeue", "--json", "--user=alice"])
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_node_without_name(version: str) -> None:
+def test_node_without_name(version: str, caplog: pytest.LogCaptureFixture) -> None:
     data = loaded(version, "nodes.json")
     del data["nodes"][0]["name"]
+    assert len(parse_nodes(json.dumps(data))) == len(data["nodes"]) - 1
+    assert any("skipped record 1, which cannot be read: 'name'" in m for m in caplog.messages)
+    data["nodes"] = data["nodes"][:1]
     with pytest.raises(SlurmParseError, match="unexpected node record"):
         parse_nodes(json.dumps(data))
 
@@ -494,6 +517,8 @@ def test_node_without_name(version: str) -> None:
 def test_accounting_without_job_id(version: str) -> None:
     data = loaded(version, "sacct.json")
     del data["jobs"][0]["job_id"]
+    assert len(parse_accounting(json.dumps(data))) == len(data["jobs"]) - 1
+    data["jobs"] = data["jobs"][:1]
     with pytest.raises(SlurmParseError, match="unexpected accounting record"):
         parse_accounting(json.dumps(data))
 
@@ -510,15 +535,21 @@ def test_record_that_is_not_an_object(parser: Any, text: str) -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "path"), [
-    ("job_state", {"current": ["RUNNING"]}, "$.jobs[0].job_state"),  # a shape no supported version writes
-    ("priority", "high", "$.jobs[0].priority"),
-    ("exit_code", {"status": "SUCCESS"}, "$.jobs[0].exit_code.status"),
+    ("job_state", {"current": ["RUNNING"]}, "$.job_state"),  # a shape no supported version writes
+    ("priority", "high", "$.priority"),
+    ("exit_code", {"status": "SUCCESS"}, "$.exit_code.status"),
 ])
-def test_job_field_in_another_shape_names_its_path_in_one_line(field: str, value: Any, path: str) -> None:
+def test_job_field_in_another_shape_names_its_path_in_one_line(field: str, value: Any, path: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
     data = loaded("24.11", "squeue.json")
     data["jobs"][0][field] = value
+    assert [j.job_id for j in parse_jobs(json.dumps(data))] == [6, 7]  # job 5 left out, the others read
+    [warning] = caplog.messages
+    assert warning.startswith("squeue --json: skipped job 5, which cannot be read: Expected ")
+    assert warning.endswith(f"- at `{path}`")
+    data["jobs"] = data["jobs"][:1]
     with pytest.raises(SlurmParseError) as info:
         parse_jobs(json.dumps(data))
     message = one_line(info.value)
-    assert message.startswith("squeue --json: exit 0: unexpected job record: Expected ")
+    assert message.startswith("squeue --json: exit 0: unexpected job record: job 5: Expected ")
     assert message.endswith(f"- at `{path}`")
