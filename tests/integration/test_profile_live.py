@@ -71,6 +71,8 @@ def test_samples_estimate_twenty_jobs_within_ten_percent_at_three_percent_overhe
             # step count rides in its sbatch overrides (SLURMX_SAMPLE_STEPS).
             key = (request.group_id, request.kind)
             if key not in scripts:
+                if not any(g == request.group_id for g, _ in scripts):  # the group folder, as `slurmx submit` makes it
+                    slurm.make_private_folder(group_spool(site, request.group_id), {})
                 scripts[key] = render_variant(specs[request.group_id], site, request.kind, request.group_id,
                                               "pick", profile_steps=1).script
             job_id = slurm.submit(scripts[key], request.sbatch_overrides())
@@ -128,6 +130,7 @@ def test_cpu_knee_found_within_one_cpu(site_path: Path, cluster: Cluster, slurm:
     def measure(cpus: int) -> float:
         gid = f"{tag}-c{cpus}-{time.monotonic_ns()}"
         rendered = render_variant(spec, site, "cpu", gid, "pick", profile_steps=steps)
+        slurm.make_private_folder(group_spool(site, gid), {})  # as `slurmx submit` makes it, before sbatch
         job_id = slurm.submit(rendered.script, [f"--cpus-per-task={cpus}", "--qos=te"])
         cleanup.append(job_id)
         deadline = time.monotonic() + 60
