@@ -31,6 +31,11 @@ def _owner_problem(path: str | Path, info: os.stat_result, owner: int | None) ->
     return ""
 
 
+def _refused(path: str | Path, exc: OSError) -> UntrustedFile:
+    """An open that failed, as one line: O_NOFOLLOW answers ELOOP when the last part of the path is a link."""
+    return UntrustedFile(f"{path}: {'a symlink' if exc.errno == errno.ELOOP else (exc.strerror or str(exc))}")
+
+
 def check_private_folder(path: str | Path, owner: int | None) -> int:
     """Open `path` as a folder that only `owner` can write (no link, no group/other write) -> its fd.
 
@@ -39,8 +44,7 @@ def check_private_folder(path: str | Path, owner: int | None) -> int:
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as exc:
-        reason = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-        raise UntrustedFile(f"{path}: {reason}") from None
+        raise _refused(path, exc) from None
     info = os.fstat(fd)
     problem = _owner_problem(path, info, owner)
     if not problem and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -65,8 +69,7 @@ def read_user_file(path: str | Path, *, owner: int | None = None, folder_owner: 
         try:
             fd = os.open(target.name if dir_fd is not None else target, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            reason = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-            raise UntrustedFile(f"{target}: {reason}") from None
+            raise _refused(target, exc) from None
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
