@@ -28,11 +28,11 @@ import numpy.typing as npt
 
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
-from slurmx.sim.cli import run_config
 from slurmx.sim.config import SimConfig, parse_sim_config
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import JobRecord
 from slurmx.sim.parallel import parallel_map
+from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.allox import AlloxParams, allox
 
 __all__ = ["EXPERIMENTS", "TITLE", "RunOutcome", "RunSpec", "average_speedup", "progress_spread", "reproduce",

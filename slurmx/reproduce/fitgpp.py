@@ -33,11 +33,11 @@ from slurmx.core.model import JobClass
 from slurmx.policies.fitgpp import FALLBACK_NOTE
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
-from slurmx.sim.cli import run_config
 from slurmx.sim.config import SimConfig, parse_sim_config
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import JobRecord, SimResult, utilisation
 from slurmx.sim.parallel import parallel_map
+from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.fitgpp import FitgppParams, fitgpp
 
 __all__ = ["EXPERIMENTS", "TITLE", "WORKLOAD", "RunOutcome", "RunSpec", "measured_load", "reproduce", "run_one",

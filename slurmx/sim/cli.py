@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +15,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from slurmx.core.validation import ConfigError
-from slurmx.policies.base import make_policy
-from slurmx.sim import engine
-from slurmx.sim.cluster import ModelCluster, SimulationError
-from slurmx.sim.config import SimConfig, Workload, load_sim_config, load_workload, resolve_cluster
-from slurmx.sim.jobs import SimJob
-from slurmx.sim.metrics import SimResult, compute_metrics
+from slurmx.sim.cluster import SimulationError
+from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster
+from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
-from slurmx.sim.sizing import SizedCluster
+from slurmx.sim.runner import run_config
 from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
 from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 
-__all__ = ["run_config", "sim_group"]
+__all__ = ["sim_group"]
 
 _PROGRESS_MIN_JOBS = 20_000  # below this a run takes about a second: no bar
-
-
-def run_config(config: SimConfig, jobs: Sequence[SimJob],
-               progress: Callable[[engine.Progress], None] | None = None,
-               sized: SizedCluster | None = None) -> SimResult:
-    """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it.
-
-    A cluster sized from the trace (`cluster.from_trace`) may leave out jobs no node could hold; pass the
-    `resolve_cluster` answer as `sized` when the caller already has it (and reports its assumptions)."""
-    policy = make_policy(config.policy.name, config.policy.params)
-    sized = sized or resolve_cluster(config, list(jobs))
-    return engine.Engine(ModelCluster(sized.partitions), policy, sized.jobs, config.engine_options(), progress).run()
 
 
 @click.group("sim")

@@ -24,6 +24,8 @@ import yaml
 
 from slurmx.core.validation import ConfigError
 from slurmx.sim.config import SimConfig, load_run_document, load_workload, parse_sim_config
+from slurmx.sim.metrics import compute_metrics
+from slurmx.sim.runner import run_config
 
 __all__ = ["SweepPoint", "expand_grid", "load_base", "parse_param", "point_row", "run_point"]
 
@@ -101,9 +103,6 @@ def expand_grid(base: Mapping[str, Any], params: Sequence[tuple[str, list[Any]]]
 
 def run_point(document: Mapping[str, Any]) -> dict[str, Any]:
     """Run one point; returns its metrics (JSON-ready, no wall times). Top level so a pool can pickle it."""
-    from slurmx.sim.cli import run_config  # the CLI module pulls in rich/click: only where a run happens
-    from slurmx.sim.metrics import compute_metrics
-
     config = parse_sim_config(document, "sweep point")
     workload = load_workload(config.workload, config.seed)
     result = run_config(config, workload.jobs)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from slurmx.core.resources import Resources
-from slurmx.sim.cli import run_config
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.runner import run_config
 
 
 def _job(job_id: str, submit: float, gpu_s: float, cpu_s: float) -> SimJob:

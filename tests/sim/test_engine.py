@@ -17,13 +17,14 @@ from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 from slurmx.policies import make_policy
 from slurmx.sim import engine as engine_module
-from slurmx.sim.cli import run_config, sim_group
+from slurmx.sim.cli import sim_group
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
 from slurmx.sim.config import EngineOptions, parse_sim_config
 from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import JobRecord, SimResult, compute_metrics
 from slurmx.sim.report import result_document, result_json
+from slurmx.sim.runner import run_config
 from tests.sim import Scripted, cluster, job, run
 
 FIFO = make_policy("fifo")

@@ -18,9 +18,9 @@ from slurmx.reproduce.fitgpp import (
     run_one,
     slowdowns,
 )
-from slurmx.sim.cli import run_config
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.fitgpp import fifo_closed_loop_times
 
 

@@ -1,0 +1,31 @@
+"""One simulation run from a run config: the library call behind `slurmx sim run`, sweeps and reproductions.
+
+Kept apart from the CLI so library code (sweeps, `slurmx reproduce`) runs a config without importing
+click or rich, and without importing a command module that imports it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from slurmx.policies.base import make_policy
+from slurmx.sim import engine
+from slurmx.sim.cluster import ModelCluster
+from slurmx.sim.config import SimConfig, resolve_cluster
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.metrics import SimResult
+from slurmx.sim.sizing import SizedCluster
+
+__all__ = ["run_config"]
+
+
+def run_config(config: SimConfig, jobs: Sequence[SimJob],
+               progress: Callable[[engine.Progress], None] | None = None,
+               sized: SizedCluster | None = None) -> SimResult:
+    """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it.
+
+    A cluster sized from the trace (`cluster.from_trace`) may leave out jobs no node could hold; pass the
+    `resolve_cluster` answer as `sized` when the caller already has it (and reports its assumptions)."""
+    policy = make_policy(config.policy.name, config.policy.params)
+    sized = sized or resolve_cluster(config, list(jobs))
+    return engine.Engine(ModelCluster(sized.partitions), policy, sized.jobs, config.engine_options(), progress).run()
