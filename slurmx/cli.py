@@ -7,10 +7,9 @@ non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,53 +17,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slurmx.cli_context import Context, site_path_or_default
 from slurmx.core.config import ConfigError, SiteConfig, load_site_config
 from slurmx.core.units import UnitError, format_mem
 from slurmx.daemon.errors import DaemonError
-from slurmx.slurm import SlurmAdapter, SlurmError, adapter_from_config
+from slurmx.slurm import SlurmError
 from slurmx.submit.submitter import SubmitError
 
 __all__ = ["daemon_main", "main"]
-
-DEFAULT_SITE = "/etc/slurmx/site.yaml"
-
-
-@dataclass
-class Context:
-    site_path: str | None
-    container: str | None
-    host: str | None = None
-    # Read once per command: several commands need both the site and the adapter (and an SSH adapter would
-    # otherwise open a new connection each time it is asked for).
-    _site: SiteConfig | None = field(default=None, init=False, repr=False)
-    _adapter: SlurmAdapter | None = field(default=None, init=False, repr=False)
-
-    def site(self) -> SiteConfig:
-        if self._site is None:
-            self._site = self._load_site()
-        return self._site
-
-    def adapter(self) -> SlurmAdapter:
-        if self._adapter is None:
-            self._adapter = adapter_from_config(self.site().transport)
-        return self._adapter
-
-    def _load_site(self) -> SiteConfig:
-        path = self.site_path or os.environ.get("SLURMX_SITE") or DEFAULT_SITE
-        site = load_site_config(path)
-        update: dict[str, Any] = {}
-        if self.container:
-            update = {"kind": "docker", "container": self.container}
-        if self.host:
-            user, _, hostport = self.host.rpartition("@")
-            host, _, port = hostport.partition(":")
-            if not host or (port and not port.isdigit()):
-                raise click.BadParameter(f"expected [USER@]HOST[:PORT], got {self.host!r}", param_hint="--host")
-            update = {"kind": "ssh", "host": host, "user": user or None, "port": int(port or 22)}
-        if update:
-            site = site.model_copy(update={"transport": site.transport.model_copy(update=update)})
-        return site
-
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -418,8 +378,7 @@ def _daemon(site_path: str | None, once: bool, dry_run: bool, json_logs: bool, s
     """slurmxd: the scheduling daemon (observe -> decide -> enforce)."""
     from slurmx.daemon.main import run_daemon
 
-    path = site_path or os.environ.get("SLURMX_SITE") or DEFAULT_SITE
-    site = load_site_config(Path(path))
+    site = load_site_config(Path(site_path_or_default(site_path)))
     update: dict[str, Any] = {}
     if json_logs:
         update["log_format"] = "json"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
+from slurmx.cli_context import Context
 from slurmx.core.config import ConfigError, SiteConfig
 from slurmx.core.units import UnitError, parse_duration
 from slurmx.daemon.preemption import Outcome, group_spool_dir, preempt_many
@@ -28,7 +29,7 @@ _SECONDS = re.compile(r"^\s*\d+(\.\d+)?\s*$")
 
 
 class _CliContext(Protocol):
-    """What `slurmx.cli.Context` offers (not imported: cli.py imports this module to register the command)."""
+    """What `slurmx.cli_context.Context` offers (a test passes a fake with the same two methods)."""
 
     def site(self) -> SiteConfig: ...
     def adapter(self) -> SlurmAdapter: ...
@@ -49,8 +50,6 @@ def _context(obj: Any, site_path: str | None) -> _CliContext:
     if obj is not None and site_path is None:
         context: _CliContext = obj
         return context
-    from slurmx.cli import Context  # imported late: slurmx.cli imports this module
-
     return Context(site_path, getattr(obj, "container", None), getattr(obj, "host", None))
 
 

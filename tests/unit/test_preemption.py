@@ -675,7 +675,7 @@ def test_parse_grace_rejects_nonsense() -> None:
 
 
 def test_module_does_not_import_slurmx_cli_at_import_time() -> None:
-    """slurmx.cli imports this command to register it: the reverse import must wait until the command runs."""
+    """slurmx.cli imports this command to register it: the command module never imports slurmx.cli back."""
     code = ("import sys; import slurmx.daemon.preempt_cli; import slurmx.daemon.preemption; "
             "print('slurmx.cli' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
