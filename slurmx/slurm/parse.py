@@ -7,16 +7,18 @@ Each field is read through one small normaliser so that the rest of slurmx sees 
 Slurm's output is hostile input: job names and comments are whatever users typed. A record that cannot be read
 (wrong types, numbers past 64 bits, a host list too large to expand) is left out with a warning naming it, so
 one bad job never stops the daemon from scheduling the others; a listing is a SlurmParseError only when it is
-not what the command answers at all, or when not one of its records can be read.
+not what the command answers at all, or when not one of its records can be read. Host lists: `hostlist`.
+
+Long because squeue, scontrol and sacct are read through one set of version normalisers and one per-record
+guard (`_each`, `_warn_once`): split by command, each part would import the others' private helpers.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -26,11 +28,11 @@ from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
 from slurmx.slurm.errors import SlurmError, SlurmParseError, command_text
 from slurmx.slurm.gcpause import collector_paused
+from slurmx.slurm.hostlist import check_hostlist, expand_hostlist
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = [
-    "HOSTLIST_MAX",
-    "expand_hostlist",
+    "expand_hostlist",  # re-exported: slurmx.daemon.observe imports it from here
     "load_json",
     "number",
     "parse_accounting",
@@ -45,8 +47,6 @@ __all__ = [
 
 log = logging.getLogger("slurmxd")
 
-HOSTLIST_MAX = 100_000  # the most host names one host list may stand for; larger ones are refused unexpanded
-_HOSTLIST_MAX_CHARS = 64 * HOSTLIST_MAX  # and the most characters they may add up to
 _I64_MAX = 2**63 - 1  # past this a number overflows SQLite's integers, later and far from here
 _WARNED_MAX = 100_000
 
@@ -389,7 +389,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         raise OverflowError(f"time_limit {limit_min} min is past 64 bits in seconds")
     user_id = _num(job.user_id)
     if job.nodes:
-        _hostlist(job.nodes)  # what the daemon will expand must be expandable: else the job is left out here
+        check_hostlist(job.nodes)  # what the daemon will expand must be expandable: else the job is left out here
     return SlurmJob(
         job.job_id,
         job.name,
@@ -504,89 +504,6 @@ def _key_values(line: str) -> dict[str, str]:
         elif key is not None:
             fields[key] += " " + token
     return fields
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Slurm hostlist `c[1-2],g[01-02,5],login` -> ['c1', 'c2', 'g01', 'g02', 'g5', 'login'].
-
-    Raises SlurmParseError, before expanding anything, when `expr` is malformed or stands for more than
-    HOSTLIST_MAX names (`c[1-1000000000000]` would otherwise take all memory and hang the daemon).
-    """
-    return [name for pattern in _hostlist(expr) for name in _names(pattern)]
-
-
-_Ranges = tuple[tuple[int, int, int], ...]  # (first, last, zero-padded width) of each range in one bracket
-_HOST_GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
-_HOST_RANGE_RE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")  # 18 digits: every bound fits in 64 bits
-
-
-@functools.lru_cache(maxsize=4096)
-def _hostlist(expr: str) -> tuple[tuple[str | _Ranges, ...], ...]:
-    """A host list read into patterns (fixed text and bracketed ranges), checked without expanding anything:
-    the names it stands for are counted (a product of range sizes), never listed. Cached: the daemon checks
-    each running job's node list on every read of the queue."""
-    patterns = []
-    count = chars = 0
-    for part in _split_hostlist(expr):
-        if part:
-            pattern, names, width = _host_pattern(part, expr)
-            count, chars = count + names, chars + names * width
-            if count > HOSTLIST_MAX or chars > _HOSTLIST_MAX_CHARS:
-                raise _hostlist_error(expr, f"stands for more than {HOSTLIST_MAX:,} host names (or "
-                                      f"{_HOSTLIST_MAX_CHARS:,} characters of them)")
-            patterns.append(pattern)
-    return tuple(patterns)
-
-
-def _host_pattern(part: str, expr: str) -> tuple[tuple[str | _Ranges, ...], int, int]:
-    """One comma-separated part -> (its pattern, how many names, the longest name's length)."""
-    pattern: list[str | _Ranges] = []
-    count, width, pos = 1, 0, 0
-    for match in _HOST_GROUP_RE.finditer(part):
-        ranges = tuple(_host_range(text, expr) for text in match.group(1).split(","))
-        pattern += [part[pos : match.start()], ranges]
-        count *= sum(last - first + 1 for first, last, _ in ranges)
-        width += match.start() - pos + max(max(w, len(str(last))) for _, last, w in ranges)
-        pos = match.end()
-        if count > HOSTLIST_MAX:  # refused before reading further: a part can hold a thousand brackets
-            raise _hostlist_error(expr, f"stands for more than {HOSTLIST_MAX:,} host names")
-    pattern.append(part[pos:])
-    width += len(part) - pos
-    if any("[" in text or "]" in text for text in pattern if isinstance(text, str)):
-        raise _hostlist_error(expr, "has unbalanced brackets")
-    return tuple(pattern), count, width
-
-
-def _host_range(text: str, expr: str) -> tuple[int, int, int]:
-    match = _HOST_RANGE_RE.fullmatch(text)
-    if not match or int(match.group(2) or match.group(1)) < int(match.group(1)):
-        raise _hostlist_error(expr, f"has a range {text[:40]!r} that is not FIRST or FIRST-LAST")
-    return int(match.group(1)), int(match.group(2) or match.group(1)), len(match.group(1))
-
-
-def _hostlist_error(expr: str, why: str) -> SlurmParseError:
-    shown = expr if len(expr) <= 80 else expr[:80] + "..."
-    return SlurmParseError(("hostlist",), None, f"host list {shown!r} {why}")
-
-
-def _names(pattern: tuple[str | _Ranges, ...]) -> Iterator[str]:
-    choices = [(item,) if isinstance(item, str) else _numbers(item) for item in pattern]
-    return map("".join, itertools.product(*choices))
-
-
-def _numbers(ranges: _Ranges) -> Iterator[str]:
-    return (f"{i:0{width}d}" for first, last, width in ranges for i in range(first, last + 1))
-
-
-def _split_hostlist(expr: str) -> Iterator[str]:
-    depth, start = 0, 0
-    for i, ch in enumerate(expr):
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            yield expr[start:i].strip()
-            start = i + 1
-    yield expr[start:].strip()
 
 
 def parse_partitions(text: str, kinds: Mapping[str, str] | None = None) -> list[Partition]:

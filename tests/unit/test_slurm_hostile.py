@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 from slurmx.core.model import Node
 from slurmx.slurm import parse
 from slurmx.slurm.errors import SlurmParseError
+from slurmx.slurm.hostlist import HOSTLIST_MAX, expand_hostlist
 from slurmx.slurm.parse import (
-    HOSTLIST_MAX,
-    expand_hostlist,
     load_json,
     parse_accounting,
     parse_jobs,

@@ -18,8 +18,8 @@ from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
 from slurmx.slurm import parse
 from slurmx.slurm.errors import SlurmError, SlurmParseError
+from slurmx.slurm.hostlist import expand_hostlist
 from slurmx.slurm.parse import (
-    expand_hostlist,
     load_json,
     number,
     parse_accounting,
