@@ -139,6 +139,8 @@ class PolicyConfig(_Model):
 class PreemptionConfig(_Model):
     signal: str = "USR2"
     grace_s: int = Field(120, validation_alias="grace", ge=0)
+    # The longest grace slurmxd grants a job that asks for its own (`grace:` in a spec, carried by the group tag).
+    max_grace_s: int = Field(3600, validation_alias="max_grace", ge=0)
     max_per_job: int = Field(3, ge=0)
     requeue_exit_code: int = Field(99, ge=1, le=255)
     mode: Literal["requeue", "requeuehold"] = "requeue"
@@ -157,7 +159,7 @@ class PreemptionConfig(_Model):
             raise ValueError(f"unknown signal {value!r}; expected a name like USR2 or TERM")
         return name
 
-    @field_validator("grace_s", mode="before")
+    @field_validator("grace_s", "max_grace_s", mode="before")
     @classmethod
     def _grace(cls, value: Any) -> Any:
         return _duration(value)

@@ -79,7 +79,7 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
     order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
     groups: dict[str, Group] = {}
-    grace_s = site.preemption.grace_s
+    site_grace = site.preemption.grace_s
     cancelled = VariantState.CANCELLED
     for tg in trusted:
         group_id = tg.group_id
@@ -120,7 +120,8 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         mark_g = grace.get(group_id)
         groups[group_id] = Group(
             group_id=group_id, name=first.name.rsplit("@", 1)[0], user=tg.user, job_class=tg.job_class,
-            variants=tuple(variants), grace_s=grace_s, preemptions=preemptions, submit_time=submit,
+            variants=tuple(variants), grace_s=site_grace if tg.grace_s is None else tg.grace_s,
+            preemptions=preemptions, submit_time=submit,
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,
             preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)

@@ -30,11 +30,11 @@ from typing import NamedTuple
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
+from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import check_private_folder, read_user_file
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
-from slurmx.submit.render import group_spool
 
 __all__ = [
     "Action",

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, VariantState
+from slurmx.core.spool import group_spool, sample_script_path
+from slurmx.core.tag import readable_fields, script_hash
 from slurmx.core.userfiles import read_user_text
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
@@ -45,8 +47,6 @@ from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.sampling import GroupToProfile, SampleRequest, SamplingParams, VariantToProfile
 from slurmx.slurm import SlurmAdapter, SlurmError
-from slurmx.slurm.records import parse_comment_tags
-from slurmx.submit.render import group_spool, sample_script_path, script_hash
 
 __all__ = ["AuditRow", "ProfilingStage", "RunAsUser", "SubmitAs", "submit_as_user"]
 
@@ -135,7 +135,7 @@ class ProfilingStage(SampleLifecycle):
                     continue
                 self._seen_runs.add(job.job_id)
                 if job.start_time and job.end_time and job.end_time > job.start_time:
-                    tags = parse_comment_tags(job.comment)
+                    tags = readable_fields(job.comment)
                     name = job.name.rpartition("@")[0] or job.name
                     self.profiler.history.add([HistoryRun(JobKey(tg.user, name, tags.get("h", ""), kind),
                                                           float(job.end_time), float(job.end_time - job.start_time),
@@ -174,7 +174,7 @@ class ProfilingStage(SampleLifecycle):
         variants = []
         for variant in group.variants:
             job = tg.jobs.get(variant.kind)
-            tags = parse_comment_tags(job.comment) if job is not None else {}
+            tags = readable_fields(job.comment) if job is not None else {}
             steps = _int_tag(tags, "n")
             if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", ""),
                                                                     tg.user_id):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.spool import group_spool
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.profile.profiler import Profiler
@@ -21,7 +22,6 @@ from slurmx.slurm import CliSlurm, SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import CommandResult, Transport
-from slurmx.submit.render import group_spool
 
 __all__ = ["WAITING", "AuditRow", "RunAsUser", "SampleLifecycle", "SubmitAs", "read_progress", "submit_as_user"]
 

@@ -6,7 +6,12 @@ the user of its earliest job (the lowest job id: `slurmx submit` submits every v
 new group id from squeue). A job of another user carrying the tag is a forgery: it is set aside and reported,
 never acted on, and the rightful group goes on without it. The submitter's own jobs must then share one
 class-bearing QOS, be site kinds in their kinds' partitions, with at most one active job per kind; otherwise the
-group is left alone and reported once, never acted on.
+group is left alone and reported once, never acted on. A tag this daemon cannot read (a newer version, a
+malformed field) sets its job aside the same way, named.
+
+A group's grace period is its own (the `gr=` tag of its earliest job, what its `--signal` was rendered from),
+clamped to the site's `preemption.max_grace`: a comment is the user's to write, and a huge grace would let a job
+hold its node long after the policy preempted it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from slurmx.core import tag
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.slurm.records import SlurmJob
@@ -34,6 +40,7 @@ class TrustedGroup:
     job_class: JobClass
     jobs: Mapping[str, SlurmJob]  # kind -> the newest job of that kind
     estimates: Mapping[str, float | None]  # kind -> seconds from the `e=` tag, else the job's time limit
+    grace_s: int | None = None  # the group's own grace period (`gr=`), clamped; None: the site's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +64,18 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
     by_group: dict[str, list[tuple[str, SlurmJob]]] = {}
     rejected: list[Rejected] = []
     estimates: dict[int, float | None] = {}
+    graces: dict[int, int | None] = {}
+    max_grace = site.preemption.max_grace_s
     safe = _SAFE_GROUP.match
     for job in jobs:
         comment = job.comment
         if not comment.startswith("slurmx:"):
             continue
-        tags = _tags(comment)
+        try:
+            tags = tag.fields(comment)
+        except tag.TagError as exc:
+            rejected.append(Rejected(f"job{job.job_id}", (job.job_id,), f"unreadable group tag: {exc}"))
+            continue
         group_id, kind = tags.get("g"), tags.get("v")
         if not group_id or not kind:
             continue
@@ -75,6 +88,7 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
             rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
             continue
         estimates[job.job_id] = _estimate(tags.get("e"), job)
+        graces[job.job_id] = _grace(tags.get("gr"), max_grace)
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
@@ -95,7 +109,8 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
             continue
         by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
         trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
-                                    {kind: estimates[job.job_id] for kind, job in by_kind.items()}))
+                                    {kind: estimates[job.job_id] for kind, job in by_kind.items()},
+                                    graces[first.job_id]))
     return trusted, rejected
 
 
@@ -122,15 +137,11 @@ def _job_id_of(member: tuple[str, SlurmJob]) -> int:
     return member[1].job_id
 
 
-def _tags(comment: str) -> dict[str, str]:
-    """The tags of a `slurmx:k=v,...` comment (the lean form of parse_comment_tags: the daemon reads every
-    job's comment every cycle)."""
-    tags = {}
-    for item in comment[7:].split(","):
-        key, sep, value = item.partition("=")
-        if sep:
-            tags[key] = value
-    return tags
+def _grace(text: str | None, limit: int) -> int | None:
+    """The `gr=` tag in seconds, at most `limit`; None when absent or not a whole number."""
+    if not text or not text.isdigit() or len(text) > 18:
+        return None
+    return min(int(text), limit)
 
 
 def _estimate(text: str | None, job: SlurmJob) -> float | None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurmx.core.wake import notify
+
 if TYPE_CHECKING:
     import threading
 
@@ -31,19 +33,6 @@ MAX_SENDERS = 4096  # uids remembered at once; past it, new senders wait for the
 ANONYMOUS = -1  # datagrams without credentials share one allowance
 _DRAIN_MAX = 1024  # datagrams read per readiness, so a flood cannot keep the waiter reading past its deadline
 _UCRED = struct.Struct("iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
-
-
-def notify(path: Path | None) -> bool:
-    """Send one wake-up to the daemon's socket; says whether it was delivered to a listening socket."""
-    if path is None:
-        return False
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            # Non-blocking: a queue filled by someone's flood must not stall a submission (the tick still comes).
-            sock.sendto(b"wake", socket.MSG_DONTWAIT, str(path))
-    except OSError:
-        return False
-    return True
 
 
 @dataclass

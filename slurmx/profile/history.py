@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmx.core.model import VariantState
+from slurmx.core.tag import readable_fields
 from slurmx.profile.estimator import Estimate, Source
-from slurmx.slurm.records import AccountingRecord, parse_comment_tags
+from slurmx.slurm.records import AccountingRecord
 
 __all__ = ["History", "HistoryParams", "HistoryRun", "JobKey", "key_of_record", "run_of_record"]
 
@@ -54,7 +55,7 @@ class HistoryParams:
 
 def key_of_record(record: AccountingRecord) -> JobKey:
     """The job key of a sacct record: `<name>@<kind>` job names, `v=` and `h=` comment tags."""
-    tags = parse_comment_tags(record.comment)
+    tags = readable_fields(record.comment)
     name, _, kind = record.name.rpartition("@")
     if not name:
         name, kind = record.name, ""
@@ -65,7 +66,7 @@ def run_of_record(record: AccountingRecord) -> HistoryRun | None:
     """A completed sacct record as a history run; None for runs that did not complete or have no end time."""
     if record.state is not VariantState.COMPLETED or record.end_time is None or record.elapsed_s <= 0:
         return None
-    steps = parse_comment_tags(record.comment).get("n")
+    steps = readable_fields(record.comment).get("n")
     return HistoryRun(key_of_record(record), float(record.end_time), float(record.elapsed_s), record.max_rss_mb,
                       int(steps) if steps and steps.isdigit() else None)
 

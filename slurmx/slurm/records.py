@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slurmx.core import tag
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
 
@@ -48,8 +49,8 @@ class SlurmJob:
 
     @property
     def slurmx_tags(self) -> dict[str, str]:
-        """Fields of a `slurmx:g=<group>,v=<variant>,...` comment ({} for jobs slurmx did not submit)."""
-        return parse_comment_tags(self.comment)
+        """Fields of the job's group tag ({} for jobs slurmx did not submit, or whose tag it cannot read)."""
+        return tag.readable_fields(self.comment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +75,3 @@ class AccountingRecord:
     exit_code: int | None
     max_rss_mb: int | None
     restart_count: int
-
-
-def parse_comment_tags(comment: str) -> dict[str, str]:
-    if not comment.startswith("slurmx:"):
-        return {}
-    tags: dict[str, str] = {}
-    for item in comment[len("slurmx:") :].split(","):
-        key, sep, value = item.partition("=")
-        if sep and key.strip():
-            tags[key.strip()] = value.strip()
-    return tags

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.tag import readable_fields
 from slurmx.slurm import SlurmAdapter
-from slurmx.slurm.records import AccountingRecord, SlurmJob, parse_comment_tags
+from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = ["GroupStatus", "VariantStatus", "cancel_group", "find_group", "list_groups"]
 
@@ -87,7 +88,7 @@ def _variant_name(name: str) -> str:
 def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]:
     by_group: dict[str, list[SlurmJob | AccountingRecord]] = defaultdict(list)
     for job in jobs:
-        tags = parse_comment_tags(job.comment)
+        tags = readable_fields(job.comment)
         if "g" in tags and "v" in tags:
             by_group[tags["g"]].append(job)
     groups = []
@@ -95,10 +96,10 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]
         members.sort(key=lambda j: j.job_id)
         users = {j.user for j in members}
         variants = tuple(VariantStatus(
-            kind=parse_comment_tags(j.comment)["v"], job_id=j.job_id, state=j.state,
+            kind=readable_fields(j.comment)["v"], job_id=j.job_id, state=j.state,
             reason=getattr(j, "reason", ""), nodes=j.nodes, partition=j.partition,
             restart_count=j.restart_count) for j in members)
-        tags = parse_comment_tags(members[0].comment)
+        tags = readable_fields(members[0].comment)
         groups.append(GroupStatus(gid, _variant_name(members[0].name), ",".join(sorted(users)),
                                   tags.get("c", ""), variants, valid=len(users) == 1))
     return sorted(groups, key=lambda g: g.variants[0].job_id)

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import jinja2
 
+from slurmx.core import tag
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
+from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
 from slurmx.submit.spec import JobSpec
 
-__all__ = ["RenderedVariant", "comment_tag", "payload_hash", "render_variant", "sample_script_path",
-           "script_hash", "variant_options"]
+__all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
 
 _SAFE_OPTION = re.compile(r"^--?[A-Za-z][\w-]*(=[^\s'\"\\`$;&|<>(){}]*)?$")
 
@@ -39,29 +40,9 @@ class RenderedVariant:
     sample_script: str | None = None  # the profile-template script slurmxd submits as this variant's samples
 
 
-def comment_tag(group_id: str, kind: str, job_class: JobClass) -> str:
-    """The `--comment` that marks a Slurm job as a slurmx variant (a hint only: trust comes from Slurm)."""
-    return f"slurmx:g={group_id},v={kind},c={job_class.value}"
-
-
-def group_spool(site: SiteConfig, group_id: str) -> str:
-    return f"{site.submit.spool_dir.rstrip('/')}/{group_id}"
-
-
-def sample_script_path(site: SiteConfig, group_id: str, kind: str) -> str:
-    """Where the submitter leaves a variant's sample script for slurmxd: in the group folder, which `slurmx submit`
-    creates owner-only before the first sbatch, so no other user can plant or swap it."""
-    return f"{group_spool(site, group_id)}/sample-{kind}.sh"
-
-
-def script_hash(text: str) -> str:
-    """The 12-hex-digit sha256 prefix slurmx tags scripts and payloads with."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
 def payload_hash(spec: JobSpec, kind: str, source: str = "<spec>") -> str:
     """The `h=` tag: what makes two runs the same job for history (the payload and its arguments, not the group)."""
-    return script_hash("\0".join((_payload(spec, kind, source), *spec.args)))
+    return tag.script_hash("\0".join((_payload(spec, kind, source), *spec.args)))
 
 
 def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
@@ -90,14 +71,15 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     # Slurm opens the output file before the script runs: it goes into the group folder, which `slurmx submit`
     # created owner-only before the first sbatch (never the shared spool root, where another user could plant it).
     options.append(f"--output={group_spool(site, group_id)}/{kind}-%j.out")
-    # The spec's runtime estimate rides along (`e=<s>`): slurmxd's policies read it; a hint, like the whole comment.
-    estimate = f",e={spec.estimates[kind]}" if kind in spec.estimates else ""
-    work = f",n={round(spec.work)}" if spec.work is not None and round(spec.work) >= 1 else ""
-    sample = f",p={sample_hash}" if sample_hash else ""
-    options.append(f"--comment={comment_tag(group_id, kind, spec.job_class)}{estimate}{work}"
-                   f",h={payload_hash(spec, kind, source)}{sample}")
-    if spec.job_class == JobClass.BE:
-        grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
+    # What slurmxd needs of the spec rides along in the group tag (`core.tag`): the job's own grace period, the
+    # runtime estimate, the work in steps, the payload and sample-script hashes. Hints, like the whole comment.
+    grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
+    be = spec.job_class == JobClass.BE
+    steps = round(spec.work) if spec.work is not None and round(spec.work) >= 1 else None
+    options.append("--comment=" + tag.encode(tag.GroupTag(
+        group_id, kind, spec.job_class.value, grace_s=grace if be else None, estimate_s=spec.estimates.get(kind),
+        steps=steps, payload_hash=payload_hash(spec, kind, source), sample_hash=sample_hash or "")))
+    if be:
         options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
     else:
         options.append("--no-requeue")
@@ -206,7 +188,7 @@ def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str
     if mode != "managed" or spec.work is None or round(spec.work) < 1:
         return render_variant(spec, site, kind, group_id, mode, source)
     sample = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1).script
-    main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=script_hash(sample))
+    main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=tag.script_hash(sample))
     return RenderedVariant(main.kind, main.script, main.options, sample)
 
 

@@ -10,11 +10,12 @@ import secrets
 from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
+from slurmx.core.spool import group_spool, sample_script_path
 from slurmx.core.validation import ConfigError
-from slurmx.daemon.wake import notify
+from slurmx.core.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import FolderTaken
-from slurmx.submit.render import RenderedVariant, group_spool, render_with_sample, sample_script_path
+from slurmx.submit.render import RenderedVariant, render_with_sample
 from slurmx.submit.spec import JobSpec, resolve_variants
 
 __all__ = ["SubmitError", "SubmittedGroup", "new_group_id", "plan_group", "submit_group"]

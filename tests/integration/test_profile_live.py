@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from slurmx.core.config import load_site_config
+from slurmx.core.spool import group_spool
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.readings import sample_step_seconds, sample_wall_seconds
 from slurmx.profile.sampling import GroupToProfile, SamplingParams, VariantToProfile
 from slurmx.profile.sensitivity import SearchParams, cpu_search, refine_knee
 from slurmx.slurm import CliSlurm
-from slurmx.submit.render import group_spool, render_variant
+from slurmx.submit.render import render_variant
 from slurmx.submit.spec import parse_spec
 
 from .conftest import Cluster

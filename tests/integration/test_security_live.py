@@ -16,12 +16,12 @@ import yaml
 
 from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
+from slurmx.core.tag import script_hash
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm, RetryPolicy
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import DockerExecTransport
 from slurmx.submit import submitter
-from slurmx.submit.render import script_hash
 from slurmx.submit.spec import parse_spec
 from slurmx.submit.submitter import submit_group as slurmx_submit
 from tests.integration.conftest import Cluster, wait_until

@@ -15,6 +15,8 @@ from slurmx.core.actions import Start
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
+from slurmx.core.spool import group_spool, sample_script_path
+from slurmx.core.tag import script_hash
 from slurmx.daemon.explain import explain
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.profiling import ProfilingStage, RunAsUser
@@ -23,7 +25,7 @@ from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import CliSlurm
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult, LocalTransport
-from slurmx.submit.render import group_spool, payload_hash, sample_script_path, script_hash
+from slurmx.submit.render import payload_hash
 from slurmx.submit.spec import parse_spec
 from slurmx.submit.submitter import plan_group
 from tests.unit.test_daemon import FakeSlurm
@@ -303,7 +305,7 @@ def test_submitter_tags_work_and_hashes_and_leaves_a_matching_sample_script(tmp_
     for variant, path in zip(rendered, written, strict=True):
         text = Path(path).read_text()
         comment = next(o for o in variant.options if o.startswith("--comment="))
-        assert comment == (f"--comment=slurmx:g={gid},v={variant.kind},c=be,n=1000,"
+        assert comment == (f"--comment=slurmx:1:g={gid},v={variant.kind},c=be,gr=120,n=1000,"
                            f"h={payload_hash(spec, variant.kind)},p={script_hash(text)}")
         assert "export SLURMX_PROFILE_STEPS=1\n" in text and "#SBATCH --hold" not in text
     # Same payload and arguments, another group: the same history key; other arguments: another key.

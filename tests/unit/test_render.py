@@ -161,7 +161,7 @@ def test_option_values() -> None:
     assert options == (
         "--job-name=train@gpu", "--partition=gpu", "--qos=scavenger", "--cpus-per-task=1", "--mem=500M",
         "--gres=gpu:1", "--time=01:30:00", f"--output=/shared/spool/{GID}/gpu-%j.out",
-        f"--comment=slurmx:g={GID},v=gpu,c=be,h={payload_hash(spec(), 'gpu')}", "--signal=B:USR2@45",
+        f"--comment=slurmx:1:g={GID},v=gpu,c=be,gr=45,h={payload_hash(spec(), 'gpu')}", "--signal=B:USR2@45",
         "--requeue",
     )
 

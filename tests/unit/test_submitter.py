@@ -14,7 +14,7 @@ import pytest
 
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.validation import ConfigError
-from slurmx.daemon.wake import notify
+from slurmx.core.wake import notify
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.transport import CommandResult, ReplayTransport
 from slurmx.submit.api import submit as api_submit
@@ -100,7 +100,7 @@ def test_managed_group_submits_every_variant_on_stdin_to_sbatch_parsable() -> No
     for kind, script in zip(("cpu", "gpu", "accel"), scripts, strict=True):
         assert script is not None and script.startswith("#!/bin/bash\n")
         assert f"#SBATCH --job-name=train@{kind}\n" in script
-        assert f"#SBATCH --comment=slurmx:g={group.group_id},v={kind},c=be,h=" in script
+        assert f"#SBATCH --comment=slurmx:1:g={group.group_id},v={kind},c=be,gr=" in script
         assert "#SBATCH --hold\n" in script
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from slurmx.core.actions import Start
+from slurmx.core.spool import sample_script_path
 from slurmx.core.userfiles import MAX_READ_BYTES, UntrustedFile, read_user_file, read_user_text
 from slurmx.daemon.store import Store
 from slurmx.profile.readings import read_spool_json, sample_wall_seconds
-from slurmx.submit.render import sample_script_path
 from tests.unit.test_profile_daemon import ProfilingSlurm, daemon, group_with_scripts, site
 
 OTHER_UID = 4242

@@ -6,7 +6,7 @@
 #SBATCH --mem=500M
 #SBATCH --gres=accel:1
 #SBATCH --output=/shared/spool/train-0a1b2c/accel-%j.out
-#SBATCH --comment=slurmx:g=train-0a1b2c,v=accel,c=be,n=1000,h=3bc1bb306610
+#SBATCH --comment=slurmx:1:g=train-0a1b2c,v=accel,c=be,gr=45,n=1000,h=3bc1bb306610
 #SBATCH --signal=B:USR2@45
 #SBATCH --requeue
 #SBATCH --exclusive

@@ -7,7 +7,7 @@
 #SBATCH --gres=gpu:2
 #SBATCH --time=01:00:00
 #SBATCH --output=/shared/spool/train-0a1b2c/gpu-%j.out
-#SBATCH --comment=slurmx:g=train-0a1b2c,v=gpu,c=be,n=1000,h=5664f08cebec
+#SBATCH --comment=slurmx:1:g=train-0a1b2c,v=gpu,c=be,gr=45,n=1000,h=5664f08cebec
 #SBATCH --signal=B:USR2@45
 #SBATCH --requeue
 #SBATCH --account=proj

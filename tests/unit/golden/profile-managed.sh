@@ -6,7 +6,7 @@
 #SBATCH --mem=1024M
 #SBATCH --time=02:00:00
 #SBATCH --output=/shared/spool/train-0a1b2c/cpu-%j.out
-#SBATCH --comment=slurmx:g=train-0a1b2c,v=cpu,c=be,n=1000,h=6c7ae1d5fbf6
+#SBATCH --comment=slurmx:1:g=train-0a1b2c,v=cpu,c=be,gr=45,n=1000,h=6c7ae1d5fbf6
 #SBATCH --signal=B:USR2@45
 #SBATCH --requeue
 #SBATCH --hold

@@ -1,0 +1,96 @@
+"""The group tag codec: what `slurmx submit` writes, slurmxd reads back; old tags survive an upgrade."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmx.core import tag
+from slurmx.daemon.observe import build_view
+from slurmx.daemon.trust import sort_jobs
+from slurmx.slurm.records import SlurmJob
+from tests.unit.test_daemon import NODES, PARTITIONS, SITE, job
+
+_NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+
+
+@given(group=_NAME, kind=_NAME, job_class=st.sampled_from(["", "te", "be"]),
+       grace=st.none() | st.integers(0, 10**9), estimate=st.none() | st.floats(1e-3, 1e9),
+       steps=st.none() | st.integers(1, 10**12), payload=st.sampled_from(["", "3bc1bb306610"]),
+       sample=st.sampled_from(["", "0123456789ab"]))
+def test_round_trip(group: str, kind: str, job_class: str, grace: int | None, estimate: float | None,
+                    steps: int | None, payload: str, sample: str) -> None:
+    written = tag.GroupTag(group, kind, job_class, grace, estimate, steps, payload, sample)
+    comment = tag.encode(written)
+    assert comment.startswith("slurmx:1:")
+    read = tag.decode(comment)
+    assert read is not None
+    assert read == tag.GroupTag(group, kind, job_class, grace, float(f"{estimate:.10g}") if estimate else None,
+                                steps, payload, sample)
+
+
+def test_old_tags_are_read_as_version_0() -> None:
+    read = tag.decode("slurmx:g=train-0a1b2c,v=gpu,c=be,e=600,n=10,h=3bc1bb306610")
+    assert read == tag.GroupTag("train-0a1b2c", "gpu", "be", None, 600.0, 10, "3bc1bb306610", "", version=0)
+
+
+def test_foreign_comments_are_not_tags() -> None:
+    assert tag.decode("") is None
+    assert tag.decode("my own comment") is None
+    assert tag.readable_fields("slurmxx") == {}
+
+
+@pytest.mark.parametrize(("comment", "message"), [
+    ("slurmx:2:g=a,v=cpu", "tag version 2 is newer"),
+    ("slurmx:1:v=cpu", "without g=<group>"),
+    ("slurmx:1:g=a", "without v=<kind>"),
+    ("slurmx:1:g=a,v=cpu,c=vip", "class c='vip'"),
+    ("slurmx:1:g=a,v=cpu,gr=-5", "gr='-5'; expected a whole number"),
+    ("slurmx:1:g=a,v=cpu,e=nan", "e='nan'; expected a positive"),
+    ("slurmx:", "without fields"),
+])
+def test_malformed_tags_are_refused_by_name(comment: str, message: str) -> None:
+    with pytest.raises(tag.TagError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tag.decode(comment)
+
+
+def test_a_comma_in_a_value_is_refused_when_writing() -> None:
+    with pytest.raises(tag.TagError, match="comma"):
+        tag.encode(tag.GroupTag("a,b", "cpu"))
+
+
+@given(st.text(max_size=200))
+def test_any_comment_decodes_or_is_refused(comment: str) -> None:
+    """Never anything but a tag or a `TagError` (no IndexError, no ValueError from int())."""
+    with contextlib.suppress(tag.TagError):
+        tag.decode("slurmx:" + comment)
+
+
+def _job(job_id: int, comment: str) -> SlurmJob:
+    return replace(job(job_id, None), comment=comment)
+
+
+def test_the_daemon_reads_the_jobs_own_grace_clamped_to_the_site_limit() -> None:
+    limit = SITE.preemption.max_grace_s
+    jobs = [_job(1, "slurmx:1:g=a,v=cpu,c=be,gr=600"), _job(2, f"slurmx:1:g=b,v=cpu,c=be,gr={limit * 10}"),
+            _job(3, "slurmx:g=c,v=cpu,c=be")]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    assert not rejected
+    assert {g.group_id: g.grace_s for g in trusted} == {"a": 600, "b": limit, "c": None}
+
+
+def test_an_unreadable_tag_sets_its_job_aside_by_name() -> None:
+    trusted, rejected = sort_jobs(SITE, [_job(7, "slurmx:2:g=a,v=cpu"), _job(8, "slurmx:1:g=b,v=cpu")])
+    assert [g.group_id for g in trusted] == ["b"]
+    assert rejected[0].job_ids == (7,) and "newer than this slurmx understands" in rejected[0].reason
+
+
+def test_the_policy_sees_the_jobs_own_grace_and_the_site_default_otherwise() -> None:
+    jobs = [_job(1, "slurmx:1:g=own,v=cpu,c=be,gr=600"), _job(2, "slurmx:g=old,v=cpu,c=be")]
+    view = build_view(SITE, jobs, NODES, PARTITIONS, 1000.0).view
+    assert view.groups["own"].grace_s == 600
+    assert view.groups["old"].grace_s == SITE.preemption.grace_s
