@@ -7,7 +7,7 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
-from slurmx.reproduce.allox import EXPERIMENTS, progress_spread
+from slurmx.reproduce.allox.experiment import EXPERIMENTS, progress_spread
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import JobRecord
 

@@ -1,0 +1,215 @@
+"""The AlloX reproduction's runs: specs, one simulation per spec, and the numbers the report reads off them.
+
+Pure computation: a `RunSpec` (policy, seed, α, estimation error, profiling overhead) becomes a `RunOutcome`
+(JCTs in the workload's time unit, the spread of users' progress); nothing here knows the paper's claims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from slurmx.reproduce import UnknownPaper
+from slurmx.reproduce.base import ReproOptions
+from slurmx.sim.config import SimConfig, parse_sim_config
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.metrics import JobRecord
+from slurmx.sim.parallel import parallel_map
+from slurmx.sim.runner import run_config
+from slurmx.sim.workloads.allox import AlloxParams, allox
+
+__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "DEFAULT_ALPHA", "DEFAULT_ERROR", "DEFAULT_OVERHEAD", "EXPERIMENTS", "FULL",
+           "MAIN_POLICIES", "QUICK", "UNIT_S", "Results", "RunOutcome", "RunSpec", "Scale", "average_speedup",
+           "experiment_specs", "progress_spread", "run_all", "run_one", "scale_of", "selected"]
+
+EXPERIMENTS = ("main", "alpha", "error", "overhead")
+
+UNIT_S = 60.0  # the workload's time unit (AlloxParams.time_unit_s)
+GPU_NODE = {"nodes": 20, "cpus": 4, "mem": "61G", "gres": "gpu:1"}  # EC2 p2.xlarge: 1 K80, 4 cores, 61 GB
+CPU_NODE = {"nodes": 20, "cpus": 32, "mem": "64G"}  # the authors' simulator: 32 cores, 64 GB per machine
+MACHINES = {"gpu": 20, "cpu": 20}
+TOTAL_MEM_MB = 20 * 61 * 1024 + 20 * 64 * 1024
+MAIN_POLICIES = ("srpt", "allox", "allox_plus", "drfa", "es", "drfs", "drff")
+ALLOX_PLUS_TIMEOUT_UNITS = 500.0  # ALLOX_TIME_OUT in the authors' simulator
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big the runs are: jobs per user, seeds and sweep points (full = the paper's, quick = for tests)."""
+
+    jobs_per_user: int
+    seeds: int
+    alphas: tuple[float, ...]
+    errors: tuple[float, ...]
+    overheads: tuple[float, ...]
+
+
+FULL = Scale(1000, 5, tuple(round(0.1 * i, 1) for i in range(1, 11)), (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
+             (0.0, 0.03, 0.06, 0.09, 0.12, 0.15))
+QUICK = Scale(15, 1, (0.1, 0.5, 1.0), (0.0, 0.1, 0.6), (0.0, 0.03, 0.15))
+DEFAULT_ERROR, DEFAULT_OVERHEAD, DEFAULT_ALPHA = 0.1, 0.03, 0.1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One simulation: a policy (with AlloX's α where it applies) on one seed's workload, at one estimation
+    error and profiling overhead. DRFF profiles nothing, so its overhead is always 0 (runs dedupe)."""
+
+    policy: str
+    seed: int
+    jobs_per_user: int
+    alpha: float = DEFAULT_ALPHA
+    error_sd: float = DEFAULT_ERROR
+    overhead: float = DEFAULT_OVERHEAD
+
+    @staticmethod
+    def make(policy: str, seed: int, scale: Scale, alpha: float = DEFAULT_ALPHA, error_sd: float = DEFAULT_ERROR,
+             overhead: float = DEFAULT_OVERHEAD) -> RunSpec:
+        return RunSpec(policy, seed, scale.jobs_per_user, alpha if policy in ("allox", "allox_plus") else 0.0,
+                       error_sd if policy != "drff" else 0.0, overhead if policy != "drff" else 0.0)
+
+    def config(self, jobs: Sequence[SimJob] = ()) -> SimConfig:
+        """The run's config; DRFA's β is the workload's average speedup, as the authors compute it, and ES
+        splits the machines statically among all the workload's users (the paper's "statically")."""
+        params: dict[str, Any] = {}
+        if self.policy == "drfa" and jobs:
+            params["beta"] = {"cpu": 1.0, "gpu": average_speedup(jobs)}
+        if self.policy == "es" and jobs:
+            params["users"] = sorted({j.user for j in jobs})
+        if self.policy in ("allox", "allox_plus"):
+            params["alpha"] = self.alpha
+        if self.policy == "allox_plus":
+            params["timeout_s"] = ALLOX_PLUS_TIMEOUT_UNITS * UNIT_S
+        return parse_sim_config({
+            "seed": self.seed,
+            "cluster": {"partitions": [{"name": "gpu", "kind": "gpu", **GPU_NODE},
+                                       {"name": "cpu", "kind": "cpu", **CPU_NODE}]},
+            "policy": {"name": self.policy, "params": params},
+            "profiling": {"fraction": self.overhead},
+        }, f"allox reproduction ({self.policy})")
+
+    def workload(self) -> list[SimJob]:
+        return allox(AlloxParams(jobs_per_user=self.jobs_per_user, estimate_error_sd=self.error_sd), self.seed)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the report needs of one run, in time units: JCTs (for the CDF), their mean and the mean of the
+    longest 1%, the time-averaged spread of users' progress (None for SRPT: it preempts), wall seconds."""
+
+    jct: npt.NDArray[np.float64]
+    mean_jct: float
+    top1_jct: float
+    spread: float | None
+    wall_s: float
+
+
+def run_one(spec: RunSpec) -> RunOutcome:
+    """Run one spec (top level, so a process pool can pickle it)."""
+    jobs = spec.workload()
+    result = run_config(spec.config(jobs), jobs)
+    records = [r for r in result.jobs if not r.cancelled]
+    if len(records) != len(jobs):
+        raise RuntimeError(f"{spec}: {len(jobs) - len(records)} jobs did not complete")
+    jct = np.sort(np.array([(r.finish - r.submit) / UNIT_S for r in records]))
+    top = jct[-max(1, math.ceil(0.01 * jct.size)):]
+    preemptive = any(r.preemptions for r in records)
+    spread = None if preemptive else progress_spread(jobs, records)
+    return RunOutcome(jct, float(jct.mean()), float(top.mean()), spread, result.stats.wall_s)
+
+
+def average_speedup(jobs: Sequence[SimJob]) -> float:
+    """Mean over the workload of CPU time / GPU time: DRFA's β in CPU machines per GPU (the authors' simulator
+    averages (cores x CPU time) / (GPUs x GPU time) over all jobs; a machine here is a whole CPU node)."""
+    return float(np.mean([j.variants["cpu"].duration_s / j.variants["gpu"].duration_s for j in jobs]))
+
+
+def _value(job: SimJob, kind: str) -> float:
+    """The paper's value of a running job from the true times (as the authors' simulator computes it):
+    dominant share on the favoured kind (ties to the GPU), times favoured time / actual time."""
+    times = {k: v.duration_s for k, v in job.variants.items()}
+    fav = min(times, key=lambda k: (times[k], k != "gpu"))
+    request = job.variants[fav].request
+    share = max(1.0 / MACHINES[fav], request.mem_mb / TOTAL_MEM_MB)
+    return share * min(1.0, times[fav] / times[kind])
+
+
+def progress_spread(jobs: Sequence[SimJob], records: Sequence[JobRecord]) -> float:
+    """Time-averaged sample standard deviation of users' progress over the users with a job in the system
+    (submitted, not finished), over [0, last arrival] (the authors average over the first 20,000 of their
+    22,520 units, i.e. while jobs arrive). Non-preemptive runs only: a job runs from its first start to finish."""
+    by_id = {j.job_id: j for j in jobs}
+    users = sorted({r.user for r in records})
+    index = {u: i for i, u in enumerate(users)}
+    rows: list[tuple[float, int, float, int]] = []  # time, user, progress delta, active delta
+    for r in records:
+        u = index[r.user]
+        rows += [(r.submit, u, 0.0, 1), (r.finish, u, 0.0, -1)]
+        if r.first_start is not None and r.kind is not None:
+            v = _value(by_id[r.job_id], r.kind)
+            rows += [(r.first_start, u, v, 0), (r.finish, u, -v, 0)]
+    horizon = max(r.submit for r in records)
+    if not rows or horizon <= 0:
+        return 0.0
+    rows.sort(key=lambda e: e[0])
+    t = np.array([e[0] for e in rows])
+    progress = np.zeros((len(rows), len(users)))
+    active = np.zeros((len(rows), len(users)))
+    at = np.arange(len(rows))
+    progress[at, [e[1] for e in rows]] = [e[2] for e in rows]
+    active[at, [e[1] for e in rows]] = [e[3] for e in rows]
+    progress = progress.cumsum(axis=0)
+    active = (active.cumsum(axis=0) > 0).astype(np.float64)
+    weight = np.clip(np.minimum(np.append(t[1:], horizon), horizon) - np.minimum(t, horizon), 0.0, None)
+    counts = active.sum(axis=1)
+    many = np.maximum(counts, 2)  # rows with fewer than two active users have no spread: std 0
+    mean = (progress * active).sum(axis=1) / many
+    var = (active * (progress - mean[:, None]) ** 2).sum(axis=1) / (many - 1)
+    std = np.where(counts >= 2, np.sqrt(np.maximum(var, 0.0)), 0.0)
+    return float((weight * std).sum() / weight.sum()) if weight.sum() > 0 else 0.0
+
+
+Results = Mapping[RunSpec, RunOutcome]
+
+
+def experiment_specs(experiment: str, scale: Scale, seeds: range) -> list[RunSpec]:
+    """The runs one experiment needs (runs the experiments share are equal specs: dedupe before running)."""
+    out: list[RunSpec] = []
+    for s in seeds:
+        if experiment == "main":
+            out += [RunSpec.make(p, s, scale) for p in MAIN_POLICIES]
+        elif experiment == "alpha":
+            out += [RunSpec.make("allox", s, scale, alpha=a) for a in scale.alphas] + [RunSpec.make("srpt", s, scale)]
+        elif experiment == "error":
+            out += [RunSpec.make(p, s, scale, error_sd=e) for e in scale.errors for p in ("es", "allox", "srpt")]
+        else:
+            out += [RunSpec.make(p, s, scale, overhead=o) for o in scale.overheads
+                    for p in ("drff", "es", "allox", "srpt")]
+    return out
+
+
+def scale_of(options: ReproOptions, jobs_per_user: int | None = None) -> Scale:
+    """The run size `options` ask for; `jobs_per_user` overrides the scale's (the paper's 1,000; quick 15)."""
+    base = QUICK if options.quick else FULL
+    return Scale(jobs_per_user or base.jobs_per_user, options.seeds or base.seeds, base.alphas, base.errors,
+                 base.overheads)
+
+
+def selected(options: ReproOptions) -> tuple[str, ...]:
+    """The experiments `--only` names (all by default); an unknown name is a one-line error."""
+    unknown = sorted(set(options.only) - set(EXPERIMENTS))
+    if unknown:
+        raise UnknownPaper(f"allox: unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
+    return options.only or EXPERIMENTS
+
+
+def run_all(only: Sequence[str], scale: Scale, seeds: range, workers: int, progress: bool) -> dict[RunSpec, RunOutcome]:
+    """Every distinct run the selected experiments need, on `workers` processes, in a stable order."""
+    specs = list(dict.fromkeys(s for e in EXPERIMENTS if e in only for s in experiment_specs(e, scale, seeds)))
+    outcomes = parallel_map(run_one, specs, workers, "allox runs", progress)
+    return dict(zip(specs, outcomes, strict=True))
