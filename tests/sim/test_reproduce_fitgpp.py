@@ -9,15 +9,8 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
-from slurmx.reproduce.fitgpp import (
-    EXPERIMENTS,
-    RunSpec,
-    backlog,
-    measured_load,
-    non_increasing_in_s,
-    run_one,
-    slowdowns,
-)
+from slurmx.reproduce.fitgpp.experiment import EXPERIMENTS, RunSpec, backlog, measured_load, run_one, slowdowns
+from slurmx.reproduce.fitgpp.report import non_increasing_in_s
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.runner import run_config
