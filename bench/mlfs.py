@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slurmx.policies.mlfs import MlfH, naive_priorities
-from slurmx.policies.mlfs_model import Snapshot, TaskPlan
+from slurmx.policies.mlfs_rules import naive_priorities
 from slurmx.reproduce.mlfs import DURATIONS_MIN, WEEK_H
-from slurmx.sim.mlfs_sim import MlfsSimParams, simulate_mlfs
+from slurmx.reproduce.mlfs.task_mlfh import MlfH
+from slurmx.reproduce.mlfs.task_model import MlfsSimParams, Snapshot, TaskPlan, simulate_mlfs
 from slurmx.sim.workloads.mlfs import MlfsParams, mlfs
 
 

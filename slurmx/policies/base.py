@@ -63,7 +63,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "baselines",
     "fitgpp",
     "fitgpp_baselines",
-    "mlfs_slurm",
+    "mlfs",
     "synergy",
 )
 

@@ -1,11 +1,10 @@
-"""The task-level world MLFS schedules in: jobs made of DAG tasks, servers with per-GPU utilisation, and a plan.
+"""What MLFS's rules read: jobs made of DAG tasks, and servers with per-GPU utilisation.
 
 MLFS (CoNEXT '20, digest `../shared/papers/mlfs.md`) decides per *task* (a model partition on one worker, plus
-the job's parameter server) and per GPU with utilisation-based sharing, which the group-level `ClusterView`
-cannot express. This module is the contract between the task-level simulator (`slurmx.sim.mlfs_sim`) and the
-task-level policies (`slurmx.policies.mlfs`, `slurmx.policies.mlfs_baselines`): the simulator owns these
-objects and updates them between calls; a policy only reads them and returns a `TaskPlan` (no mutation, no
-state between calls), so a daemon could build the same snapshot from `scontrol`/`nvidia-smi` and call it.
+the job's parameter server) and per GPU with utilisation-based sharing. The rules (`slurmx.policies.mlfs_rules`)
+read these objects and never change them. The registered policy `mlfs` builds a one-worker `JobState` per Slurm
+group; the reproduction's task-level replica (`slurmx.reproduce.mlfs.task_model`) owns a full one per job and
+updates it between calls.
 
 Utilisations are fractions of one server's capacity (cpu, mem, net) or of one GPU (gpu). `nominal` is what the
 placed tasks were profiled to use (their demand); `observed` is what the monitor measured this minute (demand
@@ -14,21 +13,17 @@ times a fluctuation), which is what overload detection and MLF-H's host selectio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
     "SERVER_DIMS",
+    "FloatArray",
     "JobState",
     "ServerState",
-    "Snapshot",
     "TaskKey",
-    "TaskPlan",
-    "TaskPolicy",
     "TaskState",
 ]
 
@@ -115,34 +110,3 @@ class ServerState:
     observed: FloatArray
     gpu_nominal: FloatArray  # one entry per GPU
     gpu_observed: FloatArray
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Everything one scheduling call sees. Policies must not mutate it."""
-
-    now: float
-    jobs: Mapping[str, JobState]  # active jobs (arrived, not finished), in submit order
-    servers: Sequence[ServerState]
-
-
-@dataclass(slots=True)
-class TaskPlan:
-    """What a policy wants: tasks to place or move (server, gpu), tasks to send back to the queue, switches.
-
-    `assign` may name a queued task (start it) or a running one (migrate it). `to_queue` preempts running tasks.
-    `stop_at_requirement` lists jobs MLF-C switches from OptStop to stopping at their required accuracy.
-    """
-
-    assign: dict[TaskKey, tuple[int, int | None]] = field(default_factory=dict)
-    to_queue: list[TaskKey] = field(default_factory=list)
-    stop_at_requirement: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-class TaskPolicy(Protocol):
-    """A task-level scheduler: pure, deterministic, called once per scheduling period."""
-
-    name: str
-
-    def decide(self, snapshot: Snapshot) -> TaskPlan: ...

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from slurmx.policies.mlfs import (
-    MlfH,
+from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, TaskState
+from slurmx.policies.mlfs_rules import (
     MlfsArgs,
     choose_server,
     eviction_candidates,
@@ -18,7 +18,8 @@ from slurmx.policies.mlfs import (
     system_overloaded,
     term_scale,
 )
-from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, Snapshot, TaskPlan, TaskState
+from slurmx.reproduce.mlfs.task_mlfh import MlfH
+from slurmx.reproduce.mlfs.task_model import Snapshot, TaskPlan
 
 
 def _task(index: int, stage: int, frac: float, waited_s: float = 0.0, gpu: float = 0.3) -> TaskState:

@@ -1,4 +1,4 @@
-"""The task-level MLFS simulator: MLF-C stopping, invariants, determinism; the baselines' fair shares."""
+"""The task-level MLFS replica: MLF-C stopping, invariants, determinism; the baselines' fair shares."""
 
 from __future__ import annotations
 
@@ -7,10 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from slurmx.policies.mlfs import MlfH, MlfsArgs
-from slurmx.policies.mlfs_baselines import Tiresias, fair_shares
-from slurmx.policies.mlfs_model import JobState, Snapshot, TaskPlan, TaskState
-from slurmx.sim.mlfs_sim import MlfsSimError, MlfsSimParams, _progress_share, simulate_mlfs
+from slurmx.policies.mlfs_model import JobState, TaskState
+from slurmx.policies.mlfs_rules import MlfsArgs
+from slurmx.reproduce.mlfs.task_baselines import Tiresias, fair_shares
+from slurmx.reproduce.mlfs.task_mlfh import MlfH
+from slurmx.reproduce.mlfs.task_model import (
+    MlfsSimError,
+    MlfsSimParams,
+    Snapshot,
+    TaskPlan,
+    _progress_share,
+    simulate_mlfs,
+)
 from slurmx.sim.workloads.mlfs import MlfsParams, mlfs
 
 DURATIONS = ((0.1, 0.0), (10.0, 0.5), (60.0, 1.0))

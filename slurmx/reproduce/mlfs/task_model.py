@@ -1,9 +1,14 @@
-"""Task-level simulator for MLFS and its baselines: DAG tasks on shared GPUs, learning curves, deadlines.
+"""A replica of the paper's task-level simulator; it calls the very same decision functions as the registered
+policy `mlfs`.
 
-The generic group engine (`slurmx.sim.engine`) schedules whole jobs on exclusive resources; MLFS places single
-tasks (model partitions and the parameter server) on GPUs shared by utilisation, evicts them from overloaded
-servers, and stops jobs by accuracy. This simulator is time-stepped at the paper's one-minute scheduling period
-and deterministic for a seed (the only non-determinism is the measured scheduler time, which is only reported).
+The one engine (`slurmx.sim.engine`) places each job whole on one node with exclusive resources; MLFS places
+single tasks (model partitions and the parameter server) on GPUs shared by utilisation, evicts them from
+overloaded servers, and stops jobs by accuracy, which that engine cannot express. So the reproduction keeps this
+replica: DAG tasks on shared GPUs, learning curves, deadlines, time-stepped at the paper's one-minute scheduling
+period and deterministic for a seed (the only non-determinism is the measured scheduler time, which is only
+reported). Its schedulers (`task_mlfh.MlfH`, `task_baselines`) decide through `slurmx.policies.mlfs_rules` and
+`slurmx.policies.mlfs_baseline_rules`, the functions the registered `mlfs`, `mlfs-fairshare`, `gandiva`, `slaq`
+and `tiresias` call; `TaskPolicy` is this replica's call (a snapshot in, a task plan out), nothing else uses it.
 
 Job model (ours where the paper is silent, all in `MlfsSimParams`):
 - a job is the aggregate of its iterations: its tasks are the workers of its DAG (`task_graph`) plus the PS;
@@ -26,19 +31,50 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from slurmx.policies.mlfs_model import JobState, ServerState, Snapshot, TaskPlan, TaskPolicy, TaskState
+from slurmx.policies.mlfs_model import JobState, ServerState, TaskKey, TaskState
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.workloads.common import make_rng
 from slurmx.sim.workloads.mlfs import AccuracyCurve, task_graph
 
-__all__ = ["MlfsResult", "MlfsSimError", "MlfsSimParams", "simulate_mlfs"]
+__all__ = ["MlfsResult", "MlfsSimError", "MlfsSimParams", "Snapshot", "TaskPlan", "TaskPolicy", "simulate_mlfs"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scheduling call sees. Policies must not mutate it."""
+
+    now: float
+    jobs: Mapping[str, JobState]  # active jobs (arrived, not finished), in submit order
+    servers: Sequence[ServerState]
+
+
+@dataclass(slots=True)
+class TaskPlan:
+    """What a policy wants: tasks to place or move (server, gpu), tasks to send back to the queue, switches.
+
+    `assign` may name a queued task (start it) or a running one (migrate it). `to_queue` preempts running tasks.
+    `stop_at_requirement` lists jobs MLF-C switches from OptStop to stopping at their required accuracy.
+    """
+
+    assign: dict[TaskKey, tuple[int, int | None]] = field(default_factory=dict)
+    to_queue: list[TaskKey] = field(default_factory=list)
+    stop_at_requirement: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class TaskPolicy(Protocol):
+    """A task-level scheduler: pure, deterministic, called once per scheduling period."""
+
+    name: str
+
+    def decide(self, snapshot: Snapshot) -> TaskPlan: ...
 
 
 class MlfsSimError(RuntimeError):

@@ -24,7 +24,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from slurmx.policies.mlfs_model import JobState, Snapshot, TaskPlan, TaskState
+from slurmx.policies.mlfs_model import JobState, TaskState
+from slurmx.reproduce.mlfs.task_model import Snapshot, TaskPlan
 
 __all__ = ["FairShare", "Gandiva", "Slaq", "Tiresias", "fair_shares"]
 

@@ -1,11 +1,4 @@
-"""MLFS (Wang, Liu, Shen, CoNEXT '20): MLF-H against Tiresias, Gandiva, fair share (TensorFlow) and SLAQ.
-
-Experiments (`--only`):
-- `real`: the paper's real-cluster setting, 80 GPUs (20 x 4), 1,860 jobs arriving over one week (620 x 3), every
-  policy, `--seeds` workloads (default 2); the claims (Fig. 4b-d orderings and ratios, Fig. 9's MLF-C effect).
-- `sweep`: the same cluster at 155, 310, 620 and 1,240 jobs (the rest of Fig. 4's x axis), one seed.
-- `sim`: the large-scale simulation scaled down 2474 -> 160 GPUs with the job density of `real` (3,720 jobs/week).
-`--quick` runs a 30-job slice of `real` (same arrival density, one seed) in a few seconds.
+"""The MLFS report: the paper's numbers (Fig. 4b-d, Fig. 9) beside ours, the per-policy tables, the plot.
 
 The paper's "MLFS" is MLF-RL + MLF-C; we did not build MLF-RL, so our "MLF-H+C" (MLF-H with MLF-C) stands where
 the paper's MLFS does, and our MLF-H is compared with the paper's MLF-H bars (digest §5.5).
@@ -13,25 +6,18 @@ the paper's MLFS does, and our MLF-H is compared with the paper's MLF-H bars (di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from slurmx.policies.mlfs import MlfH, MlfsArgs
-from slurmx.policies.mlfs_baselines import FairShare, Gandiva, Slaq, Tiresias
-from slurmx.policies.mlfs_model import TaskPolicy
 from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
-from slurmx.sim.mlfs_sim import MlfsResult, MlfsSimParams, simulate_mlfs
-from slurmx.sim.parallel import parallel_map
-from slurmx.sim.workloads.mlfs import MlfsParams, mlfs
+from slurmx.reproduce.mlfs.experiment import POLICIES, Aggregate, Outcome
 
-__all__ = ["PAPER_1860", "POLICIES", "TITLE", "make_policy", "reproduce"]
+__all__ = ["PAPER_1860", "TITLE", "report"]
 
 TITLE = "MLFS (CoNEXT'20): ML-aware task priorities, ideal-virtual-host placement, overload eviction, MLF-C"
 
-POLICIES = ("MLF-H", "MLF-H+C", "Tiresias", "Gandiva", "TensorFlow", "SLAQ")
 BASELINES = ("Tiresias", "Gandiva", "TensorFlow", "SLAQ")
 
 # Fig. 4b/4c/4d medians at 1,860 jobs on 80 GPUs (digest §5.5): JCT (min), deadline ratio, waiting time (s).
@@ -44,62 +30,6 @@ PAPER_1860: dict[str, tuple[float, float, float]] = {
     "SLAQ": (105.1, 0.418, 435.2),
 }
 PAPER_MLFC_JCT_1860 = (44.6, 74.6)  # Fig. 9: average JCT with / without MLF-C
-
-# Ours: job lengths follow the Fig. 5a JCT CDF cut at 300 min (its 300-1,000 min tail alone would make the mean
-# job 75 min, above every JCT the paper reports; cut, the mean is 34 min, near MLF-H's 33 min at 155 jobs).
-DURATIONS_MIN = ((0.1, 0.0), (1.0, 0.26), (10.0, 0.67), (30.0, 0.78), (100.0, 0.86), (300.0, 1.0))
-WEEK_H = 168.0
-
-
-def make_policy(name: str) -> TaskPolicy:
-    """A fresh policy by its display name."""
-    if name == "MLF-H":
-        return MlfH(MlfsArgs(), name)
-    if name == "MLF-H+C":
-        return MlfH(MlfsArgs(mlf_c=True), name)
-    table: dict[str, type[Tiresias] | type[Gandiva] | type[FairShare] | type[Slaq]] = {
-        "Tiresias": Tiresias, "Gandiva": Gandiva, "TensorFlow": FairShare, "SLAQ": Slaq}
-    policy = table[name]()
-    policy.name = name
-    return policy
-
-
-@dataclass(frozen=True)
-class Run:
-    experiment: str
-    policy: str
-    jobs: int
-    hours: float
-    servers: int
-    seed: int
-
-
-def run_one(run: Run) -> tuple[Run, dict[str, Any]]:
-    """One simulation (module level so the process pool can pickle it)."""
-    workload = mlfs(MlfsParams(n_jobs=run.jobs, jobs_per_hour=run.jobs / run.hours, duration_cdf_min=DURATIONS_MIN),
-                    run.seed)
-    result: MlfsResult = simulate_mlfs(workload, make_policy(run.policy), MlfsSimParams(servers=run.servers),
-                                       seed=run.seed)
-    return run, result.as_dict()
-
-
-def _runs(options: ReproOptions) -> list[Run]:
-    only = set(options.only) or {"real"} if not options.quick else {"real"}
-    if options.quick:
-        return [Run("real", p, 30, 30 * WEEK_H / 1860, 20, 0) for p in POLICIES]
-    seeds = options.seeds or 2
-    runs = []
-    if "real" in only:
-        runs += [Run("real", p, 1860, WEEK_H, 20, s) for s in range(seeds) for p in POLICIES]
-    if "sweep" in only:
-        runs += [Run("sweep", p, n, WEEK_H, 20, 0) for n in (155, 310, 620, 1240) for p in POLICIES]
-    if "sim" in only:
-        runs += [Run("sim", p, 3720, WEEK_H, 40, s) for s in range(seeds) for p in POLICIES]
-    return runs
-
-
-def _mean(rows: list[dict[str, Any]], key: str) -> float:
-    return float(np.mean([r[key] for r in rows]))
 
 
 def _claims(agg: dict[str, dict[str, float]], quick: bool) -> list[Claim]:
@@ -145,8 +75,6 @@ def _claims(agg: dict[str, dict[str, float]], quick: bool) -> list[Claim]:
 
 COLUMNS = ("policy", "jobs", "finished", "avg JCT (min)", "deadline ratio", "urgent deadline", "wait (s)",
            "accuracy", "acc. guarantee", "bandwidth (TB)", "overloads", "makespan (h)", "ms/call")
-KEYS = ("avg_jct_min", "deadline_ratio", "urgent_deadline_ratio", "avg_wait_s", "avg_accuracy", "accuracy_ratio",
-        "bandwidth_tb", "overloads", "makespan_h", "overhead_ms")
 
 
 def _row(policy: str, jobs: int, agg: dict[str, float]) -> tuple[str, ...]:
@@ -181,13 +109,8 @@ def _plot(agg: dict[str, dict[str, float]], plot_dir: Path) -> Path:
     return path
 
 
-def reproduce(options: ReproOptions) -> Reproduction:
-    runs = _runs(options)
-    outcomes = parallel_map(run_one, runs, options.workers, "mlfs runs", options.progress)
-    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
-    for run, res in outcomes:
-        groups.setdefault((run.experiment, run.jobs, run.policy), []).append(res)
-    agg = {k: {key: _mean(v, key) for key in (*KEYS, "finished")} for k, v in groups.items()}
+def report(outcomes: Sequence[Outcome], agg: Aggregate, options: ReproOptions) -> Reproduction:
+    """Conditions, assumptions, the paper's claims beside ours, one table per experiment, the plot."""
     rep = Reproduction("mlfs", TITLE)
     seeds = 1 if options.quick else (options.seeds or 2)
     rep.conditions = [
@@ -196,7 +119,7 @@ def reproduce(options: ReproOptions) -> Reproduction:
         "jobs: AlexNet/ResNet/MLP/LSTM/SVM uniformly, GPUs = partitions from {1,2,4,8,16,32} (SVM data-parallel), "
         "deadline max(1.1 t_e, U[0.5, 24] h), urgency U{1..10}, comm volumes U[50, 100] MB (slurmx.sim.workloads.mlfs)",
         "MLF-H: α=0.3, γ=0.8, γ_d=0.3, γ_r=0.3, γ_w=0.35, h_r=90%, p_s=10%; MLF-C: h_s=90%; every job uses OptStop",
-        "scheduler every 60 s (time-stepped task-level simulator slurmx.sim.mlfs_sim)",
+        "scheduler every 60 s (time-stepped task-level replica slurmx.reproduce.mlfs.task_model)",
     ]
     if options.quick:
         rep.conditions.insert(0, "QUICK: 30 jobs at the 1,860-job arrival density, one seed")
