@@ -1,5 +1,7 @@
-"""The baselines MLFS is compared with (digest §3), on the same task-level snapshot: fair share (TensorFlow on
-Borg), SLAQ, Tiresias and Gandiva.
+"""The replica's baselines MLFS is compared with (digest §3), on the task-level snapshot: fair share (TensorFlow on
+Borg), SLAQ, Tiresias and Gandiva. Their decisions (shares, order, fill, affinity) are the functions of
+`slurmx.policies.mlfs_baseline_rules`, which the registered `mlfs-fairshare`, `slaq`, `tiresias` and `gandiva`
+call too; what is here is task placement on per-GPU utilisation, which a Slurm group does not have.
 
 Each decides per *job* how many of its workers run, which is how these systems allocate, and then places tasks:
 - **fair share**: max-min fair GPU shares over active jobs (water-filling on worker counts, ties by submit);
@@ -16,18 +18,24 @@ of a running job is placed first, on the server with the most free CPU.
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from slurmx.policies.mlfs_baseline_rules import (
+    affinity,
+    fair_shares,
+    gang_fill,
+    greedy_fill,
+    slaq_gain,
+    tiresias_level,
+)
 from slurmx.policies.mlfs_model import JobState, TaskState
 from slurmx.reproduce.mlfs.task_model import Snapshot, TaskPlan
 
-__all__ = ["FairShare", "Gandiva", "Slaq", "Tiresias", "fair_shares"]
+__all__ = ["FairShare", "Gandiva", "Slaq", "Tiresias"]
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -140,47 +148,6 @@ def _enact(snapshot: Snapshot, targets: Sequence[tuple[JobState, int]]) -> TaskP
     return plan
 
 
-def fair_shares(demands: Sequence[int], capacity: int, units: Sequence[int] | None = None) -> list[int]:
-    """Max-min fair integer shares (water-filling); leftover units go to the earliest jobs. Pure.
-
-    `units[i]` is the granule job i grows by (a data-parallel replica's workers; 1 by default): progressive
-    filling then gives the next granule to the job whose share after it would be smallest (ties: the earlier
-    job), while it fits, so a job never holds part of a replica."""
-    if units is not None and any(u > 1 for u in units):
-        return _granular_shares(demands, capacity, units)
-    shares = [0] * len(demands)
-    left = capacity
-    active = [i for i, d in enumerate(demands) if d > 0]
-    while left > 0 and active:
-        level = max(1, left // len(active))
-        for i in list(active):
-            give = min(level, demands[i] - shares[i], left)
-            shares[i] += give
-            left -= give
-            if shares[i] >= demands[i]:
-                active.remove(i)
-            if left == 0:
-                break
-    return shares
-
-
-def _granular_shares(demands: Sequence[int], capacity: int, units: Sequence[int]) -> list[int]:
-    shares = [0] * len(demands)
-    left = capacity
-    heap = [(max(1, u), i) for i, (d, u) in enumerate(zip(demands, units, strict=True)) if d >= max(1, u)]
-    heapq.heapify(heap)
-    while heap:
-        after, i = heapq.heappop(heap)
-        unit = max(1, units[i])
-        if unit > left:
-            continue  # this granule no longer fits; smaller ones may
-        shares[i] = after
-        left -= unit
-        if shares[i] + unit <= demands[i]:
-            heapq.heappush(heap, (shares[i] + unit, i))
-    return shares
-
-
 def _granule(job: JobState, granule: str) -> int:
     return job.replica_workers if granule == "replica" else 1
 
@@ -218,19 +185,11 @@ class Slaq:
 
     def decide(self, snapshot: Snapshot) -> TaskPlan:
         def gain(job: JobState) -> float:
-            if job.iteration <= 1:
-                return math.inf
-            return job.last_drop / (job.iter_time_s * job.workers * max(job.loss_start, 1e-12))
+            return slaq_gain(job.iteration, job.last_drop, job.iter_time_s, job.workers, job.loss_start)
 
         jobs = sorted(snapshot.jobs.values(), key=lambda j: (-gain(j), j.submit, j.job_id))
-        left = _gpu_count(snapshot)
-        targets = []
-        for job in jobs:
-            unit = _granule(job, self.granule)
-            k = min(job.workers, left) // unit * unit
-            left -= k
-            targets.append((job, k))
-        return _enact(snapshot, targets)
+        shares = greedy_fill([j.workers for j in jobs], _gpu_count(snapshot), [_granule(j, self.granule) for j in jobs])
+        return _enact(snapshot, list(zip(jobs, shares, strict=True)))
 
 
 class Tiresias:
@@ -242,17 +201,10 @@ class Tiresias:
         self.limits = tuple(queue_limits_gpu_s)  # ours: 1 and 10 GPU-hours
 
     def decide(self, snapshot: Snapshot) -> TaskPlan:
-        def level(job: JobState) -> int:
-            return sum(1 for lim in self.limits if job.gpu_seconds >= lim)
-
-        jobs = sorted(snapshot.jobs.values(), key=lambda j: (level(j), j.submit, j.job_id))
-        left = _gpu_count(snapshot)
-        targets = []
-        for job in jobs:
-            k = job.workers if job.workers <= left else 0
-            left -= k
-            targets.append((job, k))
-        return _enact(snapshot, targets)
+        jobs = sorted(snapshot.jobs.values(),
+                      key=lambda j: (tiresias_level(j.gpu_seconds, self.limits), j.submit, j.job_id))
+        shares = gang_fill([j.workers for j in jobs], _gpu_count(snapshot))
+        return _enact(snapshot, list(zip(jobs, shares, strict=True)))
 
 
 class Gandiva:
@@ -281,7 +233,7 @@ class Gandiva:
                     continue
                 before = dict(plan.assign)
                 if not _place(job, job.workers, pool, plan, True, self.pack_threshold,
-                              prefer=_affinity(size_on_server, job.workers)):
+                              prefer=affinity(size_on_server, job.workers)):
                     for key in [k for k in plan.assign if k not in before]:  # all or nothing
                         task = snapshot.jobs[key[0]].tasks[key[1]]
                         server, gpu = plan.assign.pop(key)
@@ -313,11 +265,6 @@ class Gandiva:
                 plan.assign[task.key] = (ts, tg)
             else:
                 pool.add(task, server, gpu)
-
-
-def _affinity(size_on_server: dict[int, set[int]], size: int) -> Callable[[int], float]:
-    """Gandiva's affinity: servers already running jobs of the same size rank first (lower is better)."""
-    return lambda server: -float(size in size_on_server.get(server, set()))
 
 
 def _fits_gpu(pool: _Pool, task: TaskState, server: int, gpu: int) -> bool:
