@@ -11,12 +11,16 @@ view), and the next cycle starts from a fresh snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import VariantState
+from slurmx.cycle import Outcome, effect_order
+from slurmx.cycle.log import FAILED, REFUSED, REPEATED
 from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import WAITING, AuditRow, active_ids, group_variants, one_line, show_ids
 from slurmx.daemon.enforce_grace import GraceSteps
@@ -30,6 +34,8 @@ from slurmx.slurm.errors import SlurmUnavailable
 __all__ = ["AuditRow", "Enforcer", "grace_marks", "start_marks"]
 
 log = logging.getLogger("slurmxd")
+# How one action other than Start is enforced against a snapshot.
+Step = Callable[[Any, Observation, float], Outcome]
 
 
 def start_marks(store: Store) -> dict[str, StartMark]:
@@ -55,61 +61,96 @@ class Enforcer(StartSteps, GraceSteps):
 
     # ------------------------------------------------------------------------------------------ the plan
 
-    def apply(self, plan: Plan, obs: Observation, now: float) -> None:
-        """Enforce one plan against the snapshot it was computed from."""
-        for note in plan.notes:  # policies repeat a note every cycle while it holds: record it when it changes
+    def note(self, plan: Plan, obs: Observation) -> None:
+        """Audit the plan's notes; policies repeat a note every cycle while it holds: record it when it changes."""
+        for note in plan.notes:
             head = note.split(":", 1)[0]
             group = head if head in obs.view.groups else ""
             if group and self._last_note.get(group) != note:
                 self._last_note[group] = note
                 self._audit(group, "note", note)
-        starts = [a for a in plan.actions if isinstance(a, Start)]
-        others = [a for a in plan.actions if not isinstance(a, Start)]
+
+    def apply(self, plan: Plan, obs: Observation, now: float) -> list[Outcome]:
+        """A whole plan against the snapshot it was computed from, in the cycle's effect order (what
+        `SlurmBackend` does through `decide`; tests call it on a snapshot of their own)."""
+        self.note(plan, obs)
+        return [o for kind, batch in effect_order(plan) for o in self.apply_batch(kind, batch, obs, now)]
+
+    def apply_batch(self, kind: type[Action], batch: list[Action], obs: Observation, now: float) -> list[Outcome]:
+        """One batch of `effect_order`: the starts together, anything else action by action."""
+        if kind is Start:
+            return self.starts([a for a in batch if isinstance(a, Start)], obs, now)
+        step = self.steps()[kind]
+        return [self.one(step, action, obs, now) for action in batch]
+
+    def steps(self) -> dict[type[Action], Step]:
+        """How each action but `Start` is enforced (the backend checks this table complete when it is built)."""
+        return {Preempt: self._preempt, Resize: self._resize, SetPriority: self._set_priority, Hold: self._hold,
+                Release: self._release_held, Cancel: self._cancel}
+
+    def starts(self, starts: list[Start], obs: Observation, now: float) -> list[Outcome]:
+        """A plan's starts, together (one release for all); one outcome each."""
+        with self._unreachable():
+            return self._starts(starts, obs, now)
+
+    def one(self, step: Step, action: Action, obs: Observation, now: float) -> Outcome:
+        """One action by its step; a failure costs this group only, slurmctld unreachable ends the cycle."""
+        with self._unreachable():
+            return self._one(step, action, obs, now)
+
+    @contextlib.contextmanager
+    def _unreachable(self) -> Iterator[None]:
         try:
-            for action in others:  # preemptions first: they free what the starts may use
-                self._one(action, obs, now)
-            self._starts(starts, obs, now)
+            yield
         except SlurmUnavailable as exc:
             self._audit("", "error", f"slurmctld unreachable while enforcing; rest of the plan dropped: {exc}")
             self.on_action("cycle", "unavailable")
             raise
 
-    def _one(self, action: Action, obs: Observation, now: float) -> None:
+    def _one(self, step: Step, action: Action, obs: Observation, now: float) -> Outcome:
         kind = type(action).__name__.lower()
         try:
-            if isinstance(action, Preempt):
-                self._preempt(action, obs, now)
-            elif isinstance(action, SetPriority):
-                self._on_waiting(action.group_id, obs, kind, f"priority {action.priority}", lambda ids: self.adapter
-                                 .update(ids, JobUpdate(priority=action.priority)), action.reason)
-            elif isinstance(action, Hold):
-                self._on_waiting(action.group_id, obs, kind, "hold", self.adapter.hold, action.reason, held=False)
-            elif isinstance(action, Release):
-                self._on_waiting(action.group_id, obs, kind, "release", self.adapter.release, action.reason,
-                                 held=True)
-            elif isinstance(action, Cancel):
-                ids = active_ids(obs, action.group_id)
-                self._run(action.group_id, kind, f"cancel jobs {show_ids(ids)}", lambda: self.adapter.cancel(ids),
-                          action.reason)
-            elif isinstance(action, Resize):
-                self._resize(action, obs, now)
+            return step(action, obs, now)
         except SlurmUnavailable:
             raise
         except (SlurmError, preemption.PreemptionError) as exc:
             self.on_action(kind, "error")
             self._audit(action.group_id, "error", f"{kind} failed: {one_line(exc)}")
+            return Outcome(FAILED, one_line(exc))
         except Exception as exc:  # a bug or a hostile input tied to this group: it must not cost the others
             log.exception("%s of group %s failed", kind, action.group_id)
             self.on_action(kind, "error")
             self._audit(action.group_id, "error", f"{kind} failed ({type(exc).__name__}): {one_line(exc)}; "
                         "the group is left as it was")
+            return Outcome(FAILED, f"{type(exc).__name__}: {one_line(exc)}")
+
+    def _set_priority(self, action: SetPriority, obs: Observation, now: float) -> Outcome:
+        return self._on_waiting(action.group_id, obs, "setpriority", f"priority {action.priority}",
+                                lambda ids: self.adapter.update(ids, JobUpdate(priority=action.priority)),
+                                action.reason)
+
+    def _hold(self, action: Hold, obs: Observation, now: float) -> Outcome:
+        return self._on_waiting(action.group_id, obs, "hold", "hold", self.adapter.hold, action.reason, held=False)
+
+    def _release_held(self, action: Release, obs: Observation, now: float) -> Outcome:
+        return self._on_waiting(action.group_id, obs, "release", "release", self.adapter.release, action.reason,
+                                held=True)
+
+    def _cancel(self, action: Cancel, obs: Observation, now: float) -> Outcome:
+        ids = active_ids(obs, action.group_id)
+        return self._run(action.group_id, "cancel", f"cancel jobs {show_ids(ids)}", lambda: self.adapter.cancel(ids),
+                         action.reason)
 
     def _on_waiting(self, group_id: str, obs: Observation, kind: str, what: str,
-                    call: Callable[[list[int]], None], reason: str, held: bool | None = None) -> None:
-        ids = [v.job_id for v in group_variants(obs, group_id) if v.job_id is not None and v.state in WAITING
+                    call: Callable[[list[int]], None], reason: str, held: bool | None = None) -> Outcome:
+        waiting = [v for v in group_variants(obs, group_id) if v.job_id is not None and v.state in WAITING]
+        if not waiting:
+            return Outcome(REFUSED, "no waiting variant")
+        ids = [v.job_id for v in waiting if v.job_id is not None
                and (held is None or (v.state is VariantState.HELD) == held)]
-        if ids:
-            self._run(group_id, kind, f"{what} jobs {show_ids(ids)}", lambda: call(ids), reason)
+        if not ids:
+            return Outcome(REPEATED)  # every waiting variant is already held (or released)
+        return self._run(group_id, kind, f"{what} jobs {show_ids(ids)}", lambda: call(ids), reason)
 
     # ------------------------------------------------------------------------------------------ follow-up
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
+from slurmx.cycle import Outcome
+from slurmx.cycle.log import APPLIED, SHADOW
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Store
 from slurmx.slurm import SlurmAdapter
@@ -43,13 +45,14 @@ class EnforcerBase:
             self.store.audit(rows)
         return rows
 
-    def _run(self, group_id: str, kind: str, what: str, call: Callable[[], None], reason: str) -> None:
+    def _run(self, group_id: str, kind: str, what: str, call: Callable[[], None], reason: str) -> Outcome:
         if self.dry_run:
             self._audit(group_id, kind, f"would {what}" + (f" ({reason})" if reason else ""))
-            return
+            return Outcome(SHADOW)
         call()
         self.on_action(kind, "ok")
         self._audit(group_id, kind, what + (f" ({reason})" if reason else ""))
+        return Outcome(APPLIED)
 
 
 def group_variants(obs: Observation, group_id: str) -> tuple[Any, ...]:

@@ -22,6 +22,8 @@ from typing import Any
 
 from slurmx.core.actions import Preempt, Resize
 from slurmx.core.model import GroupState, VariantState
+from slurmx.cycle import Outcome
+from slurmx.cycle.log import APPLIED, FAILED, REFUSED, REPEATED, SHADOW
 from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, group_variants, one_line, show_ids
 from slurmx.daemon.observe import Observation
@@ -37,29 +39,29 @@ __all__ = ["GraceSteps"]
 class GraceSteps(EnforcerBase):
     """The preempt and resize half of the enforcer (mixed into `Enforcer`)."""
 
-    def _preempt(self, action: Preempt, obs: Observation, now: float) -> None:
+    def _preempt(self, action: Preempt, obs: Observation, now: float) -> Outcome:
         group = obs.view.groups.get(action.group_id)
         variant = group.running_variant() if group is not None else None
         if group is None or variant is None or variant.job_id is None:
             self._audit(action.group_id, "error", "preempt: the group is not running")
             self.on_action("preempt", "error")
-            return
+            return Outcome(REFUSED, "the group is not running")
         job = obs.jobs.get(variant.job_id)
         key = f"preempt:{variant.job_id}"
         if job is None or job.state is not VariantState.RUNNING or self.store.intent(key) is not None \
                 or job.job_id in self._settled or self.store.intent(f"resize:{job.job_id}") is not None:
-            return
+            return Outcome(REPEATED)
         reason = action.reason + (f" (for {action.beneficiary})" if action.beneficiary else "")
         if self.dry_run:
             self._audit(action.group_id, "preempt", f"would signal job {variant.job_id} with {action.grace_s} s "
                         f"grace{': ' + reason if reason else ''}")
-            return
+            return Outcome(SHADOW)
         data = {"job_id": variant.job_id, "grace_s": action.grace_s, "beneficiary": action.beneficiary,
                 "nodes": list(variant.nodes), "restart_count": job.restart_count, "t0": now,
                 "deadline": float(math.ceil(now + action.grace_s)), "reason": reason}
         self.store.put_intent(key, "preempt", action.group_id, "signalling", data, now)
         self._audit(action.group_id, "decide", f"preempt job {variant.job_id}, grace {action.grace_s} s: {reason}")
-        self._signal(action.group_id, data, job, now)
+        return self._signal(action.group_id, data, job, now)
 
     def _signal_again(self, intent: Intent, data: dict[str, Any], job_id: int, job: SlurmJob | None, now: float,
                       kind: str) -> None:
@@ -74,7 +76,7 @@ class GraceSteps(EnforcerBase):
         self._signal(intent.group_id, data, job, now, kind=kind)
 
     def _signal(self, group_id: str, data: dict[str, Any], job: SlurmJob, now: float,
-                kind: str = "preempt") -> None:
+                kind: str = "preempt") -> Outcome:
         site = self.site
         try:
             ticket = preemption.begin(self.adapter, job.job_id, float(data["grace_s"]),
@@ -84,13 +86,14 @@ class GraceSteps(EnforcerBase):
         except preemption.PreemptionError as exc:
             self.store.drop_intent(f"{kind}:{job.job_id}")
             self._audit(group_id, kind, f"not {'preempted' if kind == 'preempt' else 'resized'}: {one_line(exc)}")
-            return
+            return Outcome(FAILED, one_line(exc))
         data = {**data, "t0": ticket.t0, "deadline": ticket.deadline, "restart_count": ticket.restart_count,
                 "intent_file": str(ticket.intent) if ticket.intent else None}
         self.store.put_intent(f"{kind}:{job.job_id}", kind, group_id, "signalled", data, self.clock())
         self.on_action(kind, "signalled" if kind == "resize" else "ok")
         self._audit(group_id, kind, f"signalled job {job.job_id} ({site.preemption.signal}); requeue at "
                     f"{time.strftime('%H:%M:%S', time.localtime(ticket.deadline))} unless it exits first")
+        return Outcome(APPLIED)
 
     def _advance_preempt(self, intent: Intent, obs: Observation, now: float) -> None:
         data = dict(intent.data)
@@ -121,40 +124,41 @@ class GraceSteps(EnforcerBase):
             self.store.drop_intent(intent.key)
             self._audit(intent.group_id, "preempt", f"job {job_id}: {step.decision.why}; left alone")
 
-    def _resize(self, action: Resize, obs: Observation, now: float) -> None:
+    def _resize(self, action: Resize, obs: Observation, now: float) -> Outcome:
         variants = group_variants(obs, action.group_id)
         running = next((v for v in variants if v.is_occupying), None)
         if running is not None:
-            self._resize_running(action, running.job_id, obs, now)
-            return
+            return self._resize_running(action, running.job_id, obs, now)
         ids = [v.job_id for v in variants if v.job_id is not None and v.state in WAITING]
+        if not ids:
+            return Outcome(REFUSED, "no waiting variant")
         change = JobUpdate(cpus=action.cpus, mem_mb=action.mem_mb)
-        self._run(action.group_id, "resize", f"cpus={action.cpus} mem={action.mem_mb}M on jobs {show_ids(ids)}",
+        return self._run(action.group_id, "resize", f"cpus={action.cpus} mem={action.mem_mb}M on jobs {show_ids(ids)}",
                   lambda: self.adapter.update(ids, change), action.reason)
 
-    def _resize_running(self, action: Resize, job_id: int | None, obs: Observation, now: float) -> None:
+    def _resize_running(self, action: Resize, job_id: int | None, obs: Observation, now: float) -> Outcome:
         """A running job cannot change its CPUs or memory: grace signal, requeue held at the deadline, update,
         release (`_advance_resize`). A job already of that size, or already being resized or preempted, is left."""
         job = obs.jobs.get(job_id) if job_id is not None else None
         if job is None or job.state is not VariantState.RUNNING or job.job_id in self._settled:
-            return
+            return Outcome(REPEATED)
         if job.request.cpus == action.cpus and job.request.mem_mb == action.mem_mb:
-            return
+            return Outcome(REPEATED, "already of that size")
         if self.store.intent(f"resize:{job.job_id}") or self.store.intent(f"preempt:{job.job_id}"):
-            return
+            return Outcome(REPEATED)
         group = obs.view.groups[action.group_id]
         what = f"cpus={action.cpus} mem={action.mem_mb}M for running job {job.job_id} " \
                f"(now cpus={job.request.cpus} mem={job.request.mem_mb}M), grace {group.grace_s} s"
         reason = f" ({action.reason})" if action.reason else ""
         if self.dry_run:
             self._audit(action.group_id, "resize", f"would resize: {what}{reason}")
-            return
+            return Outcome(SHADOW)
         data = {"job_id": job.job_id, "cpus": action.cpus, "mem_mb": action.mem_mb, "grace_s": group.grace_s,
                 "restart_count": job.restart_count, "t0": now, "deadline": float(math.ceil(now + group.grace_s)),
                 "reason": f"resize to cpus={action.cpus} mem={action.mem_mb}M" + reason}
         self.store.put_intent(f"resize:{job.job_id}", "resize", action.group_id, "signalling", data, now)
         self._audit(action.group_id, "decide", f"resize {what}{reason}")
-        self._signal(action.group_id, data, job, now, kind="resize")
+        return self._signal(action.group_id, data, job, now, kind="resize")
 
     def _advance_resize(self, intent: Intent, obs: Observation, now: float) -> None:
         """signalling -> signalled -> requeued (held) -> updated and released; each step replayable."""

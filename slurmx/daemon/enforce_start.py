@@ -13,6 +13,8 @@ from typing import NamedTuple
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
+from slurmx.cycle import Outcome
+from slurmx.cycle.log import APPLIED, REFUSED, REPEATED, SHADOW
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Intent
@@ -27,8 +29,10 @@ __all__ = ["StartSteps"]
 class StartSteps(EnforcerBase):
     """The start half of the enforcer (mixed into `Enforcer`)."""
 
-    def _starts(self, starts: list[Start], obs: Observation, now: float) -> None:
+    def _starts(self, starts: list[Start], obs: Observation, now: float) -> list[Outcome]:
+        """One outcome per start, in order; the chosen ones are released together."""
         chosen: list[tuple[Start, int, bool, tuple[int, int] | None]] = []  # (action, job id, held, new size)
+        outcomes: list[Outcome] = []
         open_starts = {i.group_id for i in self.store.intents("start")}
         for action in starts:
             group = obs.view.groups.get(action.group_id)
@@ -36,19 +40,22 @@ class StartSteps(EnforcerBase):
             if group is None or variant is None or variant.job_id is None or variant.state not in WAITING:
                 self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
                 self.on_action("start", "error")
+                outcomes.append(Outcome(REFUSED, f"no waiting {action.kind} variant"))
                 continue
             if action.group_id in open_starts:
-                continue  # already being started
+                outcomes.append(Outcome(REPEATED))  # already being started
+                continue
             chosen.append((action, variant.job_id, variant.state is VariantState.HELD, _size(action, variant.request)))
+            outcomes.append(Outcome(SHADOW if self.dry_run else APPLIED))
         if not chosen:
-            return
+            return outcomes
         if self.dry_run:
             for action, job_id, _, size in chosen:
                 where = f" on {','.join(action.nodes)}" if action.nodes else ""
                 where += f" as cpus={size[0]} mem={size[1]}M" if size else ""
                 self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
                             + (f" ({action.reason})" if action.reason else ""))
-            return
+            return outcomes
         rows = []
         for action, job_id, _, size in chosen:
             group = obs.view.groups[action.group_id]
@@ -63,6 +70,7 @@ class StartSteps(EnforcerBase):
                         + (f" as cpus={size[0]} mem={size[1]}M" if size else "")
                         + (f": {action.reason}" if action.reason else ""))
         self._release([_ToRelease(a.group_id, j, a.nodes, held, size) for a, j, held, size in chosen])
+        return outcomes
 
     def _release(self, items: list[_ToRelease]) -> None:
         """Size and steer each job, release the held ones in one call, advance their intents."""

@@ -1,10 +1,12 @@
-"""slurmxd's control loop: observe -> reconcile -> view -> `policy.schedule(view, now)` -> enforce -> record.
+"""slurmxd's control loop: the clock, wake-ups, back-off and the lock around the one decision cycle.
 
-One cycle reads three things from Slurm (jobs, nodes, partitions); if any read fails the cycle does nothing, so
-the daemon never acts on a stale view. Between cycles it sleeps `daemon.interval`, woken early by a datagram on
-`daemon.socket` (what `slurmx submit` sends; rationed per user, see `wake`); while slurmctld is unreachable it backs
-off, doubling the wait. Any other failure of a cycle is logged and backed off from the same way, and a cycle that
-runs past its limit is abandoned (`_Watchdog`): no one bad input stops the loop.
+Each cycle is `slurmx.cycle.decide` over the Slurm backend (`backend`): it reads three things from Slurm (jobs,
+nodes, partitions), reads them again if advancing earlier intents changed Slurm, lets the policy decide and
+enforces the plan; if a read fails the cycle does nothing, so the daemon never acts on a stale view. Between
+cycles it sleeps `daemon.interval`, woken early by a datagram on `daemon.socket` (what `slurmx submit` sends;
+rationed per user, see `wake`); while slurmctld is unreachable it backs off, doubling the wait. Any other
+failure of a cycle is logged and backed off from the same way, and a cycle that runs past its limit is
+abandoned (`_Watchdog`): no one bad input stops the loop.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from typing import IO
 
 from slurmx.core.actions import Plan
 from slurmx.core.config import SiteConfig
-from slurmx.daemon.enforce import AuditRow, Enforcer, grace_marks, start_marks
+from slurmx.cycle import DecisionLog, decide
+from slurmx.daemon.backend import CountingSlurm, SlurmBackend
+from slurmx.daemon.enforce import AuditRow, Enforcer
 from slurmx.daemon.errors import CycleTimeout, DaemonError
 from slurmx.daemon.metrics import Metrics
-from slurmx.daemon.observe import Observation, build_view
+from slurmx.daemon.observe import Observation
 from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
 from slurmx.daemon.wake import Waker, notify
@@ -99,22 +103,22 @@ class Daemon:
     enforcer: Enforcer = field(init=False)
     profiling: ProfilingStage | None = None  # built from `site.profile` unless given
     cycle_limit_s: float | None = None  # the watchdog's limit; None: see `cycle_limit`
+    decisions: DecisionLog | None = None  # every action and its outcome, as the simulator logs them (tests)
     _failures: set[tuple[str, str]] = field(default_factory=set)  # causes whose traceback was logged
+    backend: SlurmBackend = field(init=False)
 
     def __post_init__(self) -> None:
-        self.enforcer = Enforcer(self.adapter, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
+        slurm = CountingSlurm(self.adapter)
+        self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
         if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
-            self.profiling = ProfilingStage(self.site, self.adapter, self.store, dry_run=self.dry_run)
+            self.profiling = ProfilingStage(self.site, slurm, self.store, dry_run=self.dry_run)
+        self.backend = SlurmBackend(self.site, slurm, self.store, self.enforcer, self.profiling,
+                                    on_observed=self._record_new)
 
     def observe(self, now: float) -> Observation:
-        """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
-        jobs = self.adapter.jobs()
-        nodes = self.adapter.nodes()
-        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
-        partitions = self.adapter.partitions(kinds)
-        return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(),
-                          starts=start_marks(self.store), grace=grace_marks(self.store))
+        """What the policy would see now, read without advancing any intent (for probes and `explain`)."""
+        return self.backend.read(now)
 
     def cycle(self) -> CycleReport:
         with collector_paused():  # a cycle's many records are acyclic: see collector_paused
@@ -123,21 +127,11 @@ class Daemon:
     def _cycle(self) -> CycleReport:
         began = time.perf_counter()
         self.cycles += 1
-        self.enforcer.cycle = self.cycles
+        self.enforcer.cycle = self.backend.cycle = self.cycles
         now = self.clock()
-        obs = self.observe(now)
-        self._record_new(obs, now)
-        before = self._marks()
-        self.enforcer.follow_up(obs, now)  # intents from earlier cycles (or an earlier life) first
-        if self._marks() != before:  # a start settled or a preemption moved on: the policy sees it now
-            obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
-                             now, facts=self.store.group_facts(), starts=start_marks(self.store),
-                             grace=grace_marks(self.store))
-        if self.profiling is not None:  # estimates into the view; groups still profiling stay out of it
-            obs, profiled = self.profiling.cycle(obs, now, self.cycles)
-            self.enforcer.log.extend(profiled)
-        plan = self.policy.schedule(obs.view, now)
-        self.enforcer.apply(plan, obs, now)
+        decision = decide(self.policy, self.backend, now, self.decisions, self.cycles)
+        obs = self.backend.obs
+        assert obs is not None  # decide observed
         rows = tuple(self.enforcer.flush())
         seconds = time.perf_counter() - began
         pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())
@@ -146,10 +140,7 @@ class Daemon:
             self.metrics.gauge(state, value)
         for row in rows:
             log.info("%s", row[4], extra={"group": row[2], "event": row[3], "cycle": row[1]})
-        return CycleReport(self.cycles, now, plan, seconds, pending, running, len(obs.rejected), rows)
-
-    def _marks(self) -> tuple[object, object]:
-        return start_marks(self.store), grace_marks(self.store)
+        return CycleReport(self.cycles, now, decision.plan, seconds, pending, running, len(obs.rejected), rows)
 
     def _record_new(self, obs: Observation, now: float) -> None:
         """Remember original submit times; report each untrusted group once per daemon life."""

@@ -46,6 +46,9 @@ from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Re
 from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot, freeze_if_alive
+from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
+from slurmx.cycle.log import APPLIED, REFUSED, REPEATED
+from slurmx.cycle.run import PlanError
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
@@ -79,8 +82,8 @@ class _Job:
     __slots__ = (
         "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "est_total", "first_start", "grace_deadline",
         "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "node", "preempted_at",
-        "preemptions", "priority", "productive", "rate", "requests", "requeue_time", "run_estimate", "seg_start",
-        "status", "vectors", "version", "vids",
+        "preemptions", "priority", "productive", "rate", "requests", "requeue_time", "resize_to", "run_estimate",
+        "seg_start", "status", "vectors", "version", "vids",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -114,6 +117,7 @@ class _Job:
         self.beneficiary: str | None = None
         self.marked_nodes: tuple[str, ...] = ()
         self.requeue_time: float | None = None
+        self.resize_to: Resize | None = None  # a Resize of the running job, applied when its grace ends
         self.listed = 0  # which sorted queue of the index holds it: 0 none, 1 pending, 2 running
 
 
@@ -193,7 +197,14 @@ class Engine:
         jobs: Sequence[SimJob],
         options: EngineOptions | None = None,
         progress: Callable[[Progress], None] | None = None,
+        decisions: DecisionLog | None = None,
     ) -> None:
+        self.name = "simulator"
+        self.decisions = decisions
+        self.handlers = checked_handlers(self.name, {
+            Start: self._each(self._start), Preempt: self._each(self._preempt), Cancel: self._each(self._cancel),
+            Resize: self._each(self._resize), SetPriority: self._each(self._set_priority),
+            Hold: self._each(self._hold), Release: self._each(self._release_hold)})
         self.cluster = cluster
         self.policy = policy
         self.options = options or EngineOptions()
@@ -468,6 +479,9 @@ class Engine:
 
     def _requeue(self, j: _Job, t: float) -> None:
         self._release(j, t)
+        if j.resize_to is not None:
+            self._resize_kinds(j, j.resize_to)
+            j.resize_to = None
         j.grace_deadline = None
         j.requeue_time = t
         if self.options.checkpoint == "lose":
@@ -483,26 +497,42 @@ class Engine:
     # ---- the policy ------------------------------------------------------------------------------------
 
     def _schedule(self, now: float) -> tuple[bool, bool]:
-        """Call the policy and apply its plan; says whether anything started, stopped or was cancelled, and
-        whether resources were released (event mode then decides again at the same instant)."""
+        """One decision of the shared cycle (`slurmx.cycle.decide`); says whether anything started, stopped or was
+        cancelled, and whether resources were released (event mode then decides again at the same instant)."""
         moves, releases = self._moves, self._releases
-        view = self._view(now)
-        started = time.perf_counter()
-        plan = self.policy.schedule(view, now)
-        self._policy_wall += time.perf_counter() - started
-        del view  # usually the last reference: then the snapshots need no freezing before the plan changes things
+        self._calls += 1
+        try:
+            decision = decide(self.policy, self, now, self.decisions, self._calls)
+        except PlanError as exc:
+            raise SimulationError(str(exc)) from None
+        self._policy_wall += decision.policy_s
+        return self._moves != moves, self._releases != releases
+
+    # ---- the cycle's backend: observe, notes, one handler per action type --------------------------------
+
+    def observe(self, now: float) -> ClusterView:
+        return self._view(now)
+
+    def take_notes(self, plan: Plan, now: float) -> None:
+        """Count the notes the run reports; first, the view is gone: what it still lends is frozen before the plan
+        changes the engine's state."""
         if freeze_if_alive(self._lent):
             self._queues.keep_read()
-        self._calls += 1
-        if not isinstance(plan, Plan):
-            raise SimulationError(f"t={now:g}: policy {self.policy.name} returned {type(plan).__name__}, not a Plan")
         for note in plan.notes:
             for prefix in self.options.count_notes:
                 if note.startswith(prefix):
                     self._notes[prefix] += 1
-        for action in plan.actions:
-            self._apply(action, now)
-        return self._moves != moves, self._releases != releases
+
+    def _each(self, apply: Callable[[Any, float], Outcome | None]) -> Handler:
+        """A handler applying a batch action by action (`apply` returns None for an applied action)."""
+        def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
+            done = []
+            for action in batch:
+                name = type(action).__name__
+                self._actions[name] = self._actions.get(name, 0) + 1
+                done.append(apply(action, now) or Outcome(APPLIED))
+            return done
+        return handle
 
     def _view(self, now: float) -> ClusterView:
         if self.options.view == "naive":
@@ -573,27 +603,33 @@ class Engine:
                      preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
                      preempted_for=j.beneficiary, preempted_nodes=j.marked_nodes, requeue_time=j.requeue_time)
 
-    def _apply(self, action: Action, now: float) -> None:
-        name = type(action).__name__
-        self._actions[name] = self._actions.get(name, 0) + 1
-        if isinstance(action, Start):
-            self._start(action, now)
-        elif isinstance(action, Preempt):
-            self._preempt(action, now)
-        elif isinstance(action, Cancel):
-            self._cancel(action, now)
-        elif isinstance(action, Resize):
-            self._resize(action, now)
-        elif isinstance(action, SetPriority):
-            j = self._pending_job(action.group_id, name, now, allow_running=True)
-            j.priority = action.priority
-            self._dirty[j.idx] = None
-        elif isinstance(action, Hold | Release):
-            j = self._pending_job(action.group_id, name, now)
-            j.held = isinstance(action, Hold)
-            self._dirty[j.idx] = None
-        else:
-            raise SimulationError(f"t={now:g}: the simulator does not support action {name} ({action!r})")
+    def _set_priority(self, a: SetPriority, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "SetPriority", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")  # as on Slurm: only pending variants take a priority
+        j.priority = a.priority
+        self._dirty[j.idx] = None
+        return None
+
+    def _hold(self, a: Hold, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Hold", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")
+        if j.held:
+            return Outcome(REPEATED)
+        j.held = True
+        self._dirty[j.idx] = None
+        return None
+
+    def _release_hold(self, a: Release, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Release", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")
+        if not j.held:
+            return Outcome(REPEATED)
+        j.held = False
+        self._dirty[j.idx] = None
+        return None
 
     def _known(self, group_id: str, what: str, now: float) -> _Job:
         j = self._by_id.get(group_id)
@@ -607,13 +643,7 @@ class Engine:
             raise SimulationInvariantError(f"t={now:g}: {what}: group {group_id} {word} already")
         return j
 
-    def _pending_job(self, group_id: str, what: str, now: float, allow_running: bool = False) -> _Job:
-        j = self._known(group_id, what, now)
-        if j.status != PENDING and not allow_running:
-            raise SimulationError(f"t={now:g}: {what}: group {group_id} is running; only pending groups apply")
-        return j
-
-    def _start(self, a: Start, now: float) -> None:
+    def _start(self, a: Start, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Start", now)
         if j.status in (RUNNING, GRACE):
             where = self.cluster.nodes[j.node].name
@@ -666,6 +696,7 @@ class Engine:
         self._busy += 1
         self._alloc_changed = True
         self._dirty[j.idx] = None
+        return None
 
     def _start_node(self, a: Start, vec: Vector, now: float) -> int:
         partition = self.cluster.kinds.get(a.kind)
@@ -688,11 +719,11 @@ class Engine:
                                            f"room for {self.cluster.resources(vec)}; the policy over-allocates")
         return found
 
-    def _preempt(self, a: Preempt, now: float) -> None:
+    def _preempt(self, a: Preempt, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Preempt", now)
         if j.status == GRACE:
-            self._repeated_preempts += 1  # already signalled: the enforcer would skip it as already applied
-            return
+            self._repeated_preempts += 1  # already signalled: the enforcer skips it as already applied
+            return Outcome(REPEATED)
         if j.status != RUNNING:
             raise SimulationError(f"t={now:g}: Preempt: group {a.group_id} is not running")
         if a.grace_s < 0:
@@ -706,23 +737,28 @@ class Engine:
                 raise SimulationError(f"t={now:g}: Preempt {a.group_id}: beneficiary {a.beneficiary!r} is not a "
                                       "group in the view")
             self._victims.setdefault(a.beneficiary, []).append(j.idx)
+        j.preemptions += 1
+        j.beneficiary = a.beneficiary
+        self._enter_grace(j, a.grace_s, now)
+        return None
+
+    def _enter_grace(self, j: _Job, grace_s: int, now: float) -> None:
+        """The grace protocol, as slurmxd runs it: the job stops making progress, and is requeued at the deadline."""
         self._moves += 1
         j.done = min(j.job.work, j.done + j.rate * (now - j.seg_start))
         j.productive += now - j.seg_start
         j.status = GRACE
         j.version += 1
-        j.preemptions += 1
         j.preempted_at = now
-        j.grace_deadline = now + a.grace_s
-        j.beneficiary = a.beneficiary
+        j.grace_deadline = now + grace_s
         j.marked_nodes = (self.cluster.nodes[j.node].name,)
         self._dirty[j.idx] = None
-        if a.grace_s == 0:
+        if grace_s == 0:
             self._requeue(j, now)
         else:
-            self._push(now + a.grace_s, GRACE_END, j.idx, j.version)
+            self._push(now + grace_s, GRACE_END, j.idx, j.version)
 
-    def _cancel(self, a: Cancel, now: float) -> None:
+    def _cancel(self, a: Cancel, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Cancel", now)
         self._moves += 1
         if j.status == PENDING:
@@ -733,14 +769,31 @@ class Engine:
                 j.productive += now - j.seg_start
             self._release(j, now)
         self._close(j, now, CANCELLED)
+        return None
 
-    def _resize(self, a: Resize, now: float) -> None:
-        j = self._pending_job(a.group_id, "Resize", now)
+    def _resize(self, a: Resize, now: float) -> Outcome | None:
+        """A pending group is resized in place; a running one, as slurmxd does it, through the grace protocol:
+        its own grace period, then a requeue at the new size (not counted as a preemption)."""
+        j = self._known(a.group_id, "Resize", now)
+        if j.status == PENDING:
+            self._resize_kinds(j, a)
+            self._dirty[j.idx] = None
+            return None
+        if j.status == GRACE:
+            return Outcome(REPEATED)  # already being preempted or resized
+        if j.alloc.cpus == a.cpus and j.alloc.mem_mb == a.mem_mb:
+            return Outcome(REPEATED, "already of that size")
+        for k in j.kinds:  # the size is checked now, as Slurm would refuse it at the update
+            self._checked_vector(j.job, k, Resources(a.cpus, a.mem_mb, j.requests[k].gres))
+        j.resize_to = a
+        self._enter_grace(j, j.job.grace_s, now)
+        return None
+
+    def _resize_kinds(self, j: _Job, a: Resize) -> None:
         for k in j.kinds:
             request = Resources(a.cpus, a.mem_mb, j.requests[k].gres)
             j.vectors[k] = self._checked_vector(j.job, k, request)
             j.requests[k] = request
-        self._dirty[j.idx] = None
 
     # ---- result ----------------------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Re
 from slurmx.core.model import ClusterView, Group, GroupQueue, GroupState, JobClass, Node, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
+from slurmx.cycle import DecisionLog, Outcome
+from slurmx.cycle.log import REFUSED
 from slurmx.policies import make_policy
 from slurmx.sim import engine as engine_module
 from slurmx.sim.cli import sim_group
@@ -155,13 +157,25 @@ def test_starting_a_completed_group_fails_loudly() -> None:
         ([Start("a", "gpu")], r"group a has no active 'gpu' variant \(active: cpu\)"),
         ([Start("zz", "cpu")], r"Start: unknown group 'zz'"),
         ([Preempt("a", 5)], r"Preempt: group a is not running"),
-        ([Hold("a"), Start("a", "cpu"), Release("a")], r"Release: group a is running"),
-        ([object()], r"does not support action object"),
+        ([object()], r"returned <object object at .*>, which is not an action"),
     ],
 )
 def test_actions_the_model_cannot_apply_are_loud_errors(actions: list[Any], message: str) -> None:
     with pytest.raises(SimulationError, match=message):
         run([job("a")], Scripted(lambda view, now: actions), model=cluster(nodes=2))
+
+
+def test_hold_release_and_priority_of_a_running_group_are_refused_as_on_slurm() -> None:
+    """slurmxd holds, releases and re-prioritises waiting variants only: a running group has none."""
+    log = DecisionLog()
+    plans = {0: [Start("a", "cpu")], 10: [Hold("a"), Release("a"), SetPriority("a", 5)], 20: [Start("b", "cpu")]}
+    engine = Engine(cluster(nodes=1), Scripted(lambda view, now: plans.get(int(now), [])),
+                    [job("a", 0, 20, cpus=4), job("b", 10, 5, cpus=4)], EngineOptions(call_when_idle=False),
+                    decisions=log)
+    engine.run()
+    late = [(r.action, r.outcome) for r in log.records if r.t == 10]
+    refused = Outcome(REFUSED, "no waiting variant")
+    assert late == [("Hold", refused), ("Release", refused), ("SetPriority", refused)]
 
 
 def test_a_policy_that_never_starts_anything_stalls_loudly() -> None:

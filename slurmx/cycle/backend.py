@@ -1,0 +1,55 @@
+"""What a driver of the cycle provides: a view of its world, and one handler per action type.
+
+The handler table is checked complete when a backend is built (the model is Slurm's plugin operation tables): a
+new action type cannot be handled by one driver and forgotten by the other, and an action a backend cannot carry
+out is refused by its handler with a reason, the same way in every cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, get_args
+
+from slurmx.core.actions import Action, Plan
+from slurmx.core.model import ClusterView
+from slurmx.cycle.log import Outcome
+
+__all__ = ["ACTION_TYPES", "Backend", "Handler", "HandlerTable", "checked_handlers"]
+
+ACTION_TYPES: tuple[type[Action], ...] = get_args(Action)
+
+# A handler applies a batch of actions of its type at `now`, returning one outcome per action, in order.
+Handler = Callable[[Sequence[Any], float], Sequence[Outcome]]
+HandlerTable = Mapping[type[Action], Handler]
+
+
+class Backend(Protocol):
+    """One world the cycle decides for: Slurm through slurmxd, or the simulator's model cluster."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def handlers(self) -> HandlerTable:
+        """One handler per action type, built with `checked_handlers`."""
+        ...
+
+    def observe(self, now: float) -> ClusterView:
+        """The policy's snapshot of the world at `now`, never older than the last action applied."""
+        ...
+
+    def take_notes(self, plan: Plan, now: float) -> None:
+        """What the policy said it could not do this round (audited by the daemon, counted by the simulator)."""
+        ...
+
+
+def checked_handlers(backend: str, table: Mapping[type[Action], Handler]) -> dict[type[Action], Handler]:
+    """`table` as a dict, after checking it handles every action type and nothing else (a `TypeError` otherwise:
+    a programming error, raised when the backend is built, not at the first plan that uses the action)."""
+    missing = [t.__name__ for t in ACTION_TYPES if t not in table]
+    unknown = [getattr(t, "__name__", repr(t)) for t in table if t not in ACTION_TYPES]
+    if missing or unknown:
+        parts = ([f"no handler for {', '.join(missing)}"] if missing else []) + \
+            ([f"handlers for unknown actions {', '.join(unknown)}"] if unknown else [])
+        raise TypeError(f"backend {backend}: {'; '.join(parts)}")
+    return dict(table)

@@ -1,0 +1,152 @@
+"""slurmxd's backend of the one cycle (`slurmx.cycle`): Slurm observed through squeue, changed through scontrol.
+
+`observe` reads jobs, nodes and partitions, reconciles them with the store, advances the open intents of earlier
+cycles and, when that changed anything in Slurm (a requeue at a grace deadline, a release, a cancelled sibling),
+reads Slurm again: no decision is taken on a view older than the last action applied. The handlers turn each
+action into the enforcer's crash-safe steps (`enforce`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurmx.core.actions import Action, Plan, Start
+from slurmx.core.config import SiteConfig
+from slurmx.core.model import ClusterView, Node, Partition
+from slurmx.cycle import Handler, Outcome, checked_handlers
+from slurmx.daemon.enforce import Enforcer, grace_marks, start_marks
+from slurmx.daemon.observe import Observation, build_view
+from slurmx.daemon.profiling import ProfilingStage
+from slurmx.daemon.store import Store
+from slurmx.slurm import SlurmAdapter
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.records import AccountingRecord, SlurmJob
+
+__all__ = ["CountingSlurm", "SlurmBackend"]
+
+
+@dataclass
+class CountingSlurm:
+    """A `SlurmAdapter` that counts the calls that change Slurm, so the backend knows when its snapshot aged."""
+
+    inner: SlurmAdapter
+    changes: int = 0
+
+    def version(self) -> str:
+        return self.inner.version()
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        return self.inner.jobs(job_ids, user)
+
+    def nodes(self) -> list[Node]:
+        return self.inner.nodes()
+
+    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
+        return self.inner.partitions(kinds)
+
+    def accounting(self, job_ids: Iterable[int] | None = None, since: str = "now-1day") -> list[AccountingRecord]:
+        return self.inner.accounting(job_ids, since)
+
+    def submit(self, script: str, options: Sequence[str]) -> int:
+        self.changes += 1
+        return self.inner.submit(script, options)
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        self.changes += 1
+        self.inner.hold(job_ids)
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        self.changes += 1
+        self.inner.release(job_ids)
+
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
+        self.changes += 1
+        self.inner.requeue(job_ids, hold)
+
+    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
+        self.changes += 1
+        self.inner.signal(job_ids, signal, batch_only)
+
+    def cancel(self, job_ids: Iterable[int]) -> None:
+        self.changes += 1
+        self.inner.cancel(job_ids)
+
+    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
+        self.changes += 1
+        self.inner.update(job_ids, change)
+
+    def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
+        self.inner.make_private_folder(path, files)
+
+
+@dataclass
+class SlurmBackend:
+    """The cycle's Slurm side: `observe` -> view, one handler per action type; `obs` is the last observation."""
+
+    site: SiteConfig
+    slurm: CountingSlurm
+    store: Store
+    enforcer: Enforcer
+    profiling: ProfilingStage | None = None
+    cycle: int = 0
+    reads: int = 0  # full Slurm reads, for tests and metrics: two in a cycle whose follow-up changed Slurm
+    on_observed: Callable[[Observation, float], None] = lambda obs, now: None
+    obs: Observation | None = None
+    profiled: list[tuple[float, int, str, str, str]] = field(default_factory=list)
+    handlers: dict[type[Action], Handler] = field(init=False)
+
+    @property
+    def name(self) -> str:
+        return "slurm"
+
+    def __post_init__(self) -> None:
+        table: dict[type[Action], Handler] = {Start: self._starts}
+        table.update({kind: self._handler(kind) for kind in self.enforcer.steps()})
+        self.handlers = checked_handlers(self.name, table)
+
+    def read(self, now: float) -> Observation:
+        """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
+        self.reads += 1
+        jobs = self.slurm.jobs()
+        nodes = self.slurm.nodes()
+        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
+        partitions = self.slurm.partitions(kinds)
+        return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(),
+                          starts=start_marks(self.store), grace=grace_marks(self.store))
+
+    def observe(self, now: float) -> ClusterView:
+        obs = self.read(now)
+        self.on_observed(obs, now)
+        changes, marks = self.slurm.changes, self._marks()
+        self.enforcer.follow_up(obs, now)  # intents from earlier cycles (or an earlier life) first
+        if self.slurm.changes != changes:  # Slurm moved on (a requeue, a release, a cancel): look again
+            obs = self.read(now)
+        elif self._marks() != marks:  # only the store's marks moved (an intent settled): same snapshot, new marks
+            obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
+                             now, facts=self.store.group_facts(), starts=start_marks(self.store),
+                             grace=grace_marks(self.store))
+        if self.profiling is not None:  # estimates into the view; groups still profiling stay out of it
+            obs, profiled = self.profiling.cycle(obs, now, self.cycle)
+            self.enforcer.log.extend(profiled)
+        self.obs = obs
+        return obs.view
+
+    def take_notes(self, plan: Plan, now: float) -> None:
+        self.enforcer.note(plan, self._current())
+
+    def _starts(self, batch: Sequence[Action], now: float) -> list[Outcome]:
+        return self.enforcer.apply_batch(Start, list(batch), self._current(), now)
+
+    def _handler(self, kind: type[Action]) -> Handler:
+        def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
+            return self.enforcer.apply_batch(kind, list(batch), self._current(), now)
+        return handle
+
+    def _current(self) -> Observation:
+        if self.obs is None:
+            raise RuntimeError("SlurmBackend: an action before the first observation")
+        return self.obs
+
+    def _marks(self) -> tuple[object, object]:
+        return start_marks(self.store), grace_marks(self.store)
