@@ -64,6 +64,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "fitgpp",
     "fitgpp_baselines",
     "mlfs",
+    "mlfs_baselines",
     "synergy",
 )
 
