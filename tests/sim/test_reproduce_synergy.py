@@ -6,10 +6,11 @@ from collections import Counter
 
 import pytest
 
-from slurmx.policies.synergy_profiles import MODELS
+from slurmx.policies.synergy.profiles import MODELS
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
-from slurmx.reproduce.synergy import EXPERIMENTS, PEER_JOBLIST, W2, RunSpec, _peer_jobs, reproduce, run_one
+from slurmx.reproduce.synergy import EXPERIMENTS, reproduce
+from slurmx.reproduce.synergy.experiment import PEER_JOBLIST, W2, RunSpec, peer_jobs, run_one
 
 
 def test_quick_reproduction_runs_every_experiment_and_checks_the_invariant() -> None:
@@ -49,7 +50,7 @@ def test_a_tiny_static_run_finishes_every_job() -> None:
 
 @pytest.mark.skipif(not PEER_JOBLIST.exists(), reason="../shared/peers not present")
 def test_w2_job_list_keeps_the_authors_arrivals_and_durations_with_w2_models() -> None:
-    w1, w2 = _peer_jobs((4000, 5000)), _peer_jobs((4000, 5000), W2)
+    w1, w2 = peer_jobs((4000, 5000)), peer_jobs((4000, 5000), W2)
     assert len(w1) == len(w2) == 6925
     assert [j.arrival for j in w1] == [j.arrival for j in w2]
     assert [j.measured for j in w1] == [j.measured for j in w2]

@@ -13,9 +13,9 @@ from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies.base import make_policy
 from slurmx.policies.synergy import ClusterShape, QueueState, SynergyPolicy, allocate_round, job_profile, queue_key
-from slurmx.policies.synergy_mechanisms import Demand, admit_by_gpus, greedy, tune
-from slurmx.policies.synergy_opt import OptJob, spread, super_machine
-from slurmx.policies.synergy_rounds import RoundJob, RoundSettings, simulate
+from slurmx.policies.synergy.mechanisms import Demand, admit_by_gpus, greedy, tune
+from slurmx.policies.synergy.opt import OptJob, spread, super_machine
+from slurmx.reproduce.synergy.round_replica import RoundJob, RoundSettings, simulate
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from slurmx.core.resources import Resources
-from slurmx.policies.synergy_profiles import CPU_GRID, MEM_GRID, MODELS, TASKS, ModelProfile
+from slurmx.policies.synergy.profiles import CPU_GRID, MEM_GRID, MODELS, TASKS, ModelProfile
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.traces.common import CsvRows
 from slurmx.sim.workloads.common import WorkloadParams, gb_to_mb, make_rng, sort_jobs

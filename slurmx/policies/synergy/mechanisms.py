@@ -1,11 +1,11 @@
-"""Synergy's allocation mechanisms over one round: PROP, GREEDY and TUNE (OPT lives in `synergy_opt`).
+"""Synergy's allocation mechanisms over one round: PROP, GREEDY and TUNE (OPT lives in `opt`).
 
 Pure functions over a `Servers` snapshot (free GPUs, CPUs and GB per server, as numpy arrays so one
 first-fit scan over 512 servers is a few vector operations). A job is a `Demand`: its GPU count, its
 best-case CPU/memory (the knee of its throughput matrix, capped at one server's worth when its GPUs fit on
 one server) and its GPU-proportional share. Every allocation keeps CPU and memory per GPU equal on every
 server a job spans (a split data-parallel job runs at the pace of its slowest process, `synergy.md` §1.1).
-TUNE's contract, checked by the tests and by the round simulator every round: it never skips a job the
+TUNE's contract, checked by the tests and by the round replica every round: it never skips a job the
 GPU-only admission picked, and it never gives a job less than its proportional throughput.
 """
 
@@ -179,6 +179,8 @@ def admit_by_gpus(gpus: list[int], free_gpus: int) -> list[int]:
     """Indices of the queue (already in policy order) admitted by GPU demand only, backfilling past misfits."""
     chosen = []
     for i, g in enumerate(gpus):
+        if free_gpus <= 0:
+            break  # every job asks for at least one GPU: a long queue is not scanned past a full cluster
         if g <= free_gpus:
             chosen.append(i)
             free_gpus -= g

@@ -1,26 +1,20 @@
-"""Synergy (OSDI '22): resource-sensitive CPU and memory allocation under FIFO, SRTF, LAS, FTF, DRF, Tetris.
+"""Synergy's decision functions: a job's profile on a cluster shape, the queue keys, one round's allocation.
 
-The policy orders the queue; the mechanism (PROP, GREEDY, TUNE, OPT) decides how much CPU and memory each
-GPU-admitted job gets this round (`synergy_mechanisms`, `synergy_opt`). This module holds what ties them to
-a job: its profile on a cluster shape (best-case demand, proportional share, speedup, OPT's admissible
-points), the queue keys, and the registered `synergy` policy that runs on the daemon's and the simulator's
-`ClusterView`. Profiles come from the profiler (`SynergyPolicy.with_profiles`); a group without one is
-treated as insensitive: it runs at its proportional share, which Synergy guarantees anyway.
+Every driver of Synergy calls these and only these to decide: the registered `synergy` policy on the
+daemon's and the engine's `ClusterView` (`policy.py`), and the replica of the authors' round simulator
+(`slurmx.reproduce.synergy.round_replica`). A profile holds what the mechanisms need (best-case demand,
+proportional share, speedup, OPT's admissible points); the policy orders the queue with `queue_key`, and
+`allocate_round` runs the mechanism (PROP, GREEDY, TUNE in `mechanisms`, OPT in `opt`) over the admitted jobs.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar, Literal
+from typing import Literal
 
-from slurmx.core.actions import Action, Plan, Preempt, Start
-from slurmx.core.model import ClusterView, Group, VariantState
-from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
-from slurmx.policies.synergy_mechanisms import (
+from slurmx.policies.synergy.mechanisms import (
     EPS,
     Allocation,
     Demand,
@@ -31,8 +25,8 @@ from slurmx.policies.synergy_mechanisms import (
     proportional,
     tune,
 )
-from slurmx.policies.synergy_opt import OptJob, fair_points, super_machine
-from slurmx.policies.synergy_profiles import CPU_GRID, MEM_GRID, MODELS
+from slurmx.policies.synergy.opt import OptJob, fair_points, super_machine
+from slurmx.policies.synergy.profiles import CPU_GRID, MEM_GRID, MODELS
 
 __all__ = [
     "ORDERS",
@@ -41,9 +35,9 @@ __all__ = [
     "Mechanism",
     "Order",
     "QueueState",
-    "SynergyArgs",
-    "SynergyPolicy",
+    "admit_by_gpus",
     "allocate_round",
+    "insensitive_profile",
     "job_profile",
     "queue_key",
 ]
@@ -163,6 +157,13 @@ def queue_key(order: Order, job: QueueState, now: float, shape: ClusterShape, aw
     return (head, job.arrival, job.tiebreak)
 
 
+def insensitive_profile(gpus: int, shape: ClusterShape) -> JobProfile:
+    """A job with no profile: best case = proportional share, speedup 1."""
+    c, m = shape.cpus_per_gpu * gpus, shape.mem_per_gpu * gpus
+    return JobProfile("", Demand(gpus, c, m, c, m, 1.0), 1.0,
+                      OptJob(gpus, ((shape.cpus_per_gpu, shape.mem_per_gpu, 1.0),)))
+
+
 def allocate_round(
     queue: list[JobProfile],
     state: Servers,
@@ -198,96 +199,3 @@ def allocate_round(
         assert a is not None  # PROP and TUNE place every admitted job
         out[i] = (a, p.demand.speedup if a.at_ideal else 1.0)
     return out
-
-
-class SynergyArgs(PolicyArgs):
-    """`mechanism`: prop | greedy | tune | opt; `order`: fifo | srtf | las | ftf | drf | tetris;
-    `placement`: first_fit (the released code's default) or consolidate (the paper's best fit / fewest
-    servers); `ftf`: themis (largest ratio first) or released (the released code's ascending sort);
-    `tune_order`: policy (released) or demand (the paper's GPU, CPU, memory descending)."""
-
-    mechanism: Mechanism = "tune"
-    order: Order = "fifo"
-    placement: Placement = "first_fit"
-    ftf: Literal["themis", "released"] = "themis"
-    tune_order: Literal["policy", "demand"] = "policy"
-    kind: str = "gpu"
-
-
-@dataclass(frozen=True)
-class SynergyPolicy:
-    """The registered `synergy` policy on a `ClusterView`: each round it re-allocates every running and
-    pending group of `kind` from scratch (as Synergy's leases do), keeps a running group whose node and
-    allocation are unchanged (lease extended), and preempts with no grace then restarts the others (lease
-    terminated). Jobs run on one node here (the view's Start is single-node); split multi-GPU placement is
-    modelled by `synergy_rounds`. `profiles` maps a group id to its model name (the profiler's output)."""
-
-    args: SynergyArgs
-    profiles: Mapping[str, str] = field(default_factory=dict)
-    name: ClassVar[str] = "synergy"
-
-    def with_profiles(self, profiles: Mapping[str, str]) -> SynergyPolicy:
-        return SynergyPolicy(self.args, dict(profiles))
-
-    def schedule(self, view: ClusterView, now: float) -> Plan:
-        kind = self.args.kind
-        nodes = view.nodes_of_kind(kind)
-        if not nodes:
-            return Plan((), (f"synergy: no node serves kind {kind!r}",))
-        cap = nodes[0].capacity
-        shape = ClusterShape(len(nodes), cap.gres_count("gpu"), float(cap.cpus), cap.mem_mb / 1024)
-        groups = [g for g in (*view.running_groups(), *view.pending_groups()) if g.variant(kind) is not None]
-        keyed: list[tuple[tuple[float, ...], Group, JobProfile]] = []
-        aware = self.args.mechanism != "prop"
-        for n, group in enumerate(groups):
-            variant = group.variant(kind)
-            assert variant is not None
-            gpus = max(1, variant.request.gres_count("gpu"))
-            model = self.profiles.get(group.group_id)
-            profile = job_profile(model, gpus, shape) if model else _insensitive(gpus, shape)
-            remaining = variant.estimate_s or 0.0
-            done = 1.0 - (group.work if group.work is not None else 1.0)
-            total = remaining / max(1.0 - done, EPS)
-            state = QueueState(group.submit_time, remaining, total, done * total * gpus, profile, n)
-            keyed.append((queue_key(self.args.order, state, now, shape, aware, self.args.ftf), group, profile))
-        keyed.sort(key=lambda item: item[0])
-        servers = shape.servers_state()
-        allocs = allocate_round([p for *_, p in keyed], servers, self.args.mechanism, "consolidate",
-                                self.args.tune_order)
-        names = [node.name for node in nodes]
-        preempts: list[Action] = []
-        starts: list[Action] = []
-        notes: list[str] = []
-        for (_, group, profile), result in zip(keyed, allocs, strict=True):
-            variant = group.variant(kind)
-            assert variant is not None
-            running = variant.state == VariantState.RUNNING
-            if result is None or len(result[0].shares) > 1:
-                if result is not None:
-                    notes.append(f"{group.group_id}: split over {len(result[0].shares)} nodes; not modelled here")
-                if running:
-                    preempts.append(Preempt(group.group_id, 0, reason="synergy: lease not renewed"))
-                continue
-            alloc, _ = result
-            want = Resources(round(alloc.cpus), round(alloc.mem * 1024), {"gpu": profile.demand.gpus})
-            node = names[alloc.shares[0][0]]
-            if running and variant.nodes == (node,) and variant.request == want:
-                continue  # lease extended: same node, same CPUs and memory
-            if running:
-                preempts.append(Preempt(group.group_id, 0, reason="synergy: allocation changed"))
-            starts.append(Start(group.group_id, kind, (node,), want, reason=f"synergy-{self.args.mechanism}"))
-        return Plan(tuple(preempts + starts), tuple(notes))
-
-
-def _insensitive(gpus: int, shape: ClusterShape) -> JobProfile:
-    """A group with no profile: best case = proportional share, speedup 1."""
-    c, m = shape.cpus_per_gpu * gpus, shape.mem_per_gpu * gpus
-    return JobProfile("", Demand(gpus, c, m, c, m, 1.0), 1.0,
-                      OptJob(gpus, ((shape.cpus_per_gpu, shape.mem_per_gpu, 1.0),)))
-
-
-def _make(args: SynergyArgs) -> SynergyPolicy:
-    return SynergyPolicy(args)
-
-
-register("synergy", SynergyArgs)(_make)

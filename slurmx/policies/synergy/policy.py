@@ -1,0 +1,119 @@
+"""The registered `synergy` policy: Synergy's decisions (`decisions.py`) on the daemon's and the engine's view.
+
+It turns a `ClusterView` into the decision functions' inputs (a profile and a queue state per group) and
+their round allocation into actions (lease extended, or preempted and restarted with new CPUs and memory).
+Profiles come from the profiler (`SynergyPolicy.with_profiles`); a group without one is treated as
+insensitive: it runs at its proportional share, which Synergy guarantees anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from slurmx.core.actions import Action, Plan, Preempt, Start
+from slurmx.core.model import ClusterView, Group, VariantState
+from slurmx.core.resources import Resources
+from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.synergy.decisions import (
+    ClusterShape,
+    JobProfile,
+    Mechanism,
+    Order,
+    QueueState,
+    allocate_round,
+    insensitive_profile,
+    job_profile,
+    queue_key,
+)
+from slurmx.policies.synergy.mechanisms import EPS, Placement
+
+__all__ = ["SynergyArgs", "SynergyPolicy"]
+
+
+class SynergyArgs(PolicyArgs):
+    """`mechanism`: prop | greedy | tune | opt; `order`: fifo | srtf | las | ftf | drf | tetris;
+    `placement`: first_fit (the released code's default) or consolidate (the paper's best fit / fewest
+    servers); `ftf`: themis (largest ratio first) or released (the released code's ascending sort);
+    `tune_order`: policy (released) or demand (the paper's GPU, CPU, memory descending)."""
+
+    mechanism: Mechanism = "tune"
+    order: Order = "fifo"
+    placement: Placement = "first_fit"
+    ftf: Literal["themis", "released"] = "themis"
+    tune_order: Literal["policy", "demand"] = "policy"
+    kind: str = "gpu"
+
+
+@dataclass(frozen=True)
+class SynergyPolicy:
+    """The registered `synergy` policy on a `ClusterView`: each round it re-allocates every running and
+    pending group of `kind` from scratch (as Synergy's leases do), keeps a running group whose node and
+    allocation are unchanged (lease extended), and preempts with no grace then restarts the others (lease
+    terminated). Jobs run on one node here (the view's Start is single-node); split multi-GPU placement is
+    modelled by the round replica (`slurmx.reproduce.synergy.round_replica`). `profiles` maps a group id to
+    its model name (the profiler's output)."""
+
+    args: SynergyArgs
+    profiles: Mapping[str, str] = field(default_factory=dict)
+    name: ClassVar[str] = "synergy"
+
+    def with_profiles(self, profiles: Mapping[str, str]) -> SynergyPolicy:
+        return SynergyPolicy(self.args, dict(profiles))
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        kind = self.args.kind
+        nodes = view.nodes_of_kind(kind)
+        if not nodes:
+            return Plan((), (f"synergy: no node serves kind {kind!r}",))
+        cap = nodes[0].capacity
+        shape = ClusterShape(len(nodes), cap.gres_count("gpu"), float(cap.cpus), cap.mem_mb / 1024)
+        groups = [g for g in (*view.running_groups(), *view.pending_groups()) if g.variant(kind) is not None]
+        keyed: list[tuple[tuple[float, ...], Group, JobProfile]] = []
+        aware = self.args.mechanism != "prop"
+        for n, group in enumerate(groups):
+            variant = group.variant(kind)
+            assert variant is not None
+            gpus = max(1, variant.request.gres_count("gpu"))
+            model = self.profiles.get(group.group_id)
+            profile = job_profile(model, gpus, shape) if model else insensitive_profile(gpus, shape)
+            remaining = variant.estimate_s or 0.0
+            done = 1.0 - (group.work if group.work is not None else 1.0)
+            total = remaining / max(1.0 - done, EPS)
+            state = QueueState(group.submit_time, remaining, total, done * total * gpus, profile, n)
+            keyed.append((queue_key(self.args.order, state, now, shape, aware, self.args.ftf), group, profile))
+        keyed.sort(key=lambda item: item[0])
+        servers = shape.servers_state()
+        allocs = allocate_round([p for *_, p in keyed], servers, self.args.mechanism, "consolidate",
+                                self.args.tune_order)
+        names = [node.name for node in nodes]
+        preempts: list[Action] = []
+        starts: list[Action] = []
+        notes: list[str] = []
+        for (_, group, profile), result in zip(keyed, allocs, strict=True):
+            variant = group.variant(kind)
+            assert variant is not None
+            running = variant.state == VariantState.RUNNING
+            if result is None or len(result[0].shares) > 1:
+                if result is not None:
+                    notes.append(f"{group.group_id}: split over {len(result[0].shares)} nodes; not modelled here")
+                if running:
+                    preempts.append(Preempt(group.group_id, 0, reason="synergy: lease not renewed"))
+                continue
+            alloc, _ = result
+            want = Resources(round(alloc.cpus), round(alloc.mem * 1024), {"gpu": profile.demand.gpus})
+            node = names[alloc.shares[0][0]]
+            if running and variant.nodes == (node,) and variant.request == want:
+                continue  # lease extended: same node, same CPUs and memory
+            if running:
+                preempts.append(Preempt(group.group_id, 0, reason="synergy: allocation changed"))
+            starts.append(Start(group.group_id, kind, (node,), want, reason=f"synergy-{self.args.mechanism}"))
+        return Plan(tuple(preempts + starts), tuple(notes))
+
+
+def _make(args: SynergyArgs) -> SynergyPolicy:
+    return SynergyPolicy(args)
+
+
+register("synergy", SynergyArgs)(_make)
