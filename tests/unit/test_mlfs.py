@@ -1,4 +1,5 @@
-"""MLF-H priority terms, host selection, eviction and MLF-C, on hand-built cases computed by hand."""
+"""MLFS's rules (priority terms, order, take-back, host selection, eviction, MLF-C) and the replica's MLF-H, on
+hand-built cases computed by hand."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from slurmx.policies.mlfs_rules import (
     eviction_candidates,
     job_priorities,
     naive_priorities,
+    queue_key,
     relieve,
     system_overloaded,
+    take_back,
     term_scale,
+    victim_key,
 )
 from slurmx.reproduce.mlfs.task_mlfh import MlfH
 from slurmx.reproduce.mlfs.task_model import Snapshot, TaskPlan
@@ -221,3 +225,31 @@ def test_a_queued_job_of_higher_priority_preempts_a_running_one() -> None:
 def test_a_queued_job_of_lower_priority_preempts_nothing() -> None:
     snapshot = _contest(_solo("short", 5, 1.0, 5, running=True), _solo("long", 1, 50.0, 1000, running=False))
     assert MlfH().decide(snapshot) == TaskPlan()
+
+
+def test_take_back_takes_the_lowest_ranks_until_the_unit_fits_then_puts_back_the_unneeded() -> None:
+    # running units of sizes 1, 2, 3 with ranks 0.1, 0.2, 0.3; a queued unit of rank 0.5 needs 3 freed
+    sizes = {"a": 1, "b": 2, "c": 3}
+    freed: list[int] = [0]
+
+    def remove_and_fit(v: str) -> bool:
+        freed[0] += sizes[v]
+        return freed[0] >= 3
+
+    def put_back(v: str) -> bool:
+        if freed[0] - sizes[v] >= 3:
+            freed[0] -= sizes[v]
+            return True
+        return False
+
+    victims = [(0.1, "a"), (0.2, "b"), (0.3, "c")]
+    assert take_back(0.5, victims, remove_and_fit, put_back) == ["a", "b"]  # 1 + 2: both needed
+    freed[0] = 0
+    sizes["a"] = 0  # a frees nothing, b alone does not fit, c does: a and b both go back
+    assert take_back(0.5, victims, remove_and_fit, put_back) == ["c"]
+    freed[0] = 0
+    assert take_back(0.25, victims, remove_and_fit, put_back) is None  # c ranks above the unit: never taken
+    assert sorted([victim_key(0.2, 5.0, "x"), victim_key(0.2, 9.0, "y"), victim_key(0.1, 0.0, "z")]) == [
+        victim_key(0.1, 0.0, "z"), victim_key(0.2, 9.0, "y"), victim_key(0.2, 5.0, "x")]
+    assert sorted([queue_key(0.2, 1.0, "a"), queue_key(0.9, 5.0, "b"), queue_key(0.2, 0.5, "c")]) == [
+        queue_key(0.9, 5.0, "b"), queue_key(0.2, 0.5, "c"), queue_key(0.2, 1.0, "a")]
