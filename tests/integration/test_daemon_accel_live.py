@@ -19,7 +19,7 @@ from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.daemon.store import Store
 from slurmx.policies.accel_batch import zhao_schedule
-from slurmx.policies.accel_model import BatchInstance
+from slurmx.policies.accel_batch.model import BatchInstance
 from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster
 from tests.integration.test_daemon_helpers import (

@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from slurmx.reproduce import ReproOptions, run
-from slurmx.reproduce.accel import QUICK, Task, run_task
+from slurmx.reproduce.accel.experiment import QUICK, Task, run_task
 from slurmx.reproduce.cli import reproduce_command
 
 

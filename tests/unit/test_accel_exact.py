@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from slurmx.policies.accel_batch import overlap_lower_bound, zhao_schedule
-from slurmx.policies.accel_exact import brute_force_optimum, milp_optimum
-from slurmx.policies.accel_model import BatchInstance
+from slurmx.policies.accel_batch.exact import brute_force_optimum, milp_optimum
+from slurmx.policies.accel_batch.model import BatchInstance
 
 
 def _tiny(seed: int) -> BatchInstance:

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 
-from slurmx.policies.accel_lst import (
+from slurmx.policies.accel_batch.lst import (
     LstError,
     greedy_assignment,
     lower_bound,

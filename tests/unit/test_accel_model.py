@@ -11,8 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
-from slurmx.policies.accel_baselines import mmi_schedule, sct_schedule
-from slurmx.policies.accel_model import (
+from slurmx.policies.accel_batch.baselines import mmi_schedule, sct_schedule
+from slurmx.policies.accel_batch.model import (
     MTTF_COUNTEREXAMPLE,
     BatchInstance,
     Schedule,
@@ -20,7 +20,7 @@ from slurmx.policies.accel_model import (
     johnson_order,
     mttf_order,
 )
-from slurmx.sim.batch import ResponderState, execute, execute_stream
+from slurmx.reproduce.accel.batch_replica import ResponderState, execute, execute_stream
 
 
 def _counterexample() -> tuple[np.ndarray, np.ndarray]:

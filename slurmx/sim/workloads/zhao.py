@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from pydantic import Field
 
 from slurmx.core.resources import Resources
+from slurmx.policies.accel_batch.model import BatchInstance
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.workloads.common import WorkloadParams, make_rng
 
-__all__ = ["ZhaoParams", "ZhaoWorkload", "zhao", "zhao_batches"]
+__all__ = ["ZhaoParams", "ZhaoWorkload", "instances_of", "zhao", "zhao_batches"]
 
 
 class ZhaoParams(WorkloadParams):
@@ -95,3 +97,15 @@ def zhao_batches(params: ZhaoParams, seed: int) -> ZhaoWorkload:
 def zhao(params: ZhaoParams, seed: int) -> list[SimJob]:
     """All batches' jobs flattened, sorted by submit time (the common generator signature)."""
     return zhao_batches(params, seed).jobs
+
+
+def instances_of(workload: ZhaoWorkload) -> list[tuple[BatchInstance, BatchInstance, float]]:
+    """Each batch as (true instance, the scheduler's estimated instance, arrival time)."""
+    rates = np.asarray(workload.responder_rates_mbps)
+    out = []
+    for batch in workload.batches:
+        sizes = np.array([job.meta["size_mb"] for job in batch])
+        truth = np.array([job.meta["compute_s"] for job in batch])
+        estimate = np.array([job.meta["compute_est_s"] for job in batch])
+        out.append((BatchInstance(sizes, rates, truth), BatchInstance(sizes, rates, estimate), batch[0].submit_time))
+    return out

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from slurmx.policies.accel_model import BatchInstance, IntArray, Schedule, schedule_from_assignment
+from slurmx.policies.accel_batch.model import BatchInstance, IntArray, Schedule, schedule_from_assignment
 
 __all__ = ["MmiIncrease", "MmiReorder", "mmi_schedule", "sct_schedule"]
 

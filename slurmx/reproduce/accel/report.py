@@ -1,150 +1,22 @@
-"""`slurmx reproduce accel`: Zhao, Liu, Qiao (ICC '18), make-span of batches on accelerator responders.
+"""The accel reproduction's report: the paper's claims beside ours, the tables, the conditions and the plots.
 
-Four experiments, each point averaged over 20 seeds as in the paper (digest `accel_batch.md` §4-5):
-fig2 (50 responders, 200-1,200 jobs), fig3 (1,000 jobs, 25-150 responders), fig4 (ten batches arriving 0-5 s
-apart, throughput), fig5 (computation-time estimation error 0-50%). Schemes: ours (LST + the paper's MTTF),
-ours with Johnson's rule (the corrected order), MMI and SCT. Every batch planned on true times is checked
-against the 4-approximation: make-span <= 4 x a lower bound on OPT built from the LP bound.
+Reads the tasks' outcomes (`experiment.Outcome`) and runs nothing itself.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from slurmx.policies.accel_baselines import mmi_schedule, sct_schedule
-from slurmx.policies.accel_batch import overlap_lower_bound
-from slurmx.policies.accel_lst import lst_assign
-from slurmx.policies.accel_model import BatchInstance, Schedule, schedule_from_assignment
-from slurmx.reproduce import UnknownPaper
-from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
-from slurmx.sim.batch import execute, execute_stream, instances_of
-from slurmx.sim.parallel import parallel_map
-from slurmx.sim.workloads.zhao import ZhaoParams, zhao_batches
+from slurmx.reproduce.accel.experiment import COMPUTE_SPREAD, SCHEMES, Outcome, Scale
+from slurmx.reproduce.base import Claim, Reproduction, ResultTable, pct
 
-__all__ = ["EXPERIMENTS", "TITLE", "reproduce"]
+__all__ = ["TITLE", "report"]
 
 TITLE = "Zhao, Liu, Qiao (ICC'18): job scheduling for acceleration systems (make-span of a batch)"
-EXPERIMENTS = ("fig2", "fig3", "fig4", "fig5")
-SCHEMES = ("ours", "ours_johnson", "mmi", "sct")
 _LABEL = {"ours": "ours (LST+MTTF)", "ours_johnson": "ours+Johnson", "mmi": "MMI", "sct": "SCT"}
-# delta: t_ij = 0.001 s_i U[1-delta, 1+delta]; ours (the paper's text has no value). Of the digest's candidates
-# 0.1, 0.25 and 0.5, 0.1 puts the Fig. 2 gaps nearest the paper's 32% / 10% (docs/policies/accel.md).
-COMPUTE_SPREAD = 0.1
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Sweep sizes: the paper's, or the quick ones."""
-
-    seeds: int
-    fig2_responders: int
-    fig2_jobs: tuple[int, ...]
-    fig3_jobs: int
-    fig3_responders: tuple[int, ...]
-    fig4_jobs: int
-    fig4_responders: int
-    fig4_batches: int
-    fig4_intervals: tuple[float, ...]
-    fig5_jobs: int
-    fig5_responders: int
-    fig5_errors: tuple[float, ...]
-    middle: tuple[int, ...]  # fig2's "600-800 jobs"
-    light_heavy: tuple[int, int]  # fig2's 200 and 1200 jobs
-
-
-FULL = Scale(20, 50, (200, 400, 600, 800, 1000, 1200), 1000, (25, 50, 75, 100, 125, 150), 700, 50, 10,
-             (0.0, 1.0, 2.0, 3.0, 4.0, 5.0), 1000, 50, (0.0, 0.1, 0.2, 0.3, 0.4, 0.5), (600, 800), (200, 1200))
-QUICK = Scale(2, 10, (40, 120, 160, 240), 160, (8, 16), 120, 10, 3, (0.0, 2.5, 5.0), 160, 10, (0.0, 0.3, 0.5),
-              (120, 160), (40, 240))
-
-
-@dataclass(frozen=True)
-class Task:
-    """One seed of one sweep point."""
-
-    experiment: str
-    seed: int
-    jobs: int
-    responders: int
-    error: float = 0.0
-    batches: int = 1
-    intervals: tuple[float, ...] = ()
-
-
-@dataclass
-class Outcome:
-    """Make-spans (or throughputs per interval) of every scheme at one task, and the bound checks."""
-
-    task: Task
-    makespan: dict[str, float] = field(default_factory=dict)
-    throughput: dict[str, list[float]] = field(default_factory=dict)
-    bound_ratio: float = 0.0  # ours / lower bound on OPT, batches planned on true times (<= 4 by Theorem 5)
-    nonoverlap_ratio: float = 0.0  # ours without overlap / T_LP (<= 2 by Theorem 2)
-    solve_s: float = 0.0
-
-
-def _plans(estimate: BatchInstance, seed: int) -> tuple[dict[str, Schedule], float, float]:
-    start = time.perf_counter()
-    lst = lst_assign(estimate.nonoverlap_s)
-    solve_s = time.perf_counter() - start
-    plans = {
-        "ours": schedule_from_assignment(estimate, lst.assignment, "mttf"),
-        "ours_johnson": schedule_from_assignment(estimate, lst.assignment, "johnson"),
-        "mmi": mmi_schedule(estimate),
-        "sct": sct_schedule(estimate, seed),
-    }
-    return plans, lst.t_lp, solve_s
-
-
-def run_task(task: Task) -> Outcome:
-    """Generate the task's workload, plan it with every scheme on the estimates, execute on the truth."""
-    params = ZhaoParams(n_batches=task.batches, jobs_per_batch=task.jobs, n_responders=task.responders,
-                        compute_spread=COMPUTE_SPREAD, estimate_error=task.error)
-    batches = instances_of(zhao_batches(params, task.seed))
-    out = Outcome(task)
-    if task.batches == 1:
-        truth, estimate, _ = batches[0]
-        plans, t_lp, out.solve_s = _plans(estimate, task.seed)
-        for name, plan in plans.items():
-            out.makespan[name] = execute(truth, plan)[0].makespan
-        if task.error == 0.0:
-            out.bound_ratio = out.makespan["ours"] / overlap_lower_bound(truth, t_lp)
-            p = truth.nonoverlap_s
-            loads = np.bincount(plans["ours"].assignment, weights=p[np.arange(truth.n_jobs), plans["ours"].assignment],
-                                minlength=truth.n_responders)
-            out.nonoverlap_ratio = float(loads.max()) / t_lp
-        return out
-    planned = [(truth, _plans(estimate, task.seed + b)[0]) for b, (truth, estimate, _) in enumerate(batches)]
-    for name in SCHEMES:
-        out.throughput[name] = []
-        for interval in task.intervals:
-            runs = execute_stream([(truth, plans[name], b * interval) for b, (truth, plans) in enumerate(planned)])
-            span = max(run.finish for run in runs)
-            out.throughput[name].append(task.jobs * task.batches / span)
-        alone = [execute(truth, plans[name])[0].makespan for truth, plans in planned]
-        out.makespan[name] = float(np.mean(alone))
-    return out
-
-
-def _tasks(scale: Scale, seeds: int, only: Sequence[str]) -> list[Task]:
-    wanted = set(only) or set(EXPERIMENTS)
-    tasks: list[Task] = []
-    for seed in range(seeds):
-        if "fig2" in wanted:
-            tasks += [Task("fig2", seed, j, scale.fig2_responders) for j in scale.fig2_jobs]
-        if "fig3" in wanted:
-            tasks += [Task("fig3", seed, scale.fig3_jobs, r) for r in scale.fig3_responders]
-        if "fig4" in wanted:
-            tasks.append(Task("fig4", seed, scale.fig4_jobs, scale.fig4_responders, batches=scale.fig4_batches,
-                              intervals=scale.fig4_intervals))
-        if "fig5" in wanted:
-            tasks += [Task("fig5", seed, scale.fig5_jobs, scale.fig5_responders, error=e) for e in scale.fig5_errors]
-    return tasks
 
 
 def _mean(outcomes: Sequence[Outcome], scheme: str) -> float:
@@ -304,15 +176,8 @@ def _plot(plot_dir: Path, groups: dict[str, dict[float, list[Outcome]]], fig4: R
     return paths
 
 
-def reproduce(options: ReproOptions) -> Reproduction:
-    unknown = set(options.only) - set(EXPERIMENTS)
-    if unknown:
-        raise UnknownPaper(f"accel: unknown experiment(s) {', '.join(sorted(unknown))}; "
-                         f"choose from {', '.join(EXPERIMENTS)}")
-    scale = QUICK if options.quick else FULL
-    seeds = options.seeds or scale.seeds
-    outcomes = parallel_map(run_task, _tasks(scale, seeds, options.only), options.workers, "accel runs",
-                            options.progress)
+def report(outcomes: Sequence[Outcome], scale: Scale, seeds: int, quick: bool, plot_dir: Path | None) -> Reproduction:
+    """The claims, tables and raw numbers of the tasks' outcomes."""
     fig2 = _group(outcomes, "fig2", "jobs")
     fig3 = _group(outcomes, "fig3", "responders")
     fig5 = _group(outcomes, "fig5", "error")
@@ -350,11 +215,11 @@ def reproduce(options: ReproOptions) -> Reproduction:
                                    "max <= 4 (LB = max(largest job, mean NIC, mean accel, T_LP/2))"))
         result.claims.append(Claim("same batches: non-overlapped make-span / T_LP", "<= 2 (Theorem 2)",
                                    f"max {worst_nl:.2f}", worst_nl <= 2.0 + 1e-9, "max <= 2"))
-    result.claims += _claims_fig2(fig2, scale, options.quick)
-    result.claims += _claims_fig3(fig3, options.quick)
-    fig4_claims, fig4_table = _claims_fig4(outcomes, scale, options.quick)
+    result.claims += _claims_fig2(fig2, scale, quick)
+    result.claims += _claims_fig3(fig3, quick)
+    fig4_claims, fig4_table = _claims_fig4(outcomes, scale, quick)
     result.claims += fig4_claims
-    result.claims += _claims_fig5(fig5, options.quick)
+    result.claims += _claims_fig5(fig5, quick)
     if fig2:
         result.tables.append(_sweep_table(f"Fig. 2: make-span, {scale.fig2_responders} responders", "jobs", fig2))
     if fig3:
@@ -373,6 +238,6 @@ def reproduce(options: ReproOptions) -> Reproduction:
         "lst_solve_s_mean": float(np.mean(solve)) if solve else None,
         "lst_solve_s_max": float(np.max(solve)) if solve else None,
     }
-    if options.plot_dir is not None:
-        result.figures = _plot(options.plot_dir, {"fig2": fig2, "fig3": fig3, "fig5": fig5}, fig4_table)
+    if plot_dir is not None:
+        result.figures = _plot(plot_dir, {"fig2": fig2, "fig3": fig3, "fig5": fig5}, fig4_table)
     return result

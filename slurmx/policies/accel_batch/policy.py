@@ -1,16 +1,14 @@
-"""Zhao et al. (ICC '18): make-span of a batch of jobs on accelerator responders, and the SCT / MMI baselines.
+"""The registered policies `accel_batch` (Zhao et al., ICC '18), `sct` and `mmi` on a `ClusterView`.
 
-The algorithm (`zhao_schedule`): Lenstra-Shmoys-Tardos assignment on the non-overlapped times
-p_ij = s_i / r_j + t_ij (`accel_lst`), then on each responder the paper's MTTF order (`order="mttf"`) or
-Johnson's rule (`"johnson"`, the corrected option: the paper's Theorem 3 is false). Make-span <= 4 OPT
-whatever the order (digest `accel_batch.md` §2.6); `overlap_lower_bound` is what every run is checked against.
+Each reads the pending groups as one batch and calls its decision function: `zhao_schedule` (`schedule.py`:
+LST assignment, then MTTF or Johnson per responder), `sct_schedule` or `mmi_schedule` (`baselines.py`).
 
-The policies (`accel_batch`, `sct`, `mmi`) read a `ClusterView`: every usable node of the configured kinds is
-one responder (one computation at a time; a CPU node is a responder too when a job has a CPU variant, an
-extension the paper does not test), t_ij is the job's estimate on the node's kind times the node's speed
-factor, s_i and r_j come from the arguments (the view has no input-size field; without them transfers are
-free). Each call plans the whole pending batch and starts the first job of every idle responder, pinned to
-it; the rest is re-planned at the next call (a rolling horizon). Deterministic: no state between calls.
+Every usable node of the configured kinds is one responder (one computation at a time; a CPU node is a responder
+too when a job has a CPU variant, an extension the paper does not test), t_ij is the job's estimate on the
+node's kind times the node's speed factor, s_i and r_j come from the arguments (the view has no input-size
+field; without them transfers are free). Each call plans the whole pending batch and starts the first job of
+every idle responder, pinned to it; the rest is re-planned at the next call (a rolling horizon). Deterministic:
+no state between calls.
 """
 
 from __future__ import annotations
@@ -24,39 +22,15 @@ from pydantic import Field
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, Node, VariantState
-from slurmx.policies.accel_baselines import MmiIncrease, MmiReorder, mmi_schedule, sct_schedule
-from slurmx.policies.accel_lst import LstResult, Search, lst_assign
-from slurmx.policies.accel_model import BatchInstance, OrderRule, Schedule, schedule_from_assignment
+from slurmx.policies.accel_batch.baselines import MmiIncrease, MmiReorder, mmi_schedule, sct_schedule
+from slurmx.policies.accel_batch.lst import Search
+from slurmx.policies.accel_batch.model import BatchInstance, OrderRule, Schedule
+from slurmx.policies.accel_batch.schedule import zhao_schedule
 from slurmx.policies.base import PolicyArgs, register
 
-__all__ = [
-    "AccelBatch",
-    "AccelBatchArgs",
-    "Mmi",
-    "MmiArgs",
-    "Sct",
-    "SctArgs",
-    "overlap_lower_bound",
-    "zhao_schedule",
-]
+__all__ = ["AccelBatch", "AccelBatchArgs", "Mmi", "MmiArgs", "Sct", "SctArgs"]
 
 _STARTABLE = frozenset({VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED})
-
-
-def zhao_schedule(instance: BatchInstance, order: OrderRule = "mttf", search: Search = "descent") -> \
-        tuple[Schedule, LstResult]:
-    """The 4-approximation: LST assignment on p_ij, then `order` on every responder."""
-    lst = lst_assign(instance.nonoverlap_s, search=search)
-    return schedule_from_assignment(instance, lst.assignment, order), lst
-
-
-def overlap_lower_bound(instance: BatchInstance, t_lp: float) -> float:
-    """A lower bound on the overlapped optimum (digest check C11): a job's own transfer and computation
-    cannot overlap; every accelerator's and every NIC's work averaged over responders; T_LP / 2 (Theorem 4)."""
-    a, b = instance.transmit_s, instance.compute_s
-    n_resp = instance.n_responders
-    return float(max((a + b).min(axis=1).max(), b.min(axis=1).sum() / n_resp, a.min(axis=1).sum() / n_resp,
-                     t_lp / 2))
 
 
 class _ViewArgs(PolicyArgs):

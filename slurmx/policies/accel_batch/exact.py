@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
-from slurmx.policies.accel_model import BatchInstance, flow_shop_makespan, johnson_order
+from slurmx.policies.accel_batch.model import BatchInstance, flow_shop_makespan, johnson_order
 
 __all__ = ["brute_force_optimum", "milp_optimum"]
 
