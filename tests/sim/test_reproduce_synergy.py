@@ -11,6 +11,7 @@ from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
 from slurmx.reproduce.synergy import EXPERIMENTS, reproduce
 from slurmx.reproduce.synergy.experiment import PEER_JOBLIST, W2, RunSpec, peer_jobs, run_one
+from slurmx.reproduce.synergy.report import ENGINE_CHECK
 
 
 def test_quick_reproduction_runs_every_experiment_and_checks_the_invariant() -> None:
@@ -20,8 +21,12 @@ def test_quick_reproduction_runs_every_experiment_and_checks_the_invariant() -> 
     invariant = [c for c in rep.claims if c.check == "checked every round"]
     assert len(invariant) == 1 and invariant[0].holds is True
     assert "0 violations" in invariant[0].ours
+    # The registered policy in the engine agrees with the replica on the same trace, at any size.
+    engine = [c for c in rep.claims if c.check == ENGINE_CHECK]
+    assert len(engine) == 2 and all(c.holds is True for c in engine)
+    assert {r["mechanism"] for r in rep.data["engine"]} == {"prop", "tune"}
     # Quick runs are too small to compare with the paper: the other claims are printed but not judged.
-    assert all(c.holds is None for c in rep.claims if c is not invariant[0])
+    assert all(c.holds is None for c in rep.claims if c is not invariant[0] and c not in engine)
     runs = rep.data["runs"]
     assert {r["mechanism"] for r in runs} == {"prop", "greedy", "tune", "opt"}
     # TUNE never loses to PROP on the same trace and policy, and OPT bounds TUNE.

@@ -1,6 +1,6 @@
 """`slurmx reproduce synergy`: Synergy (OSDI '22) in a replica of the authors' round simulator, beside the paper.
 
-Seven experiments, selectable with `--only`:
+Eight experiments, selectable with `--only`:
 - `headline`: 128 GPUs, single-GPU Philly-derived trace, split (20, 70, 10), FIFO at 9 jobs/hr, jobs
   4000-4999: PROP, GREEDY, TUNE and OPT. The full run replays the authors' own job list
   (`../shared/peers/synergy/joblist_load9.0.csv`), so PROP and TUNE compare with their simulator's 81.09 h and
@@ -17,7 +17,10 @@ Seven experiments, selectable with `--only`:
   jobs/hr); the full run uses the authors' arrivals and durations, W2 re-assigning the models;
 - `physical`: the 32-GPU cluster's traces, regenerated (the released files are not here): 100 jobs at t=0
   split (60, 30, 10), FIFO makespan; 100 jobs at 30 jobs/hr split (30, 60, 10), SRTF average and p99 JCT
-  (Table 5), PROP, TUNE and OPT, averaged over seeds.
+  (Table 5), PROP, TUNE and OPT, averaged over seeds;
+- `engine`: the registered `synergy` policy (PROP, TUNE) in `slurmx.sim.engine` on the headline's trace, as
+  the daemon runs it, beside the replica on the same trace (`engine_run.py`): the published numbers are
+  the replica's, and this says how far the daemon's code path is from them.
 Every round of every run checks that no job runs below its proportional throughput, that no server is
 over-committed and that PROP/TUNE/OPT place every GPU-admitted job (`round_replica.FairnessViolation`).
 `experiment.py` runs the points, `report.py` turns them into claims and tables.
@@ -36,5 +39,5 @@ def reproduce(options: ReproOptions) -> Reproduction:
     """Run the selected experiments (all by default) and return the claims, tables and raw numbers."""
     only = selected(options)
     scale = scale_of(options)
-    results = run_all(only, scale, options.workers, options.progress)
-    return report(results, only, scale, options.quick, options.plot_dir)
+    results, checks = run_all(only, scale, options.workers, options.progress)
+    return report(results, checks, only, scale, options.quick, options.plot_dir)

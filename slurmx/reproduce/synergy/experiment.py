@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slurmx.policies.synergy import ClusterShape, Mechanism, Order
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
+from slurmx.reproduce.synergy.engine_run import EngineOutcome, compare
 from slurmx.reproduce.synergy.round_replica import RoundJob, RoundSettings, simulate
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.workloads.synergy import PHILLY_MULTI_GPU, SynergyParams, assign_models, synergy
 
 __all__ = [
     "BASELINES",
+    "ENGINE_MECHANISMS",
     "EXPERIMENTS",
     "FULL",
     "LOADS",
@@ -27,24 +29,30 @@ __all__ = [
     "QUICK",
     "W1",
     "W2",
+    "EngineResults",
     "Results",
     "RunOutcome",
     "RunSpec",
     "Scale",
     "base_spec",
+    "engine_spec",
+    "engine_specs_of",
     "gen_spec",
     "headline_spec",
     "peer_jobs",
     "physical_spec",
     "ratio_spec",
     "run_all",
+    "run_engine",
     "run_one",
     "scale_of",
     "selected",
     "specs_of",
+    "trace_jobs",
 ]
 
-EXPERIMENTS = ("headline", "policies", "ratio", "load", "multigpu", "bigdata", "physical")
+EXPERIMENTS = ("headline", "policies", "ratio", "load", "multigpu", "bigdata", "physical", "engine")
+ENGINE_MECHANISMS: tuple[Mechanism, ...] = ("prop", "tune")
 PEER_JOBLIST = Path(__file__).resolve().parents[4] / "shared" / "peers" / "synergy" / "joblist_load9.0.csv"
 W1 = (20.0, 70.0, 10.0)
 W2 = (50.0, 0.0, 50.0)
@@ -133,9 +141,14 @@ def _generated(spec: RunSpec) -> list[RoundJob]:
             for j in synergy(params, spec.seed)]
 
 
+def trace_jobs(spec: RunSpec) -> list[RoundJob]:
+    """The spec's trace: the authors' job list or our generator's."""
+    return peer_jobs(spec.window, spec.split) if spec.trace == "peers" else _generated(spec)
+
+
 def run_one(spec: RunSpec) -> RunOutcome:
-    """Run one spec (top level so the process pool can pickle it)."""
-    jobs = peer_jobs(spec.window, spec.split) if spec.trace == "peers" else _generated(spec)
+    """Run one spec in the round replica (top level so the process pool can pickle it)."""
+    jobs = trace_jobs(spec)
     settings = RoundSettings(mechanism=spec.mechanism, order=spec.order,
                              shape=ClusterShape(spec.servers, 8, spec.cpus, 500.0),
                              stop_when_measured_done=spec.trace not in ("static",), compare_opt=spec.compare_opt,
@@ -145,6 +158,11 @@ def run_one(spec: RunSpec) -> RunOutcome:
     vs_opt = (cmp.ratio, cmp.worst, cmp.within_10pct / max(cmp.rounds, 1), cmp.gain_captured) if cmp else ()
     return RunOutcome(run.mean_h(), run.pct_h(99), run.makespan_s / 3600, run.rounds, run.checked_rounds,
                       run.mechanism_wall_s, run.max_speed, *vs_opt)
+
+
+def run_engine(spec: RunSpec) -> EngineOutcome:
+    """Run one spec's trace with the registered policy in the engine, and in the replica alike."""
+    return compare(trace_jobs(spec), spec.mechanism, spec.order, ClusterShape(spec.servers, 8, spec.cpus, 500.0))
 
 
 # ---- the experiments' specs ------------------------------------------------------------------------------
@@ -184,7 +202,15 @@ def physical_spec(scale: Scale, kind: str, mechanism: Mechanism, seed: int) -> R
                    window=(0, scale.physical_jobs), seed=seed)
 
 
+def engine_spec(scale: Scale, mechanism: Mechanism) -> RunSpec:
+    """The engine check's point: the headline's trace (FIFO, 9 jobs/hr, single-GPU)."""
+    return base_spec(scale, mechanism)
+
+
 def specs_of(experiment: str, scale: Scale) -> list[RunSpec]:
+    """The replica runs an experiment needs (the engine check's are `engine_specs_of`)."""
+    if experiment == "engine":
+        return []
     if experiment == "headline":
         return [headline_spec(scale, m) for m in ("prop", "greedy", "tune", "opt")]
     if experiment == "policies":
@@ -203,7 +229,13 @@ def specs_of(experiment: str, scale: Scale) -> list[RunSpec]:
             for s in range(scale.physical_seeds)]
 
 
+def engine_specs_of(experiment: str, scale: Scale) -> list[RunSpec]:
+    """The engine runs an experiment needs: PROP and TUNE for the engine check, none for the others."""
+    return [engine_spec(scale, m) for m in ENGINE_MECHANISMS] if experiment == "engine" else []
+
+
 Results = dict[RunSpec, RunOutcome]
+EngineResults = dict[RunSpec, EngineOutcome]
 
 
 def selected(options: ReproOptions) -> tuple[str, ...]:
@@ -222,11 +254,26 @@ def scale_of(options: ReproOptions) -> Scale:
     return scale
 
 
-def run_all(only: Sequence[str], scale: Scale, workers: int, progress: bool,
-            run: Callable[[RunSpec], RunOutcome] = run_one) -> Results:
-    """Every distinct point of the selected experiments, once each, on a process pool."""
+def _run(task: tuple[bool, RunSpec]) -> RunOutcome | EngineOutcome:
+    engine, spec = task
+    return run_engine(spec) if engine else run_one(spec)
+
+
+def run_all(only: Sequence[str], scale: Scale, workers: int, progress: bool) -> tuple[Results, EngineResults]:
+    """Every distinct point of the selected experiments, once each, on one process pool: the replica's runs
+    and the engine check's."""
     specs = list(dict.fromkeys(s for e in EXPERIMENTS if e in only for s in specs_of(e, scale)))
+    engine = list(dict.fromkeys(s for e in EXPERIMENTS if e in only for s in engine_specs_of(e, scale)))
     # Longest first, so the pool's last worker is not left with the OPT run.
     ordered = sorted(specs, key=lambda s: (s.trace == "peers", s.mechanism == "opt", s.n_jobs), reverse=True)
-    outcomes = parallel_map(run, ordered, workers, "synergy runs", progress)
-    return dict(zip(ordered, outcomes, strict=True))
+    tasks = [(True, s) for s in engine] + [(False, s) for s in ordered]
+    outcomes = parallel_map(_run, tasks, workers, "synergy runs", progress)
+    runs: Results = {}
+    checks: EngineResults = {}
+    for (is_engine, spec), outcome in zip(tasks, outcomes, strict=True):
+        if isinstance(outcome, EngineOutcome):
+            assert is_engine
+            checks[spec] = outcome
+        else:
+            runs[spec] = outcome
+    return runs, checks
