@@ -40,7 +40,7 @@ lint: venv
 	$(BIN)/mypy
 
 test-unit: venv
-	$(BIN)/pytest -q tests/unit tests/sim $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/unit tests/sim tests/parity $(PYTEST_ARGS)
 
 # Integration tests run against each real Slurm version in turn; the fixture brings the cluster up (or reuses it).
 test-integration: deps

@@ -132,7 +132,7 @@ class ClassesConfig(_Model):
 
 
 class PolicyConfig(_Model):
-    name: str = Field("fifo", pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = Field("fifo", pattern=r"^[a-z][a-z0-9_-]*$")
     params: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -23,16 +23,15 @@ class Decision:
     plan: Plan
     outcomes: tuple[Outcome, ...]  # in effect order
     policy_s: float  # wall time inside `policy.schedule`
-    pending: int  # pending and running groups in the view decided on
-    running: int
 
 
 def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None = None,
            number: int = 0) -> Decision:
     """Observe, let the policy plan, apply the plan in effect order; `number` is this decision's count."""
     view = backend.observe(now)
-    digest = view_digest(view) if log is not None and log.digest_views else ""
-    pending, running = len(view.pending_groups()), len(view.running_groups())
+    digest = view_digest(view, log.views if log.keep_views else None) if log is not None and log.digest_views else ""
+    if log is not None:
+        log.decided(now, number, digest)
     began = time.perf_counter()
     plan = policy.schedule(view, now)
     policy_s = time.perf_counter() - began
@@ -53,4 +52,4 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
         if log is not None:
             log.add(now, number, digest, batch, done)
         outcomes += done
-    return Decision(plan, tuple(outcomes), policy_s, pending, running)
+    return Decision(plan, tuple(outcomes), policy_s)

@@ -50,7 +50,8 @@ def grace_marks(store: Store) -> dict[str, GraceMark]:
     marks: dict[str, GraceMark] = {}
     for i in store.intents("preempt"):
         deadline = None if i.step == "requeued" else float(i.data.get("deadline", i.created))
-        marks[i.group_id] = GraceMark(deadline, i.data.get("beneficiary"), tuple(i.data.get("nodes", ())))
+        beneficiary = i.data.get("beneficiary")  # a victim preempted for no one earmarks nothing
+        marks[i.group_id] = GraceMark(deadline, beneficiary, tuple(i.data.get("nodes", ())) if beneficiary else ())
     return marks
 
 
@@ -62,7 +63,9 @@ class Enforcer(StartSteps, GraceSteps):
     # ------------------------------------------------------------------------------------------ the plan
 
     def note(self, plan: Plan, obs: Observation) -> None:
-        """Audit the plan's notes; policies repeat a note every cycle while it holds: record it when it changes."""
+        """Audit the plan's notes (the first step of every plan); policies repeat a note every cycle while it
+        holds: record it when it changes."""
+        self._requeued_now.clear()
         for note in plan.notes:
             head = note.split(":", 1)[0]
             group = head if head in obs.view.groups else ""

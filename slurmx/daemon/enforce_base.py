@@ -35,6 +35,7 @@ class EnforcerBase:
     cycle: int = 0
     _last_note: dict[str, str] = field(default_factory=dict)
     _settled: set[int] = field(default_factory=set)  # jobs requeued or released by this cycle's follow-up
+    _requeued_now: dict[str, int] = field(default_factory=dict)  # group -> job requeued by this plan (grace 0)
 
     def _audit(self, group_id: str, event: str, detail: str) -> None:
         self.log.append((self.clock(), self.cycle, group_id, event, detail))

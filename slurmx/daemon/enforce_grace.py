@@ -61,7 +61,16 @@ class GraceSteps(EnforcerBase):
                 "deadline": float(math.ceil(now + action.grace_s)), "reason": reason}
         self.store.put_intent(key, "preempt", action.group_id, "signalling", data, now)
         self._audit(action.group_id, "decide", f"preempt job {variant.job_id}, grace {action.grace_s} s: {reason}")
-        return self._signal(action.group_id, data, job, now)
+        outcome = self._signal(action.group_id, data, job, now)
+        intent = self.store.intent(key)
+        if action.grace_s == 0 and intent is not None and intent.step == "signalled":
+            # No grace: requeued now, as the simulator does, so a Start of this group later in the same plan (a
+            # migration) finds it waiting instead of being refused until the next cycle.
+            self._advance_preempt(intent, obs, now)
+            settled = self.store.intent(key)
+            if settled is not None and settled.step == "requeued":
+                self._requeued_now[action.group_id] = variant.job_id
+        return outcome
 
     def _signal_again(self, intent: Intent, data: dict[str, Any], job_id: int, job: SlurmJob | None, now: float,
                       kind: str) -> None:

@@ -37,7 +37,9 @@ class StartSteps(EnforcerBase):
         for action in starts:
             group = obs.view.groups.get(action.group_id)
             variant = group.variant(action.kind) if group is not None else None
-            if group is None or variant is None or variant.job_id is None or variant.state not in WAITING:
+            requeued = variant is not None and variant.job_id == self._requeued_now.get(action.group_id)
+            if group is None or variant is None or variant.job_id is None or \
+                    (variant.state not in WAITING and not requeued):
                 self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
                 self.on_action("start", "error")
                 outcomes.append(Outcome(REFUSED, f"no waiting {action.kind} variant"))
@@ -45,7 +47,8 @@ class StartSteps(EnforcerBase):
             if action.group_id in open_starts:
                 outcomes.append(Outcome(REPEATED))  # already being started
                 continue
-            chosen.append((action, variant.job_id, variant.state is VariantState.HELD, _size(action, variant.request)))
+            held = requeued or variant.state is VariantState.HELD  # requeued by this plan: held by `requeuehold`
+            chosen.append((action, variant.job_id, held, _size(action, variant.request)))
             outcomes.append(Outcome(SHADOW if self.dry_run else APPLIED))
         if not chosen:
             return outcomes

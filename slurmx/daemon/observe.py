@@ -2,7 +2,8 @@
 
 Two things Slurm cannot tell the policy are added from the store: a variant the daemon released that Slurm has
 not started yet is shown *running on the nodes it was steered to* (so the next decision does not hand the same
-room out twice), and a victim in its grace period carries its deadline, its beneficiary and the nodes it frees.
+room out twice), and a victim in its grace period carries its deadline, its beneficiary and the nodes it frees;
+the earmark (beneficiary and nodes) is void once the beneficiary runs or is gone, as in the simulator.
 Only active variants enter the view: a cancelled sibling must never look startable.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from slurmx.core.config import SiteConfig
-from slurmx.core.model import ClusterView, Group, Node, Partition, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
 from slurmx.slurm.gcpause import collector_paused
@@ -125,6 +126,11 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,
             preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)
+    for group_id in [g for g, m in grace.items() if m.beneficiary and g in groups]:
+        beneficiary = groups.get(grace[group_id].beneficiary or "")
+        if beneficiary is None or beneficiary.state is GroupState.RUNNING:
+            # The beneficiary started or left: the victim's earmark is void (its deadline, if any, stays).
+            groups[group_id] = replace(groups[group_id], preempted_for=None, preempted_nodes=())
     for name, extra in reserved.items():
         node = node_map.get(name)
         if node is not None:

@@ -482,6 +482,8 @@ class Engine:
         if j.resize_to is not None:
             self._resize_kinds(j, j.resize_to)
             j.resize_to = None
+        else:
+            j.preemptions += 1  # counted when it is back in the queue, as slurmxd counts it
         j.grace_deadline = None
         j.requeue_time = t
         if self.options.checkpoint == "lose":
@@ -737,7 +739,6 @@ class Engine:
                 raise SimulationError(f"t={now:g}: Preempt {a.group_id}: beneficiary {a.beneficiary!r} is not a "
                                       "group in the view")
             self._victims.setdefault(a.beneficiary, []).append(j.idx)
-        j.preemptions += 1
         j.beneficiary = a.beneficiary
         self._enter_grace(j, a.grace_s, now)
         return None
@@ -751,7 +752,8 @@ class Engine:
         j.version += 1
         j.preempted_at = now
         j.grace_deadline = now + grace_s
-        j.marked_nodes = (self.cluster.nodes[j.node].name,)
+        # The nodes it frees are earmarked for its beneficiary; a victim preempted for no one earmarks nothing.
+        j.marked_nodes = (self.cluster.nodes[j.node].name,) if j.beneficiary is not None else ()
         self._dirty[j.idx] = None
         if grace_s == 0:
             self._requeue(j, now)

@@ -144,7 +144,11 @@ def in_process_daemon(site_path: Path, admin: CliSlurm, state: Path) -> Daemon:
 
 
 def wait_log(daemon: DaemonProcess, text: str, timeout: float = 60) -> None:
-    wait_until(lambda: text in daemon.text(), timeout, f"{text!r} in the daemon log", every=0.5)
+    try:
+        wait_until(lambda: text in daemon.text(), timeout, f"{text!r} in the daemon log", every=0.5)
+    except AssertionError as exc:  # what the daemon did instead is the whole diagnosis
+        tail = "\n".join(daemon.text().splitlines()[-40:])
+        raise AssertionError(f"{exc}\n--- the daemon log ends:\n{tail}") from None
 
 
 def settle_pause(seconds: float) -> None:

@@ -40,6 +40,7 @@ def test_managed_group_is_three_held_variants_and_cancel_leaves_none(site_path: 
         assert job.state == VariantState.HELD, (kind, job.state)
         tags = dict(job.slurmx_tags)
         assert re.fullmatch(r"[0-9a-f]{12}", tags.pop("h")), job.slurmx_tags  # the payload hash history keys on
+        assert tags.pop("gr") == str(site.preemption.grace_s)  # the job's own grace, for slurmxd
         assert tags == {"g": submitted["group"], "v": kind, "c": "be"}
         assert job.partition == site.kind(kind).partition
         assert job.request.cpus == site.kind(kind).cpus

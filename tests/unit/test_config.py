@@ -285,7 +285,7 @@ def test_numbers_and_bounds() -> None:
     port_error = _error(_with(transport={"port": 70000}))
     assert str(port_error) == "site.yaml: transport.port: must be <= 65535, got 70000"
     assert str(_error(_with(policy={"name": "Fifo"}))) == (
-        "site.yaml: policy.name: expected a name matching ^[a-z][a-z0-9_]*$, got 'Fifo'"
+        "site.yaml: policy.name: expected a name matching ^[a-z][a-z0-9_-]*$, got 'Fifo'"
     )
     assert str(_error(_with(cluster={"name": "t", "slurm_version": "23.02"}))) == (
         "site.yaml: cluster.slurm_version: expected '22.05', '24.11' or '26.05', got '23.02'"

@@ -1,0 +1,234 @@
+"""A scripted transport for parity tests: a small model of slurmctld answering in Slurm 24.11's own output.
+
+This is a fake, named as one: the parity tests need a Slurm whose clock they drive, which the real cluster cannot
+offer (the integration tests run the real one). Every answer is a record recorded from real Slurm 24.11
+(`tests/fixtures/slurm/24.11`) with the fields the model owns filled in, so the daemon reads it through the very
+parser, adapter and transport seam it uses on a cluster.
+
+The model is slurmctld with zero latency: a released job that fits starts at once (on its ReqNodeList, else the
+first node of its partition with room, in node order); a running job completes `duration` after it started; a
+signalled job stops making progress (it checkpointed and waits, `on_signal: wait`) until the daemon requeues it;
+`requeuehold` brings it back held with its remaining work, all of it if `keep` is False.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.resources import Resources
+from slurmx.slurm.transport import CommandResult
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "24.11"
+_JOB = json.loads((RECORDED / "squeue.json").read_text())
+_NODES = json.loads((RECORDED / "nodes.json").read_text())
+_PARTITION_LINE = (RECORDED / "partitions.txt").read_text().splitlines()[0]
+
+
+def _number(value: int) -> dict[str, Any]:
+    return {"set": True, "infinite": False, "number": value}
+
+
+@dataclass
+class ModelNode:
+    name: str
+    partition: str
+    capacity: Resources
+
+
+@dataclass
+class ModelJob:
+    job_id: int
+    name: str
+    partition: str
+    qos: str
+    comment: str
+    request: Resources
+    duration: float  # seconds of work left at the next start
+    submit: int
+    held: bool = True
+    state: str = "PENDING"
+    nodes: str = ""
+    required: str = ""
+    start: float | None = None
+    end: float | None = None
+    restarts: int = 0
+    priority: int = 0
+    signalled_at: float | None = None
+
+    def tres(self) -> str:
+        gres = "".join(f",gres/{k}={v}" for k, v in sorted(self.request.gres.items()))
+        return f"cpu={self.request.cpus},mem={self.request.mem_mb}M,node=1,billing={self.request.cpus}{gres}"
+
+
+@dataclass
+class ModelSlurm:
+    """The transport (`run`) and the world behind it; `advance(t)` moves its clock."""
+
+    nodes: list[ModelNode]
+    keep: bool = False  # a requeued job keeps the work it did (checkpoint: keep) or starts over (lose)
+    user: str = "alice"
+    uid: int = 2001
+    now: float = 0.0
+    jobs: dict[int, ModelJob] = field(default_factory=dict)
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    _next_id: int = 1000
+
+    def describe(self) -> str:
+        return "model slurmctld (parity tests)"
+
+    # ---- the world --------------------------------------------------------------------------------------
+
+    def add(self, name: str, partition: str, qos: str, comment: str, request: Resources, duration: float,
+            submit: int) -> int:
+        """A held job, as `slurmx submit` leaves a managed variant."""
+        self._next_id += 1
+        self.jobs[self._next_id] = ModelJob(self._next_id, name, partition, qos, comment, request, duration, submit)
+        return self._next_id
+
+    def advance(self, t: float) -> None:
+        """Complete the jobs whose work ends by `t` (at the instant it ends), then schedule."""
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if job.state == "RUNNING" and job.signalled_at is None and job.start is not None \
+                    and job.start + job.duration <= t:
+                job.state, job.end = "COMPLETED", job.start + job.duration
+        self.now = t
+        self._schedule()
+
+    def _used(self, node: str) -> Resources:
+        used = Resources()
+        for job in self.jobs.values():
+            if job.state == "RUNNING" and job.nodes == node:
+                used = used + job.request
+        return used
+
+    def _fits(self, node: ModelNode, request: Resources) -> bool:
+        free = node.capacity - self._used(node.name)
+        return request.fits_in(free)
+
+    def _schedule(self) -> None:
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if job.state != "PENDING" or job.held:
+                continue
+            candidates = [n for n in self.nodes if n.partition == job.partition
+                          and (not job.required or n.name == job.required)]
+            node = next((n for n in candidates if self._fits(n, job.request)), None)
+            if node is not None:
+                job.state, job.nodes, job.start, job.end = "RUNNING", node.name, self.now, None
+
+    # ---- the transport ----------------------------------------------------------------------------------
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        self.calls.append(tuple(argv))
+        args = list(argv)
+        out = ""
+        if args == ["scontrol", "--version"]:
+            out = "slurm 24.11.5\n"
+        elif args[:2] == ["squeue", "--json"]:
+            out = self._squeue()
+        elif args == ["scontrol", "show", "nodes", "--json"]:
+            out = self._node_json()
+        elif args == ["scontrol", "show", "partition", "-o"]:
+            out = self._partitions()
+        elif args[:1] == ["scontrol"] and args[1] in ("hold", "release", "requeue", "requeuehold"):
+            for job_id in map(int, args[2].split(",")):
+                self._control(args[1], self.jobs[job_id])
+            self._schedule()
+        elif args[:2] == ["scontrol", "update"]:
+            self._update(args[2:])
+            self._schedule()
+        elif args[:1] == ["scancel"]:
+            self._cancel(args[1:])
+            self._schedule()
+        elif args == ["scontrol", "ping"]:
+            out = "Slurmctld(primary) at model is UP\n"
+        else:
+            return CommandResult(tuple(args), 1, "", f"model slurmctld: no model of {shlex.join(args)}")
+        return CommandResult(tuple(args), 0, out, "")
+
+    def _control(self, verb: str, job: ModelJob) -> None:
+        if verb == "hold" and job.state == "PENDING":
+            job.held = True
+        elif verb == "release":
+            job.held = False
+        elif verb in ("requeue", "requeuehold") and job.state == "RUNNING":
+            assert job.start is not None
+            if self.keep:
+                stopped = job.signalled_at if job.signalled_at is not None else self.now
+                job.duration -= stopped - job.start
+            job.state, job.nodes, job.start, job.signalled_at = "PENDING", "", None, None
+            job.restarts += 1
+            job.held = verb == "requeuehold"
+
+    def _update(self, words: list[str]) -> None:
+        fields = dict(w.split("=", 1) for w in words)
+        for job_id in map(int, fields.pop("JobId").split(",")):
+            job = self.jobs[job_id]
+            if "ReqNodeList" in fields:
+                job.required = fields["ReqNodeList"]
+            if "Priority" in fields:
+                job.priority = int(fields["Priority"])
+            if "NumCPUs" in fields or "MinMemoryNode" in fields:
+                cpus = int(fields.get("NumCPUs", job.request.cpus))
+                mem = int(fields.get("MinMemoryNode", str(job.request.mem_mb)).rstrip("M"))
+                job.request = Resources(cpus, mem, job.request.gres)
+
+    def _cancel(self, args: list[str]) -> None:
+        signal = next((a for a in args if a.startswith("--signal=")), None)
+        ids = [int(a) for a in args if not a.startswith("-")]
+        for job_id in ids:
+            job = self.jobs[job_id]
+            if signal is not None:
+                if job.state == "RUNNING" and job.signalled_at is None:
+                    job.signalled_at = self.now
+            elif job.state in ("PENDING", "RUNNING"):
+                job.state, job.end = "CANCELLED", self.now
+
+    # ---- answers, in 24.11's recorded shapes --------------------------------------------------------------
+
+    def _squeue(self) -> str:
+        template = _JOB["jobs"][0]
+        jobs = []
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            record = copy.deepcopy(template)
+            record.update({
+                "job_id": job.job_id, "name": job.name, "user_name": self.user, "user_id": self.uid,
+                "job_state": [job.state], "hold": job.held and job.state == "PENDING",
+                "state_reason": "JobHeldUser" if job.held and job.state == "PENDING" else "None",
+                "priority": _number(0 if job.held else job.priority or 1), "partition": job.partition,
+                "qos": job.qos, "comment": job.comment, "nodes": job.nodes, "required_nodes": job.required,
+                "tres_req_str": job.tres(), "tres_alloc_str": job.tres() if job.state == "RUNNING" else "",
+                "restart_cnt": job.restarts, "time_limit": {"set": False, "infinite": True, "number": 0},
+                "submit_time": _number(job.submit), "start_time": _number(int(job.start or 0)),
+                "end_time": _number(int(job.end or 0)),
+            })
+            jobs.append(record)
+        return json.dumps({**_JOB, "jobs": jobs})
+
+    def _node_json(self) -> str:
+        template = _NODES["nodes"][0]
+        nodes = []
+        for node in self.nodes:
+            used = self._used(node.name)
+            record = copy.deepcopy(template)
+            gres = ",".join(f"{k}:{v}" for k, v in sorted(node.capacity.gres.items()))
+            gres_used = ",".join(f"{k}:{used.gres.get(k, 0)}" for k in sorted(node.capacity.gres))
+            record.update({"name": node.name, "partitions": [node.partition], "cpus": node.capacity.cpus,
+                           "real_memory": node.capacity.mem_mb, "gres": gres, "gres_used": gres_used,
+                           "alloc_cpus": used.cpus, "alloc_memory": used.mem_mb,
+                           "state": ["MIXED" if used.cpus else "IDLE"], "features": [], "active_features": []})
+            nodes.append(record)
+        return json.dumps({**_NODES, "nodes": nodes})
+
+    def _partitions(self) -> str:
+        lines = []
+        for partition in dict.fromkeys(n.partition for n in self.nodes):
+            names = ",".join(n.name for n in self.nodes if n.partition == partition)
+            words = [w for w in _PARTITION_LINE.split(" ") if not w.startswith(("PartitionName=", "Nodes="))]
+            lines.append(" ".join([f"PartitionName={partition}", f"Nodes={names}", *words]))
+        return "\n".join(lines) + "\n"
