@@ -2,7 +2,9 @@
 
 Signals each job's batch shell, waits for its grace period or for it to leave, then requeues it — through
 `slurmx.daemon.preemption`, the same code slurmxd runs, so what an admin tries by hand is what the daemon does.
-Defaults (signal, grace, requeue exit code, requeue mode) come from the site config's `preemption:` section.
+Defaults (signal, requeue exit code, requeue mode) come from the site config's `preemption:` section; the grace
+period is each job's own, exactly what slurmxd would grant it (its spec's `grace:`, carried by the group tag and
+clamped to `preemption.max_grace`, else `preemption.grace`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from slurmx.cli_context import Context
 from slurmx.core.config import ConfigError, SiteConfig
 from slurmx.core.units import UnitError, parse_duration
 from slurmx.daemon.preemption import Outcome, group_spool_dir, preempt_many
+from slurmx.daemon.trust import job_grace
 from slurmx.slurm import SlurmAdapter, SlurmError
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ def _context(obj: Any, site_path: str | None) -> _CliContext:
 @click.command("preempt")
 @click.argument("job_ids", metavar="JOB [JOB...]", nargs=-1, required=True, type=click.IntRange(min=1))
 @click.option("--grace", metavar="SECONDS", help="Time between the signal and the requeue: 60, 90s, 2m "
-              "(default: the site's preemption.grace).")
+              "(default: the job's own, as slurmxd grants it: its spec's grace, else the site's preemption.grace).")
 @click.option("--signal", "signal_name", metavar="NAME", help="Grace signal (default: the site's preemption.signal).")
 @click.option("--hold", is_flag=True, help="Requeue held (`requeuehold`): the job waits for `scontrol release`.")
 @click.option("--reason", default="slurmx preempt (admin)", show_default=True,
@@ -83,6 +86,8 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
         site = ctx.site()
         adapter = ctx.adapter()
         grace_s = parse_grace(grace) if grace is not None else float(site.preemption.grace_s)
+        # Without --grace, each job gets the grace slurmxd would grant it (its spec's own), one protocol for both.
+        grace_for = None if grace is not None else (lambda job: float(job_grace(site, job)))
         signal = (signal_name or site.preemption.signal).strip().upper().removeprefix("SIG")
         if not (signal.isdigit() or f"SIG{signal}" in signals.Signals.__members__):
             raise click.BadParameter(f"expected a signal name such as USR2, got {signal_name!r}",
@@ -108,7 +113,7 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
         mode = "requeuehold" if hold else site.preemption.mode
         outcomes = preempt_many(adapter, job_ids, grace_s, signal=signal, spool_for=spool_for, reason=reason,
                                 requeue_exit_code=site.preemption.requeue_exit_code, mode=mode, release=not hold,
-                                poll=poll, on_outcome=report)
+                                poll=poll, on_outcome=report, grace_for=grace_for)
     except (ConfigError, SlurmError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
     if any(o.error is not None for o in outcomes):

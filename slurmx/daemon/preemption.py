@@ -361,12 +361,14 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
                  requeue_exit_code: int = 99, mode: str = "requeue", release: bool = True, poll: float = 1.0,
                  on_outcome: Callable[[Outcome], None] | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> list[Outcome]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 grace_for: Callable[[SlurmJob], float] | None = None) -> list[Outcome]:
     """Preempt several jobs at once and wait until each is requeued or left alone; one Outcome per job, in order.
 
     All jobs are signalled first, then one squeue per poll serves them all; the sleep is cut short at the next
     deadline so a job is requeued on time, not up to `poll` late. Per-job failures become Outcomes with `error`
-    set; `on_outcome` sees each Outcome as soon as it is known.
+    set; `on_outcome` sees each Outcome as soon as it is known. `grace_for` gives a job its own grace period
+    (what slurmxd grants it); `grace_s` then serves only a job squeue no longer shows.
     """
     if mode not in REQUEUE_MODES:
         raise ValueError(f"mode must be one of {', '.join(REQUEUE_MODES)}, got {mode!r}")
@@ -385,7 +387,8 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
         try:
             running = job is not None and job.state is VariantState.RUNNING
             spool = spool_for(job) if (spool_for is not None and job is not None and running) else None
-            open_tickets[job_id] = begin(adapter, job_id, grace_s, signal=signal, spool_dir=spool, reason=reason,
+            grace = grace_for(job) if grace_for is not None and job is not None else grace_s
+            open_tickets[job_id] = begin(adapter, job_id, grace, signal=signal, spool_dir=spool, reason=reason,
                                          requeue_exit_code=requeue_exit_code, now=clock(), job=job)
         except (PreemptionError, SlurmError) as exc:
             finish(Outcome(job_id, None, False, False, 0.0, "", error=_text(exc, job_id)))

@@ -25,7 +25,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["Rejected", "TrustedGroup", "sort_jobs"]
+__all__ = ["Rejected", "TrustedGroup", "job_grace", "sort_jobs"]
 
 _SAFE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
@@ -135,6 +135,15 @@ def _split_forged(group_id: str, members: list[tuple[str, SlurmJob]]) \
 
 def _job_id_of(member: tuple[str, SlurmJob]) -> int:
     return member[1].job_id
+
+
+def job_grace(site: SiteConfig, job: SlurmJob) -> int:
+    """The grace period slurmxd grants `job`: its group tag's own (`gr=`, clamped), else the site's default."""
+    try:
+        own = _grace(tag.fields(job.comment).get("gr"), site.preemption.max_grace_s)
+    except tag.TagError:
+        own = None
+    return site.preemption.grace_s if own is None else own
 
 
 def _grace(text: str | None, limit: int) -> int | None:

@@ -575,6 +575,20 @@ def test_command_uses_the_sites_defaults(slurm: FakeSlurm, fast: FakeClock, tmp_
     assert intents[0].startswith("preempt grace=30 ") and "reason=slurmx preempt (admin)" in intents[0]
 
 
+def test_command_grants_each_job_its_own_grace_as_slurmxd_does(slurm: FakeSlurm, fast: FakeClock,
+                                                               tmp_path: Path) -> None:
+    """One grace protocol: without --grace a job gets its spec's grace (the tag's gr=, clamped), else the site's."""
+    slurm.add(job(7, comment="slurmx:1:g=g-1,v=cpu,c=be,gr=45"))
+    slurm.add(job(8, comment="slurmx:1:g=g-2,v=cpu,c=be,gr=99999999"))
+    slurm.add(job(9))
+    result = run(FakeContext(site(tmp_path), slurm), "7", "8", "9")
+    assert result.exit_code == 0, result.output
+    limit = site(tmp_path).preemption.max_grace_s
+    assert "job 7: still running at the deadline (45 s of grace)" in result.output
+    assert f"job 8: still running at the deadline ({limit} s of grace)" in result.output
+    assert "job 9: still running at the deadline (30 s of grace)" in result.output
+
+
 def test_command_options(slurm: FakeSlurm, fast: FakeClock, tmp_path: Path) -> None:
     slurm.add(job(7))
     slurm.at(T0 + 2, 7, state=F, exit_code=99)
