@@ -335,9 +335,11 @@ def config_check(path: str) -> None:
 def _register_subcommands() -> None:
     """Commands that live with their packages (kept out of this module so it stays a thin front)."""
     from slurmx.daemon.preempt_cli import preempt_command
+    from slurmx.fidelity.cli import fidelity_command
     from slurmx.reproduce.cli import reproduce_command
     from slurmx.sim.cli import sim_group
 
+    cli.add_command(fidelity_command)
     cli.add_command(preempt_command)
     cli.add_command(reproduce_command)
     cli.add_command(sim_group)

@@ -1,0 +1,129 @@
+"""`slurmx fidelity WORKLOAD`: how far the simulator's answer is from the live cluster's, for the site's policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slurmx.cli_context import Context
+from slurmx.core.config import SiteConfig
+from slurmx.core.validation import ConfigError
+from slurmx.fidelity.compare import Comparison, Outcome, compare, model_of, sim_outcome
+from slurmx.fidelity.live import LiveGroup, run_live
+from slurmx.fidelity.workload import mixed_workload
+from slurmx.policies import make_policy
+from slurmx.slurm import SlurmError
+
+__all__ = ["fidelity_command"]
+
+
+@click.command("fidelity")
+@click.argument("workload", type=click.Choice(["mixed"]))
+@click.option("--site", "site_path", type=click.Path(dir_okay=False), help="Site config (an admin's: the cycle "
+              "holds and releases jobs).")
+@click.option("--policy", help="Policy to compare (default: the site's).")
+@click.option("--groups", type=click.IntRange(1, 500), default=30, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--time-scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="Multiplies every payload's duration (40-120 s at 1).")
+@click.option("--te-fraction", type=click.FloatRange(0, 1), default=None,
+              help="Share of TE groups (default: 0.3 for fitgpp, else 0).")
+@click.option("--kinds", help="Comma-separated variant kinds (default: the site's first two).")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=1.0, show_default=True,
+              help="Seconds between two cycles of the live run.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write both runs and the comparison.")
+@click.pass_obj
+def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str | None, groups: int, seed: int,
+                     time_scale: float, te_fraction: float | None, kinds: str | None, interval: float,
+                     timeout: float, json_path: str | None) -> None:
+    """Run one small workload live (slurmxd's cycle in this process) and in the simulator; compare them.
+
+    \b
+    slurmx fidelity mixed --site admin-site.yaml --policy fifo
+    slurmx fidelity mixed --site admin-site.yaml --policy fitgpp --json fitgpp.json
+    """
+    if json_path is not None:
+        _check_writable(Path(json_path))
+    ctx = Context(site_path, getattr(obj, "container", None), getattr(obj, "host", None)) \
+        if obj is None or site_path is not None else obj
+    try:
+        site = _site_for(ctx.site(), policy)
+        adapter = ctx.adapter()
+        chosen = tuple(k.strip() for k in kinds.split(",")) if kinds else tuple(site.kind_names()[:2])
+        for kind in chosen:
+            site.kind(kind)
+        share = te_fraction if te_fraction is not None else (0.3 if site.policy.name == "fitgpp" else 0.0)
+        jobs = mixed_workload(site, chosen, groups, seed, time_scale, share)
+        cluster = model_of(site, adapter.nodes(), adapter.partitions())
+        sim = sim_outcome(site, cluster, jobs)
+        click.echo(f"simulator: {len(jobs)} groups, makespan {sim.makespan_s:.0f} s; now the live run "
+                   f"(policy {site.policy.name}, a cycle every {interval:g} s)", err=True)
+        with tempfile.TemporaryDirectory(prefix="slurmx-fidelity-") as state:
+            live_groups = run_live(site, adapter, jobs, Path(state), interval=interval, timeout=timeout,
+                                   progress=_Progress())
+        click.echo("", err=True)
+    except (ConfigError, SlurmError, KeyError, TimeoutError) as exc:
+        raise click.ClickException(" ".join(str(exc).split())) from None
+    result = compare(sim, _live_outcome(live_groups))
+    _print(result, site.policy.name)
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(_document(result, site.policy.name, seed, time_scale), indent=1))
+
+
+def _site_for(site: SiteConfig, policy: str | None) -> SiteConfig:
+    """The site with the policy to compare, and no profiling: estimates are exact, the drivers are compared."""
+    name = policy or site.policy.name
+    params = site.policy.params if policy is None or policy == site.policy.name else {}
+    make_policy(name, params, source="--policy")
+    return site.model_copy(update={
+        "policy": site.policy.model_copy(update={"name": name, "params": params}),
+        "profile": site.profile.model_copy(update={"enabled": False})})
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise click.BadParameter(f"{folder} is not a folder you can write to", param_hint="--json")
+
+
+class _Progress:
+    """One line per change (rewritten in place on a terminal)."""
+
+    def __init__(self) -> None:
+        self.last = -1
+        self.tty = click.get_text_stream("stderr").isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if done != self.last:
+            self.last = done
+            click.echo(f"{chr(13) if self.tty else ''}live: {done}/{total} groups finished", nl=not self.tty,
+                       err=True)
+
+
+def _live_outcome(groups: list[LiveGroup]) -> Outcome:
+    t0 = min(g.submit for g in groups if g.submit is not None)
+    return Outcome({g.job_id: ((g.submit or t0) - t0, (g.start if g.start is not None else g.end or t0) - t0,
+                               (g.end or t0) - t0, g.kind or "") for g in groups})
+
+
+def _print(result: Comparison, policy: str) -> None:
+    click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'live':>10} {'live vs sim':>12}")
+    for name, sim, live, diff in result.rows():
+        shown = f"{diff:>+11.1f}%" if sim else f"{'n/a':>12}"
+        click.echo(f"{name:<20} {sim:>10.1f} {live:>10.1f} {shown}")
+    first = result.first_order_difference()
+    click.echo("start order         " + ("identical" if first is None else f"differs from position {first + 1}"))
+    click.echo(f"same variant kind   {result.same_kinds() * 100:.0f}% of groups")
+
+
+def _document(result: Comparison, policy: str, seed: int, time_scale: float) -> dict[str, Any]:
+    return {"policy": policy, "seed": seed, "time_scale": time_scale,
+            "rows": [{"metric": n, "simulator": s, "live": v, "live_vs_sim_pct": d} for n, s, v, d in result.rows()],
+            "same_start_order": result.same_start_order(), "same_kinds": result.same_kinds(),
+            "simulator": result.sim.groups, "live": result.live.groups}

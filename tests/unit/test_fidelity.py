@@ -1,0 +1,51 @@
+"""The fidelity command's pure parts: the workload, the model of the live cluster, the comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from slurmx.core.model import JobClass, Node, Partition
+from slurmx.core.resources import Resources
+from slurmx.fidelity import compare, mixed_workload, sim_outcome
+from slurmx.fidelity.cli import fidelity_command
+from slurmx.fidelity.compare import Outcome, model_of
+from tests.unit.test_daemon import SITE
+
+
+def test_the_workload_is_deterministic_shaped_to_the_site_and_minute_scale() -> None:
+    jobs = mixed_workload(SITE, ("cpu", "gpu"), groups=30, seed=3)
+    assert jobs == mixed_workload(SITE, ("cpu", "gpu"), groups=30, seed=3)
+    assert jobs != mixed_workload(SITE, ("cpu", "gpu"), groups=30, seed=4)
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs) and jobs[0].submit_time == 0
+    for j in jobs:
+        assert set(j.variants) == {"cpu", "gpu"}
+        assert j.variants["gpu"].request.gres == {"gpu": 1}
+        assert 5 <= j.variants["gpu"].duration_s <= j.variants["cpu"].duration_s <= 120
+        assert j.variants["cpu"].estimate_s == j.variants["cpu"].duration_s
+    assert {j.job_class for j in mixed_workload(SITE, ("cpu",), 50, 0, te_fraction=0.5)} == {JobClass.TE, JobClass.BE}
+    scaled = mixed_workload(SITE, ("cpu",), 5, 0, time_scale=0.1)
+    assert max(j.variants["cpu"].duration_s for j in scaled) <= 12
+
+
+def test_the_model_of_the_live_cluster_and_the_comparison() -> None:
+    nodes = [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE"),
+             Node("c2", ("cpu",), Resources(2, 4000), Resources(), "IDLE"),
+             Node("g1", ("gpu",), Resources(4, 8000, {"gpu": 2}), Resources(), "IDLE")]
+    cluster = model_of(SITE, nodes, [Partition("cpu", ("c1", "c2"), "cpu"), Partition("gpu", ("g1",), "gpu")])
+    assert sorted(cluster.resources(n.capacity).cpus for n in cluster.nodes) == [2, 4, 4]
+    jobs = mixed_workload(SITE, ("cpu", "gpu"), groups=8, seed=1)
+    sim = sim_outcome(SITE, cluster, jobs)
+    assert set(sim.groups) == {j.job_id for j in jobs}
+    late = Outcome({g: (s, start + 2, end + 2, kind) for g, (s, start, end, kind) in sim.groups.items()})
+    result = compare(sim, late)
+    (name, s, v, diff), *_ = result.rows()
+    assert name == "average JCT (s)" and v == s + 2 and diff > 0
+    assert result.same_start_order() and result.first_order_difference() is None and result.same_kinds() == 1.0
+
+
+def test_an_output_path_is_checked_before_the_long_run(tmp_path: Path) -> None:
+    result = CliRunner().invoke(fidelity_command, ["mixed", "--site", str(tmp_path / "none.yaml"),
+                                                   "--json", str(tmp_path / "missing" / "x.json")])
+    assert result.exit_code == 2 and "is not a folder you can write to" in result.output
