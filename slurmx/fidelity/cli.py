@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ class _Progress:
 
     def __init__(self) -> None:
         self.last = -1
-        self.tty = click.get_text_stream("stderr").isatty()
+        self.tty = sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         if done != self.last:
