@@ -15,6 +15,7 @@ from slurmx.policies.base import make_policy
 from slurmx.policies.synergy import ClusterShape, QueueState, SynergyPolicy, allocate_round, job_profile, queue_key
 from slurmx.policies.synergy.mechanisms import Demand, admit_by_gpus, greedy, tune
 from slurmx.policies.synergy.opt import OptJob, spread, super_machine
+from slurmx.reproduce.synergy.engine_run import compare, engine_jcts
 from slurmx.reproduce.synergy.round_replica import RoundJob, RoundSettings, simulate
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
@@ -226,6 +227,19 @@ def test_engine_runs_the_policy_and_matches_the_round_simulation() -> None:
     ours = simulate([RoundJob(i, a, 1, m, n, 0.6) for i, a, m, n in rows],
                     RoundSettings(mechanism="tune", shape=ONE, placement="consolidate"))
     assert engine_mean == pytest.approx(ours.mean_h() * 3600, rel=0.05)
+
+
+def test_the_reproductions_engine_run_uses_the_registered_policy_and_takes_single_gpu_jobs() -> None:
+    models = ["alexnet", "gnmt", "res18", "m5", "transformer", "mobilenet", "lstm", "shufflenet", "deepspeech"] * 2
+    jobs = [RoundJob(i, 450.0 * i, 1, m, 2500 + 500 * i, 0.6, measured=i % 2 == 0) for i, m in enumerate(models)]
+    two = ClusterShape(2, 8, 24.0, 500.0)
+    out = compare(jobs, "tune", "fifo", two)
+    assert out.measured == 9 and out.policy_calls > 0
+    assert abs(out.gap) <= 0.05
+    jct, _, _ = engine_jcts(jobs, "prop", "fifo", two)
+    assert sorted(jct) == [i for i in range(len(jobs)) if i % 2 == 0]
+    with pytest.raises(ValueError, match="single-GPU"):
+        engine_jcts([RoundJob(0, 0.0, 2, "alexnet", 100, 0.6)], "tune", "fifo", two)
 
 
 def test_gpu_only_admission_backfills_past_jobs_that_do_not_fit() -> None:

@@ -1,5 +1,6 @@
-"""The Synergy reproduction's runs: which points each experiment needs, and each point through the round
-replica (`round_replica.simulate`). Specs in, outcomes out; the claims and tables are `report.py`'s.
+"""The Synergy reproduction's runs: which points each experiment needs, each point through the round replica
+(`round_replica.simulate`), and the engine check's points through the engine too (`engine_run.compare`).
+Specs in, outcomes out; the claims and tables are `report.py`'s.
 """
 
 from __future__ import annotations
