@@ -73,8 +73,12 @@ def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str
         raise click.ClickException(" ".join(str(exc).split())) from None
     result = compare(sim, _live_outcome(live_groups))
     _print(result, site.policy.name)
+    latency = start_latency(live_groups)
+    if latency is not None:
+        click.echo(f"Slurm start latency {latency:.1f} s on average from the cycle's release to the start")
     if json_path is not None:
-        Path(json_path).write_text(json.dumps(_document(result, site.policy.name, seed, time_scale), indent=1))
+        Path(json_path).write_text(json.dumps(_document(result, site.policy.name, seed, time_scale, latency),
+                                              indent=1))
 
 
 def _site_for(site: SiteConfig, policy: str | None) -> SiteConfig:
@@ -113,6 +117,12 @@ def _live_outcome(groups: list[LiveGroup]) -> Outcome:
                                (g.end or t0) - t0, g.kind or "") for g in groups})
 
 
+def start_latency(groups: list[LiveGroup]) -> float | None:
+    """Slurm's mean time from the cycle's release of a variant to its start (whole seconds, as Slurm times)."""
+    gaps = [g.start - g.decided for g in groups if g.start is not None and g.decided is not None]
+    return sum(gaps) / len(gaps) if gaps else None
+
+
 def _print(result: Comparison, policy: str) -> None:
     click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'live':>10} {'live vs sim':>12}")
     for name, sim, live, diff in result.rows():
@@ -123,8 +133,10 @@ def _print(result: Comparison, policy: str) -> None:
     click.echo(f"same variant kind   {result.same_kinds() * 100:.0f}% of groups")
 
 
-def _document(result: Comparison, policy: str, seed: int, time_scale: float) -> dict[str, Any]:
+def _document(result: Comparison, policy: str, seed: int, time_scale: float,
+              latency: float | None) -> dict[str, Any]:
     return {"policy": policy, "seed": seed, "time_scale": time_scale,
             "rows": [{"metric": n, "simulator": s, "live": v, "live_vs_sim_pct": d} for n, s, v, d in result.rows()],
             "same_start_order": result.same_start_order(), "same_kinds": result.same_kinds(),
+            "start_latency_s": latency,
             "simulator": result.sim.groups, "live": result.live.groups}

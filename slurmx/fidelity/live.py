@@ -15,6 +15,8 @@ from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
+from slurmx.cycle import DecisionLog
+from slurmx.cycle.log import APPLIED
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.policies import make_policy
@@ -41,14 +43,16 @@ class LiveGroup:
     end: float | None = None
     kind: str | None = None
     restarts: int = 0
+    decided: float | None = None  # when the cycle first applied a Start of it (epoch s): Slurm's start latency
 
 
 def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], state_dir: Path, *,
              interval: float = 1.0, timeout: float = 3600.0,
              progress: Callable[[int, int], None] | None = None) -> list[LiveGroup]:
     """Submit `jobs` at their (relative) submit times, decide every `interval` s, until all have finished."""
+    decisions = DecisionLog()
     daemon = Daemon(site, adapter, Store(state_dir / "slurmxd.sqlite"),
-                    make_policy(site.policy.name, site.policy.params))
+                    make_policy(site.policy.name, site.policy.params), decisions=decisions)
     order = sorted(jobs, key=lambda j: j.submit_time)
     groups = {j.job_id: LiveGroup(j.job_id) for j in order}
     t0 = time.time()
@@ -59,6 +63,7 @@ def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], st
                 _submit(site, adapter, order.pop(0), groups)
             daemon.cycle()
             _observe(adapter, groups)
+            _decided(decisions, groups)
             done = sum(g.end is not None for g in groups.values())
             if progress is not None:
                 progress(done, len(groups))
@@ -84,6 +89,16 @@ def _submit(site: SiteConfig, adapter: SlurmAdapter, job: SimJob, groups: dict[s
     group = groups[job.job_id]
     group.group_id = submitted.group_id
     group.jobs = {job_id: kind for kind, job_id in submitted.variants}
+
+
+def _decided(decisions: DecisionLog, groups: dict[str, LiveGroup]) -> None:
+    by_group = {g.group_id: g for g in groups.values()}
+    for record in decisions.records:
+        group = by_group.get(record.group_id)
+        if group is not None and group.decided is None and record.action == "Start" \
+                and record.outcome.status == APPLIED:
+            group.decided = record.t
+    decisions.records.clear()
 
 
 def _observe(adapter: SlurmAdapter, groups: dict[str, LiveGroup]) -> None:
