@@ -18,7 +18,7 @@ from slurmx.core.snapshot import LentSnapshot
 from slurmx.cycle import DecisionLog, Outcome
 from slurmx.cycle.log import REFUSED
 from slurmx.policies import make_policy
-from slurmx.sim import engine as engine_module
+from slurmx.sim import engine_state
 from slurmx.sim.cli import sim_group
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
 from slurmx.sim.config import EngineOptions, parse_sim_config
@@ -67,9 +67,9 @@ def two_kinds() -> ModelCluster:
 
 
 def test_tie_order_is_finish_grace_arrival_profiled_tick() -> None:
-    assert engine_module.EVENT_NAMES == ("finish", "grace_end", "arrival", "profiled", "tick")
-    assert (engine_module.FINISH, engine_module.GRACE_END, engine_module.ARRIVAL, engine_module.PROFILED,
-            engine_module.TICK) == (0, 1, 2, 3, 4)
+    assert engine_state.EVENT_NAMES == ("finish", "grace_end", "arrival", "profiled", "tick")
+    assert (engine_state.FINISH, engine_state.GRACE_END, engine_state.ARRIVAL, engine_state.PROFILED,
+            engine_state.TICK) == (0, 1, 2, 3, 4)
 
 
 def test_a_finish_frees_the_node_for_an_arrival_at_the_same_instant() -> None:

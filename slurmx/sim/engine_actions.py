@@ -1,0 +1,289 @@
+"""How each action of a plan, and each end of a run, changes the simulator's model world; a mixin of `Engine`.
+
+Apart from the kernel because it is the model's rules, not the event machinery: what a start allocates, how a
+preemption or a resize goes through the grace protocol, what a requeue, a cancel or a completion releases.
+
+Work: a job's variant on kind k runs at `work / duration_s` per second, times `speed(kind, cpus, mem)` when
+the job has a speed function and the policy allocates something else than the request. A preempted job
+makes no progress during its grace period; when the grace ends it is requeued with its remaining work
+(`checkpoint: keep`) or all of it (`lose`), and only its started variant stays (its siblings were cancelled
+when it first started, as slurmx does on Slurm).
+"""
+
+from __future__ import annotations
+
+import math
+
+from slurmx.core.actions import Cancel, Hold, Preempt, Release, Resize, SetPriority, Start
+from slurmx.core.resources import Resources
+from slurmx.cycle import Outcome
+from slurmx.cycle.log import REFUSED, REPEATED
+from slurmx.sim.cluster import SimulationError, SimulationInvariantError, Vector
+from slurmx.sim.engine_state import (
+    CANCELLED,
+    DONE,
+    FINISH,
+    GRACE,
+    GRACE_END,
+    PENDING,
+    PROFILING,
+    RUNNING,
+    WAITING,
+    EngineState,
+    JobState,
+)
+from slurmx.sim.metrics import JobRecord
+
+__all__ = ["ActionSteps"]
+
+
+class ActionSteps(EngineState):
+    """One method per action type (`_start`, `_preempt`, ...) and the state changes events share with them."""
+
+    _reschedule: list[float]  # from a preemption to the next start, per restart
+    _victims: dict[str, list[int]]  # beneficiary -> jobs preempted for it, marks still shown
+    _repeated_preempts: int
+    _releases: int
+    _moves: int  # starts, preemptions and cancels: what makes a stalled run move again
+
+    # ---- state changes ---------------------------------------------------------------------------------
+
+    def _release(self, j: JobState, t: float) -> None:
+        self._releases += 1
+        self.cluster.release(j.node, j.alloc_vec, j.group_id, t)
+        self._alloc_changed = True
+        self._busy -= 1
+        j.node = -1
+
+    def _close(self, j: JobState, t: float, status: int) -> None:
+        self._clear_marks_for(j.group_id)
+        j.status = status
+        j.version += 1
+        self._open -= 1
+        del self._visible[j.group_id]
+        self._dirty[j.idx] = None
+        self._records.append(JobRecord(
+            j.group_id, j.job.user, j.job.job_class, j.job.submit_time, j.first_start, t, j.productive, j.kind,
+            j.preemptions, cancelled=status == CANCELLED, deadline=j.job.deadline))
+
+    def _clear_marks_for(self, beneficiary: str) -> None:
+        """The beneficiary started or left: its victims' earmarks are void."""
+        for idx in self._victims.pop(beneficiary, ()):
+            victim = self._jobs[idx]
+            if victim.beneficiary == beneficiary:
+                victim.beneficiary = None
+                victim.marked_nodes = ()
+                self._dirty[idx] = None
+
+    def _requeue(self, j: JobState, t: float) -> None:
+        self._release(j, t)
+        if j.resize_to is not None:
+            self._resize_kinds(j, j.resize_to)
+            j.resize_to = None
+        else:
+            j.preemptions += 1  # counted when it is back in the queue, as slurmxd counts it
+        j.grace_deadline = None
+        j.requeue_time = t
+        if self.options.checkpoint == "lose":
+            j.done = 0.0
+            j.productive = 0.0
+        j.status = PENDING
+        j.version += 1
+        j.run_estimate = None
+        self._pending += 1
+        self._max_pending = max(self._max_pending, self._pending)
+        self._dirty[j.idx] = None
+
+    # ---- actions ---------------------------------------------------------------------------------------
+
+    def _set_priority(self, a: SetPriority, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "SetPriority", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")  # as on Slurm: only pending variants take a priority
+        j.priority = a.priority
+        self._dirty[j.idx] = None
+        return None
+
+    def _hold(self, a: Hold, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Hold", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")
+        if j.held:
+            return Outcome(REPEATED)
+        j.held = True
+        self._dirty[j.idx] = None
+        return None
+
+    def _release_hold(self, a: Release, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Release", now)
+        if j.status != PENDING:
+            return Outcome(REFUSED, "no waiting variant")
+        if not j.held:
+            return Outcome(REPEATED)
+        j.held = False
+        self._dirty[j.idx] = None
+        return None
+
+    def _known(self, group_id: str, what: str, now: float) -> JobState:
+        j = self._by_id.get(group_id)
+        if j is None:
+            raise SimulationError(f"t={now:g}: {what}: unknown group {group_id!r}")
+        if j.status in (WAITING, PROFILING):
+            raise SimulationError(f"t={now:g}: {what}: group {group_id} is not in the view yet (not submitted or "
+                                  "still profiling)")
+        if j.status in (DONE, CANCELLED):
+            word = "completed" if j.status == DONE else "was cancelled"
+            raise SimulationInvariantError(f"t={now:g}: {what}: group {group_id} {word} already")
+        return j
+
+    def _start(self, a: Start, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Start", now)
+        if j.status in (RUNNING, GRACE):
+            where = self.cluster.nodes[j.node].name
+            raise SimulationInvariantError(f"t={now:g}: group {a.group_id} started twice: it already runs "
+                                           f"({j.kind} on {where} since t={j.seg_start:g})")
+        if a.kind not in j.vectors or a.kind not in j.kinds:
+            raise SimulationError(f"t={now:g}: Start: group {a.group_id} has no active {a.kind!r} variant "
+                                  f"(active: {', '.join(j.kinds)})")
+        request = j.requests[a.kind]
+        alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
+        vec = j.vectors[a.kind] if alloc is request else self.cluster.vector(alloc)
+        node = self._start_node(a, vec, now)
+        self.cluster.allocate(node, vec, a.group_id, now)
+        self._moves += 1
+        speed = 1.0
+        if j.job.speed is not None and alloc is not request:
+            speed = float(j.job.speed(a.kind, alloc.cpus, alloc.mem_mb))
+            if not speed > 0:
+                raise SimulationError(f"t={now:g}: group {a.group_id}: speed({a.kind}, {alloc.cpus}, "
+                                      f"{alloc.mem_mb}) = {speed}; must be > 0")
+        variant = j.job.variants[a.kind]
+        j.rate = j.job.work / variant.duration_s * speed
+        if j.preempted_at is not None:
+            self._reschedule.append(now - j.preempted_at)
+            j.preempted_at = None
+        if j.first_start is None:
+            j.first_start = now
+        j.status = RUNNING
+        j.kind = a.kind
+        j.kinds = (a.kind,)
+        j.node = node
+        j.alloc = alloc
+        j.alloc_vec = vec
+        j.seg_start = now
+        j.held = False
+        remaining = j.job.work - j.done
+        j.run_estimate = j.est_total[a.kind] * remaining / j.job.work
+        # Time left as a share of the variant's duration: exact for whole durations, where `remaining / rate`
+        # rounds up (7 min -> 420.00000000000006 s) and a tick-mode job would free its node a tick late.
+        j.complete_at = now + remaining / j.job.work * variant.duration_s / speed
+        j.version += 1
+        finish = j.complete_at
+        if self.options.mode == "round":
+            period = self.options.period_s
+            finish = max(now, math.ceil(finish / period - 1e-9) * period)
+        self._push(finish, FINISH, j.idx, j.version)
+        if j.group_id in self._victims:
+            self._clear_marks_for(j.group_id)
+        self._pending -= 1
+        self._busy += 1
+        self._alloc_changed = True
+        self._dirty[j.idx] = None
+        return None
+
+    def _start_node(self, a: Start, vec: Vector, now: float) -> int:
+        partition = self.cluster.kinds.get(a.kind)
+        if partition is None:
+            raise SimulationError(f"t={now:g}: Start {a.group_id}: no partition serves kind {a.kind!r}")
+        if len(a.nodes) > 1:
+            raise SimulationError(f"t={now:g}: Start {a.group_id}: multi-node starts ({', '.join(a.nodes)}) are not "
+                                  "modelled; jobs run on one node")
+        if a.nodes:
+            index = self.cluster.index.get(a.nodes[0])
+            if index is None:
+                raise SimulationError(f"t={now:g}: Start {a.group_id}: unknown node {a.nodes[0]!r}")
+            if self.cluster.nodes[index].partition != partition:
+                raise SimulationError(f"t={now:g}: Start {a.group_id}: node {a.nodes[0]} is not in partition "
+                                      f"{partition} serving {a.kind}")
+            return index
+        found = self.cluster.first_fit(a.kind, vec)
+        if found is None:
+            raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: no node of partition {partition} has "
+                                           f"room for {self.cluster.resources(vec)}; the policy over-allocates")
+        return found
+
+    def _preempt(self, a: Preempt, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Preempt", now)
+        if j.status == GRACE:
+            self._repeated_preempts += 1  # already signalled: the enforcer skips it as already applied
+            return Outcome(REPEATED)
+        if j.status != RUNNING:
+            raise SimulationError(f"t={now:g}: Preempt: group {a.group_id} is not running")
+        if a.grace_s < 0:
+            raise SimulationError(f"t={now:g}: Preempt {a.group_id}: negative grace {a.grace_s}")
+        if now > j.complete_at:
+            raise SimulationInvariantError(f"t={now:g}: Preempt {a.group_id}: its work completed at "
+                                           f"t={j.complete_at:g} and it still runs")
+        if a.beneficiary is not None:
+            other = self._by_id.get(a.beneficiary)
+            if other is None or other.group_id not in self._visible:
+                raise SimulationError(f"t={now:g}: Preempt {a.group_id}: beneficiary {a.beneficiary!r} is not a "
+                                      "group in the view")
+            self._victims.setdefault(a.beneficiary, []).append(j.idx)
+        j.beneficiary = a.beneficiary
+        self._enter_grace(j, a.grace_s, now)
+        return None
+
+    def _enter_grace(self, j: JobState, grace_s: int, now: float) -> None:
+        """The grace protocol, as slurmxd runs it: the job stops making progress, and is requeued at the deadline."""
+        self._moves += 1
+        j.done = min(j.job.work, j.done + j.rate * (now - j.seg_start))
+        j.productive += now - j.seg_start
+        j.status = GRACE
+        j.version += 1
+        j.preempted_at = now
+        j.grace_deadline = now + grace_s
+        # The nodes it frees are earmarked for its beneficiary; a victim preempted for no one earmarks nothing.
+        j.marked_nodes = (self.cluster.nodes[j.node].name,) if j.beneficiary is not None else ()
+        self._dirty[j.idx] = None
+        if grace_s == 0:
+            self._requeue(j, now)
+        else:
+            self._push(now + grace_s, GRACE_END, j.idx, j.version)
+
+    def _cancel(self, a: Cancel, now: float) -> Outcome | None:
+        j = self._known(a.group_id, "Cancel", now)
+        self._moves += 1
+        if j.status == PENDING:
+            self._pending -= 1
+        else:
+            if j.status == RUNNING:
+                j.done += j.rate * (now - j.seg_start)
+                j.productive += now - j.seg_start
+            self._release(j, now)
+        self._close(j, now, CANCELLED)
+        return None
+
+    def _resize(self, a: Resize, now: float) -> Outcome | None:
+        """A pending group is resized in place; a running one, as slurmxd does it, through the grace protocol:
+        its own grace period, then a requeue at the new size (not counted as a preemption)."""
+        j = self._known(a.group_id, "Resize", now)
+        if j.status == PENDING:
+            self._resize_kinds(j, a)
+            self._dirty[j.idx] = None
+            return None
+        if j.status == GRACE:
+            return Outcome(REPEATED)  # already being preempted or resized
+        if j.alloc.cpus == a.cpus and j.alloc.mem_mb == a.mem_mb:
+            return Outcome(REPEATED, "already of that size")
+        for k in j.kinds:  # the size is checked now, as Slurm would refuse it at the update
+            self._checked_vector(j.job, k, Resources(a.cpus, a.mem_mb, j.requests[k].gres))
+        j.resize_to = a
+        self._enter_grace(j, j.job.grace_s, now)
+        return None
+
+    def _resize_kinds(self, j: JobState, a: Resize) -> None:
+        for k in j.kinds:
+            request = Resources(a.cpus, a.mem_mb, j.requests[k].gres)
+            j.vectors[k] = self._checked_vector(j.job, k, request)
+            j.requests[k] = request

@@ -1,0 +1,111 @@
+"""The state the simulator's engine shares between its halves, and each job's record in the model world.
+
+`Engine` (`engine.py`, the kernel) is one class assembled from mixins kept in their own modules: how actions change
+the model world (`engine_actions.ActionSteps`) and the view the policy reads (`engine_view.ViewSteps`). This module
+declares, typed, the state they all read and write; the kernel's `Engine.__init__` sets it.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from slurmx.core.actions import Resize
+from slurmx.core.resources import Resources
+from slurmx.sim.cluster import ModelCluster, SimulationError, Vector
+from slurmx.sim.config import EngineOptions
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.metrics import JobRecord
+
+__all__ = [
+    "ARRIVAL", "CANCELLED", "DONE", "EVENT_NAMES", "FINISH", "GRACE", "GRACE_END", "PENDING", "PROFILED",
+    "PROFILING", "RUNNING", "TICK", "WAITING", "EngineState", "JobState",
+]
+
+# Event priorities: the order of events at one instant.
+FINISH, GRACE_END, ARRIVAL, PROFILED, TICK = 0, 1, 2, 3, 4
+EVENT_NAMES = ("finish", "grace_end", "arrival", "profiled", "tick")
+# Job status.
+WAITING, PROFILING, PENDING, RUNNING, GRACE, DONE, CANCELLED = range(7)
+
+
+class JobState:
+    """Mutable state of one job in the model world."""
+
+    __slots__ = (
+        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "est_total", "first_start", "grace_deadline",
+        "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "node", "preempted_at",
+        "preemptions", "priority", "productive", "rate", "requests", "requeue_time", "resize_to", "run_estimate",
+        "seg_start", "status", "vectors", "version", "vids",
+    )
+
+    def __init__(self, idx: int, job: SimJob) -> None:
+        self.idx = idx
+        self.job = job
+        self.group_id = job.job_id
+        self.status = WAITING
+        self.kinds: tuple[str, ...] = ()
+        self.requests: dict[str, Resources] = {}
+        self.vectors: dict[str, Vector] = {}
+        self.est_total: dict[str, float] = {}
+        self.vids: dict[str, int] = {}
+        self.kind: str | None = None
+        self.node = -1
+        self.alloc: Resources = Resources()
+        self.alloc_vec: Vector = ()
+        self.rate = 0.0
+        self.done = 0.0
+        self.productive = 0.0
+        self.seg_start = 0.0
+        self.complete_at = 0.0
+        self.run_estimate: float | None = None
+        self.version = 0
+        self.preemptions = 0
+        self.preempted_at: float | None = None
+        self.first_start: float | None = None
+        self.held = False
+        self.priority: int | None = None
+        # Preemption marks the view shows (Group.grace_deadline, preempted_for, preempted_nodes, requeue_time).
+        self.grace_deadline: float | None = None
+        self.beneficiary: str | None = None
+        self.marked_nodes: tuple[str, ...] = ()
+        self.requeue_time: float | None = None
+        self.resize_to: Resize | None = None  # a Resize of the running job, applied when its grace ends
+        self.listed = 0  # which sorted queue of the index holds it: 0 none, 1 pending, 2 running
+
+
+class EngineState:
+    """What the kernel and both mixins share: the model cluster, the jobs, the event heap and the counters."""
+
+    cluster: ModelCluster
+    options: EngineOptions
+    _heap: list[tuple[float, int, int, int, int]]  # (time, priority, sequence, job index, job version)
+    _seq: int
+    _jobs: list[JobState]  # in submission order: a job's `idx` is its place here
+    _by_id: dict[str, JobState]
+    _visible: dict[str, JobState]  # submitted, profiled and not finished: the groups the view shows
+    _dirty: dict[int, None]  # jobs changed since the last view (an ordered set)
+    _open: int  # jobs not yet completed or cancelled
+    _pending: int
+    _max_pending: int
+    _busy: int  # running, in grace or profiling
+    _records: list[JobRecord]
+    _alloc_changed: bool  # a sample of the allocation is due at the end of the instant
+    _largest: dict[str, Vector]  # kind -> the largest node of its partition
+
+    def _push(self, t: float, prio: int, payload: int, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, prio, self._seq, payload, version))
+
+    def _checked_vector(self, job: SimJob, kind: str, request: Resources) -> Vector:
+        """`request` as a vector, refused if no node of `kind`'s partition could hold it (set-up, and a Resize)."""
+        try:
+            vec = self.cluster.vector(request)
+        except SimulationError as exc:
+            raise SimulationError(f"job {job.job_id} variant {kind}: {exc}") from None
+        largest = self._largest.get(kind)
+        if largest is None:
+            largest = self._largest[kind] = self.cluster.largest(kind)
+        if any(v > c for v, c in zip(vec, largest, strict=True)):
+            raise SimulationError(f"job {job.job_id} variant {kind}: requests {request}, more than any node of "
+                                  f"partition {self.cluster.kinds[kind]} has ({self.cluster.resources(largest)})")
+        return vec

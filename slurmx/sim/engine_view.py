@@ -1,0 +1,172 @@
+"""The view the policy reads of the simulator's model world, built incrementally; a mixin of `Engine`.
+
+Apart from the kernel because it is its own machinery: cached immutable `Group`s rebuilt only when read after a
+change, snapshots lent to the policy, and sorted queues answering `ClusterView`'s index queries.
+
+What the view shows of a job: pending, its active variants (PENDING, or HELD after `Hold`) with the estimate
+of its remaining work and `Group.work` = the work left; running (also during a grace period), one RUNNING
+variant on its node with its allocation, `start_time` of the current run and the estimate from there; a
+preempted group carries `grace_deadline` while in grace, `requeue_time` once back in the queue, and
+`preempted_for`/`preempted_nodes` until its beneficiary starts or leaves. Finished groups leave the view,
+as they leave squeue.
+"""
+
+from __future__ import annotations
+
+import bisect
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
+from slurmx.core.resources import Resources
+from slurmx.core.snapshot import LentSnapshot
+from slurmx.sim.cluster import ModelCluster, SimulationError
+from slurmx.sim.engine_state import PENDING, EngineState, JobState
+
+__all__ = ["Queues", "ViewSteps"]
+
+
+class Queues:
+    """The engine's sorted queues (index 1 pending, 2 running) and which of them the current view has read."""
+
+    __slots__ = ("generation", "keys", "read")
+
+    def __init__(self) -> None:
+        self.keys: list[list[QueueKey]] = [[], [], []]
+        self.read = [False, False, False]
+        self.generation = 0
+
+    def keep_read(self) -> None:
+        """The last view outlived its decision: a queue it read is left to it, the engine goes on with a copy
+        (a list of pointers); an unread one is changed in place, and the old view scans instead."""
+        for q, read in enumerate(self.read):
+            if read:
+                self.keys[q] = self.keys[q].copy()
+
+    def new_generation(self) -> None:
+        """A new snapshot is coming: an older view's index answers "no longer known" from now on."""
+        self.read = [False, False, False]
+        self.generation += 1
+
+
+class _Index:
+    """The engine's `ViewIndex`: pending and running queues kept sorted as jobs change (bisect on
+    `(submit_time, group_id)`, the order `ClusterView` defines), and first-fit candidates from the model
+    cluster's free-capacity arrays."""
+
+    __slots__ = ("_cluster", "_generation", "_nodes", "_queues")
+
+    def __init__(self, cluster: ModelCluster, nodes: Mapping[str, Node], queues: Queues) -> None:
+        self._cluster = cluster
+        self._nodes = nodes
+        self._queues = queues
+        self._generation = queues.generation
+
+    def _keys(self, q: int) -> list[QueueKey] | None:
+        queues = self._queues
+        if queues.generation != self._generation:
+            return None  # the engine moved on: the view answers from its own frozen groups
+        queues.read[q] = True
+        return queues.keys[q]
+
+    def pending_keys(self) -> list[QueueKey] | None:
+        return self._keys(1)
+
+    def running_keys(self) -> list[QueueKey] | None:
+        return self._keys(2)
+
+    def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
+        order = self._cluster.kind_nodes.get(kind, ())
+        nodes, sim = self._nodes, self._cluster.nodes
+        return tuple([nodes[sim[i].name] for i in order])
+
+    def fitting_nodes(self, kind: KindName, request: Resources) -> Iterator[Node]:
+        cluster = self._cluster
+        if kind not in cluster.kind_nodes:
+            return iter(())
+        try:
+            vec = cluster.vector(request)
+        except SimulationError:  # a GRES no node has: nothing fits
+            return iter(())
+        nodes, sim = self._nodes, cluster.nodes
+        return (nodes[sim[i].name] for i in cluster.fitting(kind, vec))  # lazily: first fit reads one or two
+
+
+class ViewSteps(EngineState):
+    """The policy's `ClusterView`: nodes from the model cluster, groups from the engine's jobs."""
+
+    _groups: dict[str, Group]  # the cached group views, lent to the policy
+    _stale_groups: set[str]  # groups whose view is rebuilt when a policy reads it
+    _lent: list[weakref.ReferenceType[LentSnapshot[str, Any]]]  # this decision's snapshots
+    _holes: int  # deletions from _groups since it was last rebuilt
+    _queues: Queues
+
+    def _view(self, now: float) -> ClusterView:
+        if self.options.view == "naive":
+            every_node = self.cluster.rebuild_views()
+            every_group = {gid: self._group_view(j) for gid, j in self._visible.items()}
+            self._dirty.clear()
+            return ClusterView(now, every_node, self.cluster.partitions, every_group, self.cluster.kinds)
+        nodes = self.cluster.refresh_views()
+        groups, stale = self._groups, self._stale_groups
+        self._queues.new_generation()
+        for idx in self._dirty:
+            j = self._jobs[idx]
+            gid = j.group_id
+            if gid in self._visible:
+                if gid in groups:
+                    stale.add(gid)  # rebuilt if read: a FIFO never reads most running groups
+                else:
+                    groups[gid] = self._group_view(j)
+                self._file(j, 1 if j.status == PENDING else 2)
+            else:
+                self._file(j, 0)
+                stale.discard(gid)
+                if groups.pop(gid, None) is not None:
+                    self._holes += 1
+        self._dirty.clear()
+        if self._holes * 2 > len(groups):
+            # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict
+            # with many deleted slots key by key instead of cloning its table: keep it compact.
+            self._groups = groups = dict(groups)
+            self._holes = 0
+        lent = LentSnapshot(groups, stale, self._group_view_of)
+        self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
+        index = _Index(self.cluster, nodes, self._queues)
+        return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
+
+    def _file(self, j: JobState, queue: int) -> None:
+        """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
+        if j.listed == queue:
+            return
+        key = (j.job.submit_time, j.group_id)
+        if j.listed:
+            listed = self._queues.keys[j.listed]
+            del listed[bisect.bisect_left(listed, key)]
+        if queue:
+            bisect.insort(self._queues.keys[queue], key)
+        j.listed = queue
+
+    def _group_view_of(self, group_id: str) -> Group:
+        return self._group_view(self._by_id[group_id])
+
+    def _group_view(self, j: JobState) -> Group:
+        job = j.job
+        kinds = self.cluster.kinds
+        remaining = job.work - j.done
+        if j.status == PENDING:
+            state = VariantState.HELD if j.held else VariantState.PENDING
+            share = remaining / job.work
+            variants = tuple(
+                Variant(j.group_id, k, j.vids[k], state, j.requests[k], kinds[k], (), j.est_total[k] * share,
+                        j.priority, job.submit_time)
+                for k in j.kinds)
+        else:
+            assert j.kind is not None
+            node = self.cluster.nodes[j.node].name
+            variants = (Variant(j.group_id, j.kind, j.vids[j.kind], VariantState.RUNNING, j.alloc, kinds[j.kind],
+                                (node,), j.run_estimate, j.priority, job.submit_time, j.seg_start),)
+        return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
+                     preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
+                     preempted_for=j.beneficiary, preempted_nodes=j.marked_nodes, requeue_time=j.requeue_time)
