@@ -3,6 +3,9 @@
 Policies are pure functions of a `ClusterView`, so everything here is a frozen value: a policy cannot
 change the world behind the daemon's back, and two runs on the same view give the same plan.
 Resource kinds ("cpu", "gpu", "accel", ...) are site-defined names, hence plain strings.
+Long because it is the one vocabulary every policy reads (states, nodes, variants, groups, their queues and the
+view, types that refer to one another), and nearly a fifth of it is state tables, one entry a line (Slurm's job and
+node state names, the active and finished sets).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ numpy arrays (one row per running BE job, one per node), so Eqs. 2–4 are vecto
 running jobs — its `Ledger` of free, releasing (victims in grace) and earmarked resources, and `run_round`, the
 TE-first / strict-FIFO-BE round parameterised by a victim selector. A policy keeps no state between calls, so
 what must outlive a round (who is in grace, for whom) is read back from the view — see `preemption_marks`.
+Long because that shared round is most of it: FitGpp's own arguments and selection are its last 70 lines, and the
+`Round`, its `Ledger` and `run_round` read each other's arrays, so they stay beside the equations they serve.
 """
 
 from __future__ import annotations
