@@ -39,6 +39,7 @@ class DecisionRecord:
     action: str  # the action's type
     group_id: str
     outcome: Outcome
+    kind: str = ""  # the variant a Start runs
 
     def key(self) -> tuple[float, str, str, str, str]:
         """What two drivers must agree on: the time, the view, the action and what became of it."""
@@ -61,7 +62,7 @@ class DecisionLog:
     def add(self, t: float, decision: int, view: str, actions: list[Action], outcomes: list[Outcome]) -> None:
         for action, outcome in zip(actions, outcomes, strict=True):
             self.records.append(DecisionRecord(t, decision, view, action.action_id, type(action).__name__,
-                                               action.group_id, outcome))
+                                               action.group_id, outcome, getattr(action, "kind", "")))
 
 
 _WAITING = (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED)

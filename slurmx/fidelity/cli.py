@@ -14,7 +14,7 @@ import click
 from slurmx.cli_context import Context
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError
-from slurmx.fidelity.compare import Comparison, Outcome, compare, model_of, sim_outcome
+from slurmx.fidelity.compare import Comparison, Outcome, compare, latency_options, model_of, sim_outcome
 from slurmx.fidelity.live import LiveGroup, run_live
 from slurmx.fidelity.workload import mixed_workload
 from slurmx.policies import make_policy
@@ -69,16 +69,18 @@ def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str
             live_groups = run_live(site, adapter, jobs, Path(state), interval=interval, timeout=timeout,
                                    progress=_Progress())
         click.echo("", err=True)
+        latency = start_latency(live_groups) or 0.0
+        modelled = sim_outcome(site, cluster, jobs, options=latency_options(interval, latency))
     except (ConfigError, SlurmError, KeyError, TimeoutError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
-    result = compare(sim, _live_outcome(live_groups))
-    _print(result, site.policy.name)
-    latency = start_latency(live_groups)
-    if latency is not None:
-        click.echo(f"Slurm start latency {latency:.1f} s on average from the cycle's release to the start")
+    live = _live_outcome(live_groups)
+    result, with_latency = compare(sim, live), compare(modelled, live)
+    _print(result, with_latency, site.policy.name)
+    click.echo(f"Slurm start latency {latency:.1f} s on average (cycle's release to start); the modelled "
+               f"simulator decides every {interval:g} s and starts each job that much later")
     if json_path is not None:
-        Path(json_path).write_text(json.dumps(_document(result, site.policy.name, seed, time_scale, latency),
-                                              indent=1))
+        document = _document(result, with_latency, site.policy.name, seed, time_scale, latency)
+        Path(json_path).write_text(json.dumps(document, indent=1))
 
 
 def _site_for(site: SiteConfig, policy: str | None) -> SiteConfig:
@@ -123,20 +125,29 @@ def start_latency(groups: list[LiveGroup]) -> float | None:
     return sum(gaps) / len(gaps) if gaps else None
 
 
-def _print(result: Comparison, policy: str) -> None:
-    click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'live':>10} {'live vs sim':>12}")
-    for name, sim, live, diff in result.rows():
-        shown = f"{diff:>+11.1f}%" if sim else f"{'n/a':>12}"
-        click.echo(f"{name:<20} {sim:>10.1f} {live:>10.1f} {shown}")
-    first = result.first_order_difference()
-    click.echo("start order         " + ("identical" if first is None else f"differs from position {first + 1}"))
-    click.echo(f"same variant kind   {result.same_kinds() * 100:.0f}% of groups")
+def _print(plain: Comparison, modelled: Comparison, policy: str) -> None:
+    click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'vs live':>8} {'+latency':>10} {'vs live':>8} "
+               f"{'live':>10}")
+    for (name, sim, live, diff), (_, model, _, model_diff) in zip(plain.rows(), modelled.rows(), strict=True):
+        click.echo(f"{name:<20} {sim:>10.1f} {_pct(sim, diff):>8} {model:>10.1f} {_pct(model, model_diff):>8} "
+                   f"{live:>10.1f}")
+    for label, result in (("simulator", plain), ("+latency", modelled)):
+        first = result.first_order_difference()
+        order = "identical" if first is None else f"differs from position {first + 1}"
+        click.echo(f"{label:<10} start order {order}; same variant kind for {result.same_kinds() * 100:.0f}% of "
+                   "groups")
 
 
-def _document(result: Comparison, policy: str, seed: int, time_scale: float,
-              latency: float | None) -> dict[str, Any]:
-    return {"policy": policy, "seed": seed, "time_scale": time_scale,
-            "rows": [{"metric": n, "simulator": s, "live": v, "live_vs_sim_pct": d} for n, s, v, d in result.rows()],
-            "same_start_order": result.same_start_order(), "same_kinds": result.same_kinds(),
-            "start_latency_s": latency,
-            "simulator": result.sim.groups, "live": result.live.groups}
+def _pct(base: float, diff: float) -> str:
+    return f"{diff:+.1f}%" if base else "n/a"
+
+
+def _document(plain: Comparison, modelled: Comparison, policy: str, seed: int, time_scale: float,
+              latency: float) -> dict[str, Any]:
+    return {"policy": policy, "seed": seed, "time_scale": time_scale, "start_latency_s": latency,
+            "rows": [{"metric": n, "simulator": s, "simulator_with_latency": m, "live": v, "live_vs_sim_pct": d,
+                      "live_vs_modelled_pct": md}
+                     for (n, s, v, d), (_, m, _, md) in zip(plain.rows(), modelled.rows(), strict=True)],
+            "same_start_order": plain.same_start_order(), "same_kinds": plain.same_kinds(),
+            "same_start_order_modelled": modelled.same_start_order(), "same_kinds_modelled": modelled.same_kinds(),
+            "simulator": plain.sim.groups, "simulator_with_latency": modelled.sim.groups, "live": plain.live.groups}

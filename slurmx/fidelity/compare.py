@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import Node, Partition
+from slurmx.cycle import DecisionLog
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob
 
-__all__ = ["Comparison", "Outcome", "compare", "model_of", "sim_outcome"]
+__all__ = ["Comparison", "Outcome", "compare", "latency_options", "model_of", "sim_outcome"]
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,20 @@ def model_of(site: SiteConfig, nodes: Iterable[Node], partitions: Iterable[Parti
     return ModelCluster(shapes)
 
 
-def sim_outcome(site: SiteConfig, cluster: ModelCluster, jobs: Sequence[SimJob]) -> Outcome:
+def sim_outcome(site: SiteConfig, cluster: ModelCluster, jobs: Sequence[SimJob],
+                decisions: DecisionLog | None = None, options: EngineOptions | None = None) -> Outcome:
+    """The simulator's run: by default event mode without latency (`latency_options`: with the live ones)."""
     policy = make_policy(site.policy.name, site.policy.params)
-    result = Engine(cluster, policy, jobs, EngineOptions(checkpoint="lose")).run()
+    result = Engine(cluster, policy, jobs, options or EngineOptions(checkpoint="lose"), decisions=decisions).run()
     return Outcome({r.job_id: (r.submit, r.first_start if r.first_start is not None else r.finish, r.finish,
                                r.kind or "") for r in result.jobs})
 
 
 def compare(sim: Outcome, live: Outcome) -> Comparison:
     return Comparison(sim, live)
+
+
+def latency_options(interval_s: float, start_latency_s: float) -> EngineOptions:
+    """The simulator with the live run's two latencies: a decision every cycle (`tick` at the daemon's interval,
+    so an arrival or a finish waits for the next cycle) and Slurm's measured start latency after each release."""
+    return EngineOptions(checkpoint="lose", mode="tick", period_s=interval_s, start_latency_s=start_latency_s)

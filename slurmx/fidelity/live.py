@@ -48,14 +48,17 @@ class LiveGroup:
 
 def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], state_dir: Path, *,
              interval: float = 1.0, timeout: float = 3600.0,
-             progress: Callable[[int, int], None] | None = None) -> list[LiveGroup]:
-    """Submit `jobs` at their (relative) submit times, decide every `interval` s, until all have finished."""
-    decisions = DecisionLog()
+             progress: Callable[[int, int], None] | None = None,
+             decisions: DecisionLog | None = None) -> list[LiveGroup]:
+    """Submit `jobs` at their (relative) submit times, decide every `interval` s, until all have finished;
+    `decisions` receives the cycle's decision log (group ids are Slurm's: `LiveGroup.group_id`)."""
+    decisions = decisions if decisions is not None else DecisionLog()
     daemon = Daemon(site, adapter, Store(state_dir / "slurmxd.sqlite"),
                     make_policy(site.policy.name, site.policy.params), decisions=decisions)
     order = sorted(jobs, key=lambda j: j.submit_time)
     groups = {j.job_id: LiveGroup(j.job_id) for j in order}
     t0 = time.time()
+    seen = 0
     try:
         while True:
             now = time.time() - t0
@@ -63,7 +66,7 @@ def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], st
                 _submit(site, adapter, order.pop(0), groups)
             daemon.cycle()
             _observe(adapter, groups)
-            _decided(decisions, groups)
+            seen = _decided(decisions, groups, seen)
             done = sum(g.end is not None for g in groups.values())
             if progress is not None:
                 progress(done, len(groups))
@@ -91,14 +94,15 @@ def _submit(site: SiteConfig, adapter: SlurmAdapter, job: SimJob, groups: dict[s
     group.jobs = {job_id: kind for kind, job_id in submitted.variants}
 
 
-def _decided(decisions: DecisionLog, groups: dict[str, LiveGroup]) -> None:
+def _decided(decisions: DecisionLog, groups: dict[str, LiveGroup], seen: int) -> int:
+    """Note when each group was first released, from the records after the first `seen`; the new count."""
     by_group = {g.group_id: g for g in groups.values()}
-    for record in decisions.records:
+    for record in decisions.records[seen:]:
         group = by_group.get(record.group_id)
         if group is not None and group.decided is None and record.action == "Start" \
                 and record.outcome.status == APPLIED:
             group.decided = record.t
-    decisions.records.clear()
+    return len(decisions.records)
 
 
 def _observe(adapter: SlurmAdapter, groups: dict[str, LiveGroup]) -> None:

@@ -283,10 +283,13 @@ class EngineOptions:
     call_when_idle: bool = False
     view: Literal["incremental", "naive"] = "incremental"
     count_notes: tuple[str, ...] = ()
+    start_latency_s: float = 0.0  # Slurm's time from release to start, as `slurmx fidelity` measures it
 
     def __post_init__(self) -> None:
         if self.mode != "event" and not self.period_s > 0:
             raise ValueError(f"mode {self.mode} needs a period > 0, got {self.period_s}")
+        if not self.start_latency_s >= 0:
+            raise ValueError(f"start_latency_s must be >= 0, got {self.start_latency_s}")
 
 
 def parse_sim_config(data: Mapping[str, Any], source: str = "<sim>") -> SimConfig:

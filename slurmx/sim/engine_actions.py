@@ -162,21 +162,24 @@ class ActionSteps(EngineState):
         if j.preempted_at is not None:
             self._reschedule.append(now - j.preempted_at)
             j.preempted_at = None
+        # Slurm's start latency (`start_latency_s`, measured by `slurmx fidelity`): the node is taken now, the
+        # work begins when Slurm has started the job.
+        begin = now + self.options.start_latency_s
         if j.first_start is None:
-            j.first_start = now
+            j.first_start = begin
         j.status = RUNNING
         j.kind = a.kind
         j.kinds = (a.kind,)
         j.node = node
         j.alloc = alloc
         j.alloc_vec = vec
-        j.seg_start = now
+        j.seg_start = begin
         j.held = False
         remaining = j.job.work - j.done
         j.run_estimate = j.est_total[a.kind] * remaining / j.job.work
         # Time left as a share of the variant's duration: exact for whole durations, where `remaining / rate`
         # rounds up (7 min -> 420.00000000000006 s) and a tick-mode job would free its node a tick late.
-        j.complete_at = now + remaining / j.job.work * variant.duration_s / speed
+        j.complete_at = begin + remaining / j.job.work * variant.duration_s / speed
         j.version += 1
         finish = j.complete_at
         if self.options.mode == "round":
@@ -237,8 +240,9 @@ class ActionSteps(EngineState):
     def _enter_grace(self, j: JobState, grace_s: int, now: float) -> None:
         """The grace protocol, as slurmxd runs it: the job stops making progress, and is requeued at the deadline."""
         self._moves += 1
-        j.done = min(j.job.work, j.done + j.rate * (now - j.seg_start))
-        j.productive += now - j.seg_start
+        ran = max(0.0, now - j.seg_start)  # nothing while Slurm was still starting it
+        j.done = min(j.job.work, j.done + j.rate * ran)
+        j.productive += ran
         j.status = GRACE
         j.version += 1
         j.preempted_at = now
@@ -258,8 +262,9 @@ class ActionSteps(EngineState):
             self._pending -= 1
         else:
             if j.status == RUNNING:
-                j.done += j.rate * (now - j.seg_start)
-                j.productive += now - j.seg_start
+                ran = max(0.0, now - j.seg_start)
+                j.done += j.rate * ran
+                j.productive += ran
             self._release(j, now)
         self._close(j, now, CANCELLED)
         return None

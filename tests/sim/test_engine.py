@@ -598,3 +598,15 @@ def test_a_plan_is_required() -> None:
 
     with pytest.raises(SimulationError, match=r"policy broken returned list, not a Plan"):
         run([job("a")], NotAPlan())
+
+
+def test_slurms_start_latency_delays_the_work_not_the_node() -> None:
+    """`start_latency_s` (what `slurmx fidelity` measures): the node is taken at the Start, the run begins later."""
+    result = run([job("a", 0, 10, cpus=4), job("b", 1, 10, cpus=4)], make_policy("fifo"),
+                 start_latency_s=2.0)
+    a, b = record(result, "a"), record(result, "b")
+    assert (a.first_start, a.finish) == (2.0, 12.0)
+    assert (b.first_start, b.finish) == (14.0, 24.0)  # started at a's finish (12), running from 14
+    assert a.exec_s == b.exec_s == 10.0
+    with pytest.raises(ValueError, match="start_latency_s must be >= 0"):
+        EngineOptions(start_latency_s=-1.0)
