@@ -35,13 +35,16 @@ __all__ = ["fidelity_command"]
 @click.option("--te-fraction", type=click.FloatRange(0, 1), default=None,
               help="Share of TE groups (default: 0.3 for fitgpp, else 0).")
 @click.option("--kinds", help="Comma-separated variant kinds (default: the site's first two).")
+@click.option("--mean-gap", type=click.FloatRange(min=0.1), default=4.0, show_default=True,
+              help="Mean seconds between two arrivals (exponential): lower is a busier cluster.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=1.0, show_default=True,
               help="Seconds between two cycles of the live run.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write both runs and the comparison.")
 @click.pass_obj
 def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str | None, groups: int, seed: int,
-                     time_scale: float, te_fraction: float | None, kinds: str | None, interval: float,
+                     time_scale: float, te_fraction: float | None, kinds: str | None, mean_gap: float,
+                     interval: float,
                      timeout: float, json_path: str | None) -> None:
     """Run one small workload live (slurmxd's cycle in this process) and in the simulator; compare them.
 
@@ -60,7 +63,7 @@ def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str
         for kind in chosen:
             site.kind(kind)
         share = te_fraction if te_fraction is not None else (0.3 if site.policy.name == "fitgpp" else 0.0)
-        jobs = mixed_workload(site, chosen, groups, seed, time_scale, share)
+        jobs = mixed_workload(site, chosen, groups, seed, time_scale, share, mean_gap)
         cluster = model_of(site, adapter.nodes(), adapter.partitions())
         sim = sim_outcome(site, cluster, jobs)
         click.echo(f"simulator: {len(jobs)} groups, makespan {sim.makespan_s:.0f} s; now the live run "
