@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import click
 from slurmx.cli_context import Context
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError
+from slurmx.daemon.loop import AlreadyRunning, acquire_lock
 from slurmx.fidelity.compare import Comparison, Outcome, compare, latency_options, model_of, sim_outcome
 from slurmx.fidelity.live import LiveGroup, run_live
 from slurmx.fidelity.workload import mixed_workload
@@ -56,8 +59,19 @@ def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str
         _check_writable(Path(json_path))
     ctx = Context(site_path, getattr(obj, "container", None), getattr(obj, "host", None)) \
         if obj is None or site_path is not None else obj
+    with contextlib.ExitStack() as held:
+        return _run(ctx, held, json_path, policy, groups, seed, time_scale, te_fraction, kinds, mean_gap, interval,
+                    timeout)
+
+
+def _run(ctx: Any, held: contextlib.ExitStack, json_path: str | None, policy: str | None, groups: int, seed: int,
+         time_scale: float, te_fraction: float | None, kinds: str | None, mean_gap: float, interval: float,
+         timeout: float) -> None:
     try:
         site = _site_for(ctx.site(), policy)
+        # The live run is slurmxd's cycle itself: it takes the site's daemon lock first, so it never runs beside
+        # a slurmxd (two cycles would both act on every group).
+        held.enter_context(_daemon_lock(site))
         adapter = ctx.adapter()
         chosen = tuple(k.strip() for k in kinds.split(",")) if kinds else tuple(site.kind_names()[:2])
         for kind in chosen:
@@ -94,6 +108,22 @@ def _site_for(site: SiteConfig, policy: str | None) -> SiteConfig:
     return site.model_copy(update={
         "policy": site.policy.model_copy(update={"name": name, "params": params}),
         "profile": site.profile.model_copy(update={"enabled": False})})
+
+
+@contextlib.contextmanager
+def _daemon_lock(site: SiteConfig) -> Iterator[None]:
+    try:
+        handle = acquire_lock(Path(site.daemon.state_dir))
+    except AlreadyRunning:
+        raise click.ClickException(f"slurmxd is running on this site (state dir {site.daemon.state_dir}); stop it "
+                                   "first: the live run is slurmxd's cycle itself") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot take slurmxd's lock in {site.daemon.state_dir} ({exc.strerror}): "
+                                   "run as the daemon's user") from None
+    try:
+        yield
+    finally:
+        handle.close()
 
 
 def _check_writable(path: Path) -> None:

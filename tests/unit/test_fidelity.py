@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from slurmx.core.model import JobClass, Node, Partition
 from slurmx.core.resources import Resources
+from slurmx.daemon.loop import acquire_lock
 from slurmx.fidelity import compare, mixed_workload, sim_outcome
 from slurmx.fidelity.cli import fidelity_command
 from slurmx.fidelity.compare import Outcome, model_of
@@ -49,3 +50,16 @@ def test_an_output_path_is_checked_before_the_long_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(fidelity_command, ["mixed", "--site", str(tmp_path / "none.yaml"),
                                                    "--json", str(tmp_path / "missing" / "x.json")])
     assert result.exit_code == 2 and "is not a folder you can write to" in result.output
+
+
+def test_the_live_run_refuses_to_run_beside_a_slurmxd(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster: {{name: t}}\nresources: {{cpu: {{partition: cpu, cpus: 1, mem: 500M}}}}\n"
+                    f"daemon: {{state_dir: {tmp_path / 'state'}}}\n")
+    handle = acquire_lock(tmp_path / "state")
+    try:
+        result = CliRunner().invoke(fidelity_command, ["mixed", "--site", str(site)])
+    finally:
+        handle.close()
+    assert result.exit_code == 1
+    assert "slurmxd is running on this site" in result.output and "stop it first" in result.output
