@@ -87,7 +87,8 @@ def _run(ctx: Any, held: contextlib.ExitStack, json_path: str | None, policy: st
                                    progress=_Progress())
         click.echo("", err=True)
         latency = start_latency(live_groups) or 0.0
-        modelled = sim_outcome(site, cluster, jobs, options=latency_options(interval, latency))
+        delay = requeue_delay(live_groups)
+        modelled = sim_outcome(site, cluster, jobs, options=latency_options(interval, latency, delay))
     except (ConfigError, SlurmError, KeyError, TimeoutError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
     live = _live_outcome(live_groups)
@@ -95,8 +96,12 @@ def _run(ctx: Any, held: contextlib.ExitStack, json_path: str | None, policy: st
     _print(result, with_latency, site.policy.name)
     click.echo(f"Slurm start latency {latency:.1f} s on average (cycle's release to start); the modelled "
                f"simulator decides every {interval:g} s and starts each job that much later")
+    if delay is not None:
+        click.echo(f"victims back in the queue {delay:.1f} s after the grace signal on average (their hook exits "
+                   "on it); the modelled simulator requeues them then, not at the grace deadline")
     if json_path is not None:
         document = _document(result, with_latency, site.policy.name, seed, time_scale, latency)
+        document["requeue_delay_s"] = delay
         Path(json_path).write_text(json.dumps(document, indent=1))
 
 
@@ -150,6 +155,12 @@ def _live_outcome(groups: list[LiveGroup]) -> Outcome:
     t0 = min(g.submit for g in groups if g.submit is not None)
     return Outcome({g.job_id: ((g.submit or t0) - t0, (g.start if g.start is not None else g.end or t0) - t0,
                                (g.end or t0) - t0, g.kind or "") for g in groups})
+
+
+def requeue_delay(groups: list[LiveGroup]) -> float | None:
+    """The victims' mean time from the grace signal to squeue showing them requeued (to the cycle's second)."""
+    gaps = [r - p for g in groups for p, r in zip(g.preempted, g.requeued, strict=False) if r >= p]
+    return sum(gaps) / len(gaps) if gaps else None
 
 
 def start_latency(groups: list[LiveGroup]) -> float | None:

@@ -96,7 +96,9 @@ def compare(sim: Outcome, live: Outcome) -> Comparison:
     return Comparison(sim, live)
 
 
-def latency_options(interval_s: float, start_latency_s: float) -> EngineOptions:
-    """The simulator with the live run's two latencies: a decision every cycle (`tick` at the daemon's interval,
-    so an arrival or a finish waits for the next cycle) and Slurm's measured start latency after each release."""
-    return EngineOptions(checkpoint="lose", mode="tick", period_s=interval_s, start_latency_s=start_latency_s)
+def latency_options(interval_s: float, start_latency_s: float, requeue_delay_s: float | None = None) -> EngineOptions:
+    """The simulator with the live run's latencies: a decision every cycle (`tick` at the daemon's interval, so an
+    arrival or a finish waits for the next cycle), Slurm's measured start latency after each release, and the
+    victims' measured time from the grace signal to their requeue (their hook exits on the signal)."""
+    return EngineOptions(checkpoint="lose", mode="tick", period_s=interval_s, start_latency_s=start_latency_s,
+                         requeue_delay_s=requeue_delay_s)

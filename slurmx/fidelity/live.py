@@ -44,6 +44,8 @@ class LiveGroup:
     kind: str | None = None
     restarts: int = 0
     decided: float | None = None  # when the cycle first applied a Start of it (epoch s): Slurm's start latency
+    preempted: list[float] = field(default_factory=list)  # when the cycle signalled it (epoch s)
+    requeued: list[float] = field(default_factory=list)  # when squeue first showed it back in the queue
 
 
 def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], state_dir: Path, *,
@@ -65,7 +67,7 @@ def run_live(site: SiteConfig, adapter: SlurmAdapter, jobs: Sequence[SimJob], st
             while order and order[0].submit_time <= now:
                 _submit(site, adapter, order.pop(0), groups)
             daemon.cycle()
-            _observe(adapter, groups)
+            _observe(adapter, groups, time.time())
             seen = _decided(decisions, groups, seen)
             done = sum(g.end is not None for g in groups.values())
             if progress is not None:
@@ -99,30 +101,35 @@ def _decided(decisions: DecisionLog, groups: dict[str, LiveGroup], seen: int) ->
     by_group = {g.group_id: g for g in groups.values()}
     for record in decisions.records[seen:]:
         group = by_group.get(record.group_id)
-        if group is not None and group.decided is None and record.action == "Start" \
-                and record.outcome.status == APPLIED:
+        if group is None or record.outcome.status != APPLIED:
+            continue
+        if group.decided is None and record.action == "Start":
             group.decided = record.t
+        elif record.action == "Preempt":
+            group.preempted.append(record.t)
     return len(decisions.records)
 
 
-def _observe(adapter: SlurmAdapter, groups: dict[str, LiveGroup]) -> None:
+def _observe(adapter: SlurmAdapter, groups: dict[str, LiveGroup], now: float) -> None:
     ids = [i for g in groups.values() if g.end is None for i in g.jobs]
     if not ids:
         return
     seen = {j.job_id: j for j in adapter.jobs(ids)}
     for group in groups.values():
         if group.end is None:
-            _update(group, [seen[i] for i in group.jobs if i in seen])
+            _update(group, [seen[i] for i in group.jobs if i in seen], now)
 
 
-def _update(group: LiveGroup, jobs: list[SlurmJob]) -> None:
+def _update(group: LiveGroup, jobs: list[SlurmJob], now: float) -> None:
     for job in jobs:
         if job.submit_time and (group.submit is None or job.submit_time < group.submit):
             group.submit = float(job.submit_time)
         if job.start_time and job.state in _RAN:  # a pending job's start_time is only Slurm's forecast
             first = float(job.start_time)
             group.start = first if group.start is None else min(group.start, first)
-        group.restarts = max(group.restarts, job.restart_count)
+        if job.restart_count > group.restarts:  # back in the queue since the last look
+            group.requeued.append(now)
+            group.restarts = job.restart_count
         if job.state is VariantState.COMPLETED and job.end_time:
             group.end, group.kind = float(job.end_time), group.jobs[job.job_id]
         elif job.state.is_finished and job.state is not VariantState.CANCELLED and job.end_time:

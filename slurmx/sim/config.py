@@ -284,12 +284,17 @@ class EngineOptions:
     view: Literal["incremental", "naive"] = "incremental"
     count_notes: tuple[str, ...] = ()
     start_latency_s: float = 0.0  # Slurm's time from release to start, as `slurmx fidelity` measures it
+    # A victim's time from the grace signal to its requeue when its hook exits at once on the signal (measured by
+    # `slurmx fidelity`); None: it keeps its node for its whole grace period.
+    requeue_delay_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode != "event" and not self.period_s > 0:
             raise ValueError(f"mode {self.mode} needs a period > 0, got {self.period_s}")
         if not self.start_latency_s >= 0:
             raise ValueError(f"start_latency_s must be >= 0, got {self.start_latency_s}")
+        if self.requeue_delay_s is not None and not self.requeue_delay_s >= 0:
+            raise ValueError(f"requeue_delay_s must be >= 0, got {self.requeue_delay_s}")
 
 
 def parse_sim_config(data: Mapping[str, Any], source: str = "<sim>") -> SimConfig:

@@ -250,10 +250,12 @@ class ActionSteps(EngineState):
         # The nodes it frees are earmarked for its beneficiary; a victim preempted for no one earmarks nothing.
         j.marked_nodes = (self.cluster.nodes[j.node].name,) if j.beneficiary is not None else ()
         self._dirty[j.idx] = None
-        if grace_s == 0:
+        delay = self.options.requeue_delay_s  # a victim whose hook exits on the signal leaves before its deadline
+        leave = float(grace_s) if delay is None else min(float(grace_s), delay)
+        if leave == 0:
             self._requeue(j, now)
         else:
-            self._push(now + grace_s, GRACE_END, j.idx, j.version)
+            self._push(now + leave, GRACE_END, j.idx, j.version)
 
     def _cancel(self, a: Cancel, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Cancel", now)

@@ -610,3 +610,16 @@ def test_slurms_start_latency_delays_the_work_not_the_node() -> None:
     assert a.exec_s == b.exec_s == 10.0
     with pytest.raises(ValueError, match="start_latency_s must be >= 0"):
         EngineOptions(start_latency_s=-1.0)
+
+
+def test_a_victim_whose_hook_exits_on_the_signal_leaves_before_its_deadline() -> None:
+    """`requeue_delay_s` (measured by `slurmx fidelity`): the victim is requeued that long after the signal, not
+    at its grace deadline, and the view never shows it past the requeue."""
+    plans = {0: [Start("a", "cpu")], 5: [Preempt("a", 30)], 7: [Start("a", "cpu")]}
+    policy = Scripted(lambda view, now: plans.get(int(now), []))
+    result = run([job("a", 0, 20, cpus=4, grace_s=30)], policy, mode="tick", period_s=1.0, requeue_delay_s=2.0,
+                 call_when_idle=True)
+    a = record(result, "a")
+    assert a.preemptions == 1 and a.finish == 7 + 15  # requeued at 7 (not 35), restarted with its 15 s left
+    with pytest.raises(ValueError, match="requeue_delay_s must be >= 0"):
+        EngineOptions(requeue_delay_s=-1.0)
