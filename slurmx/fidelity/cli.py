@@ -170,7 +170,7 @@ def start_latency(groups: list[LiveGroup]) -> float | None:
 
 
 def _print(plain: Comparison, modelled: Comparison, policy: str) -> None:
-    click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'vs live':>8} {'+latency':>10} {'vs live':>8} "
+    click.echo(f"{'policy ' + policy:<20} {'simulator':>10} {'live/sim':>8} {'+latency':>10} {'live/sim':>8} "
                f"{'live':>10}")
     for (name, sim, live, diff), (_, model, _, model_diff) in zip(plain.rows(), modelled.rows(), strict=True):
         click.echo(f"{name:<20} {sim:>10.1f} {_pct(sim, diff):>8} {model:>10.1f} {_pct(model, model_diff):>8} "
