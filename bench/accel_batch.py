@@ -2,7 +2,7 @@
 """Benchmark: one Zhao et al. batch (1,000 jobs on 50 responders) through the 4-approximation, our T_LP search
 against the plain binary search that re-solves the full LP at every step (issue 8: 26-67 s for a prototype).
 
-Ours (`slurmx.policies.accel_lst.search_descent`): a greedy upper bound, the min-T LP at it by column
+Ours (`slurmx.policies.accel_batch.lst.search_descent`): a greedy upper bound, the min-T LP at it by column
 generation (each job starts with its 4 cheapest responders, priced in by the LP duals), one descent step and a
 bisection over only the p_ij values left in the bracket; then pseudo-forest rounding and MTTF order. Baseline
 (`search_bisect`): bisection on T from the lower bound to the greedy bound to a relative 1e-4, the full
@@ -29,10 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slurmx.policies.accel_batch import zhao_schedule
-from slurmx.policies.accel_lst import nonoverlap_makespan
-from slurmx.policies.accel_model import BatchInstance
-from slurmx.sim.batch import instances_of
-from slurmx.sim.workloads.zhao import ZhaoParams, zhao_batches
+from slurmx.policies.accel_batch.lst import nonoverlap_makespan
+from slurmx.policies.accel_batch.model import BatchInstance
+from slurmx.sim.workloads.zhao import ZhaoParams, instances_of, zhao_batches
 
 BASELINE = "plain binary search, full LP re-solved at every step (rel. tol 1e-4)"
 LIMIT_S = 2.0

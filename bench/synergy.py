@@ -31,8 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slurmx.policies.synergy import ClusterShape, JobProfile, allocate_round, job_profile
-from slurmx.policies.synergy_opt import _solve, super_machine
-from slurmx.policies.synergy_profiles import MODELS
+from slurmx.policies.synergy.opt import _solve, super_machine
+from slurmx.policies.synergy.profiles import MODELS
 
 # The default split's model sequence (20% image, 70% language, 10% speech), as the workload assigns it.
 _MIX = ("alexnet", "gnmt", "transformer", "m5", "lstm", "gnmt", "res18", "transformer", "lstm", "gnmt")

@@ -14,7 +14,7 @@ from pathlib import Path
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.daemon.store import Store
-from slurmx.policies.mlfs_slurm import MlfsSlurm, rank_groups
+from slurmx.policies.mlfs import MlfsSlurm, rank_groups
 from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster
 from tests.integration.test_daemon_helpers import (
