@@ -87,3 +87,24 @@ def test_a_victim_requeued_at_its_deadline_is_the_only_victim_for_its_beneficiar
     assert [c for c in fake.calls if c[0] == "signal"] == [("signal", ({"v1": 1, "v2": 2}[preempts[0].group_id],))]
     assert any(r.action == "Start" and r.group_id == "te" and r.outcome.status == APPLIED for r in log.records)
     assert daemon.backend.reads >= 2 + 5, "the requeueing cycle reads Slurm again"
+
+
+def test_profiling_submits_samples_as_the_groups_user_over_the_daemons_transport(tmp_path: Path) -> None:
+    """The cycle's counting wrapper must not hide the transport: samples run as their group's user, never as the
+    daemon's (root)."""
+    from slurmx.slurm import CliSlurm
+    from slurmx.slurm.transport import ReplayTransport
+
+    site = SITE.model_copy(update={"policy": SITE.policy.model_copy(update={"name": "allox"})})
+    transport = ReplayTransport({})
+    daemon = Daemon(site, CliSlurm(transport), Store(tmp_path / "s.sqlite"), make_policy("allox"))
+    assert daemon.profiling is not None
+    calls: list[tuple[str, ...]] = []
+    transport.run = lambda argv, stdin=None, timeout=30.0: calls.append(tuple(argv)) or _ok(argv)  # type: ignore[method-assign]
+    daemon.profiling.submit("alice", "#!/bin/bash\ntrue\n", ["--qos=profile"])
+    assert calls and calls[0][:4] == ("runuser", "-u", "alice", "--"), calls
+
+
+def _ok(argv: Sequence[str]) -> Any:
+    from slurmx.slurm.transport import CommandResult
+    return CommandResult(tuple(argv), 0, "123\n", "")
