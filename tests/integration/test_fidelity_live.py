@@ -58,9 +58,9 @@ def _both(cluster: Cluster, admin: CliSlurm, tmp_path: Path, policy: str, jobs: 
 
 def test_fifo_live_starts_the_groups_in_the_simulators_order(cluster: Cluster, admin: CliSlurm,
                                                              tmp_path: Path) -> None:
-    jobs = [_group(i, 0.0, 10 + 6 * i, None, cpus=3) for i in range(6)]  # 2 cpu nodes x 4 CPUs: one job each
+    jobs = [_group(i, 0.0, 6 + 6 * i, None, cpus=3) for i in range(4)]  # 2 cpu nodes x 4 CPUs: one job each
     sim, live, kinds = _both(cluster, admin, tmp_path, "fifo", jobs, ("cpu",))
-    assert len(sim) == 6
+    assert len(sim) == 4
     assert live == sim, kinds
 
 
@@ -75,7 +75,7 @@ def test_allox_live_picks_the_simulators_variants_in_its_order(cluster: Cluster,
 
 
 def test_fitgpp_live_preempts_the_simulators_victim(cluster: Cluster, admin: CliSlurm, tmp_path: Path) -> None:
-    jobs = [_group(i, 0.0, 60 + 6 * i, None, cpus=c) for i, c in enumerate((3, 1, 2, 2))]  # fill c1 and c2
+    jobs = [_group(i, 0.0, 30 + 6 * i, None, cpus=c) for i, c in enumerate((3, 1, 2, 2))]  # fill c1 and c2
     jobs.append(_group(9, 12.0, 10, None, cpus=1, job_class=JobClass.TE))
     sim, live, kinds = _both(cluster, admin, tmp_path, "fitgpp", jobs, ("cpu",))
     assert any(a[0] == "Preempt" for a in sim), sim
