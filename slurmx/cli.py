@@ -7,6 +7,7 @@ non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -369,14 +370,18 @@ def main() -> None:
     _run(cli, "slurmx")
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="slurmx", prog_name="slurmxd")
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              help="Least severe log records written (default: info; warning with --once).")
 @click.option("--once", is_flag=True, help="Run one cycle and exit.")
 @click.option("--dry-run", is_flag=True, help="Decide and print the plan; enforce nothing, write nothing.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line (overrides daemon.log_format).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Override daemon.state_dir.")
-def _daemon(site_path: str | None, once: bool, dry_run: bool, json_logs: bool, state_dir: str | None) -> None:
+def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: bool, json_logs: bool,
+            state_dir: str | None) -> None:
     """slurmxd: the scheduling daemon (observe -> decide -> enforce)."""
     from slurmx.daemon.main import run_daemon
 
@@ -388,7 +393,8 @@ def _daemon(site_path: str | None, once: bool, dry_run: bool, json_logs: bool, s
         update["state_dir"] = Path(state_dir)
     if update:
         site = site.model_copy(update={"daemon": site.daemon.model_copy(update=update)})
-    run_daemon(site, once=once, dry_run=dry_run)
+    run_daemon(site, once=once, dry_run=dry_run,
+               log_level=getattr(logging, log_level.upper()) if log_level is not None else None)
 
 
 def daemon_main() -> None:

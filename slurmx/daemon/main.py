@@ -78,8 +78,11 @@ def _fields(action: object) -> dict[str, Any]:
     return out
 
 
-def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = True) -> None:
-    configure_logging(site.daemon.log_format, logging.WARNING if once else logging.INFO)
+def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = True,
+               log_level: int | None = None) -> None:
+    """`log_level` None: warnings only for `--once` (its plan is printed), else info."""
+    configure_logging(site.daemon.log_format, log_level if log_level is not None else
+                      logging.WARNING if once else logging.INFO)
     adapter = adapter_from_config(site.transport)
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
