@@ -49,13 +49,16 @@ class RunAsUser:
 
 
 def submit_as_user(adapter: SlurmAdapter) -> SubmitAs:
-    """sbatch as the group's user over the daemon's own transport (an adapter without one submits directly)."""
+    """sbatch as the group's user over the daemon's own transport. An adapter without a transport (pyslurm) cannot
+    run a command as another user, so it submits nothing: a sample is the user's code and never runs as the
+    daemon's own user (the group keeps its declared estimates)."""
     transport = getattr(adapter, "transport", None)
     retry = getattr(adapter, "retry", None)
 
     def submit(user: str, script: str, options: Sequence[str]) -> int:
         if transport is None:
-            return adapter.submit(script, options)
+            raise SlurmError(["sbatch"], None, f"cannot submit as {user}: this Slurm adapter has no transport to run "
+                             "runuser over, and a sample never runs as the daemon's own user")
         return CliSlurm(RunAsUser(transport, user), retry).submit(script, options)
 
     return submit

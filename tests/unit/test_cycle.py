@@ -108,3 +108,16 @@ def test_profiling_submits_samples_as_the_groups_user_over_the_daemons_transport
 def _ok(argv: Sequence[str]) -> Any:
     from slurmx.slurm.transport import CommandResult
     return CommandResult(tuple(argv), 0, "123\n", "")
+
+
+def test_an_adapter_that_cannot_run_as_the_user_submits_no_sample() -> None:
+    """No transport to run runuser over (pyslurm, a fake): the sample is refused, never run as the daemon's user."""
+    from slurmx.daemon.profiling_samples import submit_as_user
+    from slurmx.slurm import SlurmError
+
+    fake = FakeSlurm([])
+    submitted: list[str] = []
+    fake.submit = lambda script, options: submitted.append(script) or 1  # type: ignore[attr-defined]
+    with pytest.raises(SlurmError, match="cannot submit as alice: this Slurm adapter has no transport"):
+        submit_as_user(fake)("alice", "#!/bin/bash\ntrue\n", [])  # type: ignore[arg-type]
+    assert submitted == []
