@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 
 __all__ = ["PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "readable_fields",
-           "script_hash"]
+           "script_hash", "whole_number"]
 
 PREFIX = "slurmx:"
 VERSION = 1
 _V1 = f"{PREFIX}{VERSION}:"
+
+
+_WHOLE = re.compile(r"[0-9]{1,18}")
+
+
+def whole_number(text: str | None) -> int | None:
+    """`text` as a whole number of at most 18 ASCII digits, else None. Not `str.isdigit`: it accepts '²' and '①',
+    which `int` then refuses, and a comment is anyone's to write."""
+    return int(text) if text is not None and _WHOLE.fullmatch(text) else None
 
 
 class TagError(ValueError):
@@ -83,7 +93,7 @@ def fields(comment: str) -> dict[str, str]:
     else:
         body = comment[len(PREFIX):]
         head, sep, _ = body.partition(":")
-        if sep and head.isdigit():
+        if sep and whole_number(head) is not None:
             raise TagError(f"tag version {head} is newer than this slurmx understands (it reads versions 0 to "
                            f"{VERSION}); upgrade slurmx")
     tags: dict[str, str] = {}
@@ -124,9 +134,10 @@ def _count(raw: dict[str, str], key: str) -> int | None:
     text = raw.get(key)
     if text is None:
         return None
-    if not text.isdigit() or len(text) > 18:
+    value = whole_number(text)
+    if value is None:
         raise TagError(f"slurmx tag {key}={text!r}; expected a whole number")
-    return int(text)
+    return value
 
 
 def _seconds(raw: dict[str, str], key: str) -> float | None:

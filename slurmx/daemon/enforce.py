@@ -25,6 +25,7 @@ from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import WAITING, AuditRow, active_ids, group_variants, one_line, show_ids
 from slurmx.daemon.enforce_grace import GraceSteps
 from slurmx.daemon.enforce_start import StartSteps
+from slurmx.daemon.errors import CycleTimeout
 from slurmx.daemon.observe import GraceMark, Observation, StartMark
 from slurmx.daemon.store import Store
 from slurmx.slurm import SlurmError
@@ -92,9 +93,19 @@ class Enforcer(StartSteps, GraceSteps):
                 Release: self._release_held, Cancel: self._cancel}
 
     def starts(self, starts: list[Start], obs: Observation, now: float) -> list[Outcome]:
-        """A plan's starts, together (one release for all); one outcome each."""
+        """A plan's starts, together (one release for all); one outcome each. A failure other than slurmctld
+        unreachable fails these starts, never the cycle; their intents are replayed or timed out as after a crash."""
         with self._unreachable():
-            return self._starts(starts, obs, now)
+            try:
+                return self._starts(starts, obs, now)
+            except (SlurmUnavailable, CycleTimeout):
+                raise
+            except Exception as exc:
+                log.exception("the starts of cycle %d failed", self.cycle)
+                self.on_action("start", "error")
+                for action in starts:
+                    self._audit(action.group_id, "error", f"start failed ({type(exc).__name__}): {one_line(exc)}")
+                return [Outcome(FAILED, f"{type(exc).__name__}: {one_line(exc)}") for _ in starts]
 
     def one(self, step: Step, action: Action, obs: Observation, now: float) -> Outcome:
         """One action by its step; a failure costs this group only, slurmctld unreachable ends the cycle."""
@@ -114,7 +125,7 @@ class Enforcer(StartSteps, GraceSteps):
         kind = type(action).__name__.lower()
         try:
             return step(action, obs, now)
-        except SlurmUnavailable:
+        except (SlurmUnavailable, CycleTimeout):  # the cycle's own ends: not this action's failure
             raise
         except (SlurmError, preemption.PreemptionError) as exc:
             self.on_action(kind, "error")

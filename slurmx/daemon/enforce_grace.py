@@ -66,7 +66,8 @@ class GraceSteps(EnforcerBase):
         if action.grace_s == 0 and intent is not None and intent.step == "signalled":
             # No grace: requeued now, as the simulator does, so a Start of this group later in the same plan (a
             # migration) finds it waiting instead of being refused until the next cycle.
-            self._advance_preempt(intent, obs, now)
+            # At its deadline: begin() rounds it up to a whole second, which a clock with a fraction is still before.
+            self._advance_preempt(intent, obs, max(now, float(intent.data.get("deadline", now))))
             settled = self.store.intent(key)
             if settled is not None and settled.step == "requeued":
                 self._requeued_now[action.group_id] = variant.job_id

@@ -27,7 +27,7 @@ from pathlib import Path
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, VariantState
 from slurmx.core.spool import group_spool, sample_script_path
-from slurmx.core.tag import readable_fields, script_hash
+from slurmx.core.tag import readable_fields, script_hash, whole_number
 from slurmx.core.userfiles import read_user_text
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
@@ -62,7 +62,8 @@ def _read_text(path: str, owner: int) -> str | None:
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
     text = tags.get(key, "")
-    return int(text) if text.isdigit() and int(text) > 0 else None
+    value = whole_number(text)
+    return value if value is not None and value > 0 else None
 
 
 class ProfilingStage(SampleLifecycle):

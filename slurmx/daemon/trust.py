@@ -71,9 +71,10 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
         comment = job.comment
         if not comment.startswith("slurmx:"):
             continue
-        try:
+        try:  # everything read from the comment, before the job joins a group: one bad comment costs its job only
             tags = tag.fields(comment)
-        except tag.TagError as exc:
+            estimate, grace = _estimate(tags.get("e"), job), _grace(tags.get("gr"), max_grace)
+        except Exception as exc:  # TagError, or any bug a crafted comment finds: that job is set aside, named
             rejected.append(Rejected(f"job{job.job_id}", (job.job_id,), f"unreadable group tag: {exc}"))
             continue
         group_id, kind = tags.get("g"), tags.get("v")
@@ -87,8 +88,8 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
         else:
             rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
             continue
-        estimates[job.job_id] = _estimate(tags.get("e"), job)
-        graces[job.job_id] = _grace(tags.get("gr"), max_grace)
+        estimates[job.job_id] = estimate
+        graces[job.job_id] = grace
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
@@ -148,9 +149,8 @@ def job_grace(site: SiteConfig, job: SlurmJob) -> int:
 
 def _grace(text: str | None, limit: int) -> int | None:
     """The `gr=` tag in seconds, at most `limit`; None when absent or not a whole number."""
-    if not text or not text.isdigit() or len(text) > 18:
-        return None
-    return min(int(text), limit)
+    value = tag.whole_number(text)
+    return None if value is None else min(value, limit)
 
 
 def _estimate(text: str | None, job: SlurmJob) -> float | None:

@@ -15,13 +15,14 @@ import click
 
 from slurmx.cli_context import Context
 from slurmx.core.config import SiteConfig
+from slurmx.core.tag import readable_fields
 from slurmx.core.validation import ConfigError
 from slurmx.daemon.loop import AlreadyRunning, acquire_lock
 from slurmx.fidelity.compare import Comparison, Outcome, compare, latency_options, model_of, sim_outcome
 from slurmx.fidelity.live import LiveGroup, run_live
 from slurmx.fidelity.workload import mixed_workload
 from slurmx.policies import make_policy
-from slurmx.slurm import SlurmError
+from slurmx.slurm import SlurmAdapter, SlurmError
 
 __all__ = ["fidelity_command"]
 
@@ -73,6 +74,7 @@ def _run(ctx: Any, held: contextlib.ExitStack, json_path: str | None, policy: st
         # a slurmxd (two cycles would both act on every group).
         held.enter_context(_daemon_lock(site))
         adapter = ctx.adapter()
+        _check_no_other_groups(adapter)
         chosen = tuple(k.strip() for k in kinds.split(",")) if kinds else tuple(site.kind_names()[:2])
         for kind in chosen:
             site.kind(kind)
@@ -129,6 +131,17 @@ def _daemon_lock(site: SiteConfig) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def _check_no_other_groups(adapter: SlurmAdapter) -> None:
+    """The live run's cycle acts on every managed group in the queue, from a store of its own that knows none of
+    their open intents: it runs only on a queue without other slurmx groups (a test cluster, a quiet moment)."""
+    others = sorted({tags["g"] for j in adapter.jobs() if j.state.is_active
+                     and (tags := readable_fields(j.comment)).get("g")})
+    if others:
+        raise click.ClickException(f"{len(others)} slurmx group(s) are in the queue ({', '.join(others[:3])}"
+                                   f"{', ...' if len(others) > 3 else ''}); the live run decides for every managed "
+                                   "group, so run it when no other is queued")
 
 
 def _check_writable(path: Path) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmx.core.model import VariantState
-from slurmx.core.tag import readable_fields
+from slurmx.core.tag import readable_fields, whole_number
 from slurmx.profile.estimator import Estimate, Source
 from slurmx.slurm.records import AccountingRecord
 
@@ -68,7 +68,7 @@ def run_of_record(record: AccountingRecord) -> HistoryRun | None:
         return None
     steps = readable_fields(record.comment).get("n")
     return HistoryRun(key_of_record(record), float(record.end_time), float(record.elapsed_s), record.max_rss_mb,
-                      int(steps) if steps and steps.isdigit() else None)
+                      whole_number(steps))
 
 
 class History:

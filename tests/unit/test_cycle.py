@@ -121,3 +121,18 @@ def test_an_adapter_that_cannot_run_as_the_user_submits_no_sample() -> None:
     with pytest.raises(SlurmError, match="cannot submit as alice: this Slurm adapter has no transport"):
         submit_as_user(fake)("alice", "#!/bin/bash\ntrue\n", [])  # type: ignore[arg-type]
     assert submitted == []
+
+
+@pytest.mark.parametrize("now", [1000.0, 1000.5])
+def test_a_zero_grace_migration_applies_in_one_plan_whatever_the_clocks_fraction(tmp_path: Path, now: float) -> None:
+    """Preempt(grace 0) then Start of the same group: requeued and released in the same cycle, also when the clock
+    has a fraction (the protocol rounds a deadline up to a whole second)."""
+    from slurmx.core.actions import Plan as P
+    from tests.unit.test_daemon import _enforcer, _obs
+
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
+    clock = [now]
+    enforcer, store = _enforcer(tmp_path, fake, clock)
+    outcomes = enforcer.apply(P((Preempt("v", 0), Start("v", "cpu"))), _obs(fake, store, now), now)
+    assert [o.status for o in outcomes] == [APPLIED, APPLIED], outcomes
+    assert fake.verbs()[:2] == ["signal", "requeuehold"] and "release" in fake.verbs()

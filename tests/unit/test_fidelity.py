@@ -63,3 +63,16 @@ def test_the_live_run_refuses_to_run_beside_a_slurmxd(tmp_path: Path) -> None:
         handle.close()
     assert result.exit_code == 1
     assert "slurmxd is running on this site" in result.output and "stop it first" in result.output
+
+
+def test_the_live_run_refuses_a_queue_holding_other_slurmx_groups() -> None:
+    import click
+    import pytest
+
+    from slurmx.core.model import VariantState
+    from slurmx.fidelity.cli import _check_no_other_groups
+    from tests.unit.test_daemon import FakeSlurm, job
+
+    _check_no_other_groups(FakeSlurm([job(1, None), job(2, "done", state=VariantState.COMPLETED)]))  # type: ignore[arg-type]
+    with pytest.raises(click.ClickException, match=r"1 slurmx group\(s\) are in the queue \(queued\)"):
+        _check_no_other_groups(FakeSlurm([job(3, "queued")]))  # type: ignore[arg-type]

@@ -94,3 +94,23 @@ def test_the_policy_sees_the_jobs_own_grace_and_the_site_default_otherwise() -> 
     view = build_view(SITE, jobs, NODES, PARTITIONS, 1000.0).view
     assert view.groups["own"].grace_s == 600
     assert view.groups["old"].grace_s == SITE.preemption.grace_s
+
+
+@pytest.mark.parametrize("value", ["²", "①", "1²", "٣", "9" * 5000, "+5", "5.0"])
+def test_numbers_only_in_ascii_digits_so_a_crafted_tag_costs_its_job_only(value: str) -> None:
+    """`str.isdigit` accepts '²' and '①', which `int` refuses: such a tag once escaped trust and failed every cycle."""
+    assert tag.whole_number(value) is None
+    with pytest.raises(tag.TagError, match="expected a whole number"):
+        tag.decode(f"slurmx:1:g=a,v=cpu,gr={value}")
+    jobs = [_job(1, f"slurmx:1:g=a,v=cpu,c=be,gr={value},n={value}"), _job(2, "slurmx:1:g=b,v=cpu,c=be,gr=60")]
+    trusted, rejected = sort_jobs(SITE, jobs)
+    assert {g.group_id: g.grace_s for g in trusted} == {"a": None, "b": 60}
+    assert not rejected
+    view = build_view(SITE, jobs, NODES, PARTITIONS, 1000.0).view  # and the daemon's view is built
+    assert view.groups["a"].grace_s == SITE.preemption.grace_s
+
+
+@given(st.text(max_size=40))
+def test_sort_jobs_never_raises_on_any_comment(text: str) -> None:
+    for comment in (f"slurmx:1:{text}", f"slurmx:1:g=a,v=cpu,gr={text}", f"slurmx:1:g=a,v=cpu,e={text}"):
+        sort_jobs(SITE, [_job(1, comment)])
