@@ -101,9 +101,9 @@ class SlurmBackend:
         return "slurm"
 
     def __post_init__(self) -> None:
-        table: dict[type[Action], Handler] = {Start: self._starts}
-        table.update({kind: self._handler(kind) for kind in self.enforcer.steps()})
-        self.handlers = checked_handlers(self.name, table)
+        # Start (the enforcer batches a plan's starts) and one step per other action type the enforcer declares.
+        self.handlers = checked_handlers(self.name, {kind: self._handler(kind)
+                                                     for kind in (Start, *self.enforcer.steps())})
 
     def read(self, now: float) -> Observation:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
@@ -134,9 +134,6 @@ class SlurmBackend:
 
     def take_notes(self, plan: Plan, now: float) -> None:
         self.enforcer.note(plan, self._current())
-
-    def _starts(self, batch: Sequence[Action], now: float) -> list[Outcome]:
-        return self.enforcer.apply_batch(Start, list(batch), self._current(), now)
 
     def _handler(self, kind: type[Action]) -> Handler:
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
