@@ -125,6 +125,17 @@ def doctor(ctx: Context) -> None:
                       f"a variant ({need}) fits on {len(fitting)} of {len(members)}")
     records = adapter.accounting(since="now-1hour")
     console.print(f"[green]✓[/green] accounting answers ({len(records)} jobs in the last hour)")
+    transport = getattr(adapter, "transport", None)
+    if transport is not None:
+        from slurmx.daemon.checks import lease_guard_problem, parse_config
+
+        shown = transport.run(["scontrol", "show", "config"], timeout=30.0)
+        problem = lease_guard_problem(parse_config(shown.stdout)) if shown.returncode == 0 else \
+            "cannot read `scontrol show config`"
+        if problem:
+            console.print(f"[yellow]![/yellow] managed variants: {problem}")
+        else:
+            console.print("[green]✓[/green] managed variants: only slurmxd may move their leases (job_submit/lua)")
     if problems:
         raise click.ClickException(f"{problems} problem(s) between the site config and the cluster")
 

@@ -75,11 +75,24 @@ def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions
     if config.get("JobRequeue", "1") == "0":
         warnings.append("JobRequeue=0: preempted jobs must be requeueable; set JobRequeue=1 (or submit with "
                         "--requeue)")
+    unguarded = lease_guard_problem(config)
+    if unguarded:
+        warnings.append(unguarded)
     delay = restart_delay_s(config)
     if delay > 60:
         warnings.append(f"a requeued job may start only {delay} s after its requeue (cred_expire); lower it with "
                         "AuthInfo=cred_expire=30 so preempted work resumes sooner")
     return warnings
+
+
+def lease_guard_problem(config: Mapping[str, str]) -> str:
+    """'' when slurmctld runs a job_submit/lua plugin (site-config/job_submit.lua keeps leases the daemon's);
+    else what a user can do without it and the fix."""
+    if "lua" in [p.strip() for p in config.get("JobSubmitPlugins", "").split(",")]:
+        return ""
+    return ("JobSubmitPlugins has no lua: users can move the begin time of their own waiting managed variants and "
+            "start one the policy did not choose (each group still runs once); install site-config/job_submit.lua "
+            "and set JobSubmitPlugins=lua in slurm.conf")
 
 
 def restart_delay_s(config: Mapping[str, str]) -> int:

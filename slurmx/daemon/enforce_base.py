@@ -36,6 +36,7 @@ class EnforcerBase:
     _last_note: dict[str, str] = field(default_factory=dict)
     _settled: set[int] = field(default_factory=set)  # jobs requeued or released by this cycle's follow-up
     _requeued_now: dict[str, int] = field(default_factory=dict)  # group -> job requeued by this plan (grace 0)
+    _seen_running: set[int] = field(default_factory=set)  # running jobs already checked for who started them
 
     def _audit(self, group_id: str, event: str, detail: str) -> None:
         self.log.append((self.clock(), self.cycle, group_id, event, detail))

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
+from slurmx.core.tag import readable_fields
 from slurmx.cycle import Outcome
 from slurmx.cycle.log import APPLIED, REFUSED, REPEATED, SHADOW
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
@@ -172,6 +173,7 @@ class StartSteps(EnforcerBase):
             if not active or (len(active) == len(group.jobs) and all(j.state in WAITING for j in active)):
                 continue  # the common case: nothing of the group runs or ran yet
             running = [j for j in active if j.state in occupying]
+            self._report_unchosen(group.group_id, running, starts.get(group.group_id))
             if running:
                 keep: int | None = starts.get(group.group_id)
                 if keep not in {j.job_id for j in running}:
@@ -187,6 +189,23 @@ class StartSteps(EnforcerBase):
                 self.on_action("cancel_sibling", "ok")
                 self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
 
+
+    def _report_unchosen(self, group_id: str, running: list[SlurmJob], starting: int | None) -> None:
+        """Audit, once per job, a variant that runs though slurmxd never started it (for `slurmx explain`)."""
+        for job in running:
+            if job.job_id in self._seen_running:
+                continue
+            self._seen_running.add(job.job_id)
+            fields = readable_fields(job.comment)
+            if job.job_id == starting or "l" not in fields:  # race and pick groups are Slurm's to start
+                continue
+            mark = f"(job {job.job_id})"
+            if any(e.event == "decide" and mark in e.detail for e in self.store.history(group_id)):
+                continue
+            kind = fields.get("v", "?")
+            self._audit(group_id, "unchosen", f"{kind} job {job.job_id} runs though slurmxd did not start it: its "
+                        "lease ran out (slurmxd stopped or drained) or someone moved its begin time or released it "
+                        "(site-config/job_submit.lua forbids that to users); exactly one variant still does the work")
 
 
 class _ToRelease(NamedTuple):

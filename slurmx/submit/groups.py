@@ -6,6 +6,7 @@ do not all belong to one user is reported as invalid instead of being acted on.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,8 +18,11 @@ from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = ["GroupStatus", "VariantStatus", "cancel_group", "find_group", "list_groups"]
 
+_LEASE = "SlurmxLease"  # not Slurm's: a managed variant waiting under its lease (daemon/lease.py)
 _WAIT_REASONS = {
     "JobHeldUser": "held: waiting for slurmxd to choose this variant",
+    _LEASE: "held: waiting for slurmxd to choose this variant (if slurmxd is gone, Slurm runs one variant of the "
+            "group once the lease runs out)",
     "JobHeldAdmin": "held by an administrator",
     "Priority": "queued behind higher-priority jobs",
     "Resources": "waiting for resources",
@@ -95,14 +99,23 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]
     for gid, members in by_group.items():
         members.sort(key=lambda j: j.job_id)
         users = {j.user for j in members}
+        now = time.time()
         variants = tuple(VariantStatus(
-            kind=readable_fields(j.comment)["v"], job_id=j.job_id, state=j.state,
-            reason=getattr(j, "reason", ""), nodes=j.nodes, partition=j.partition,
-            restart_count=j.restart_count) for j in members)
+            kind=readable_fields(j.comment)["v"], job_id=j.job_id,
+            state=VariantState.HELD if _leased_waiting(j, now) else j.state,
+            reason=_LEASE if _leased_waiting(j, now) else getattr(j, "reason", ""), nodes=j.nodes,
+            partition=j.partition, restart_count=j.restart_count) for j in members)
         tags = readable_fields(members[0].comment)
         groups.append(GroupStatus(gid, _variant_name(members[0].name), ",".join(sorted(users)),
                                   tags.get("c", ""), variants, valid=len(users) == 1))
     return sorted(groups, key=lambda g: g.variants[0].job_id)
+
+
+def _leased_waiting(job: SlurmJob | AccountingRecord, now: float) -> bool:
+    """A managed variant whose lease still runs: it waits for slurmxd as a held one would."""
+    begin = getattr(job, "begin_time", None)
+    return job.state is VariantState.PENDING and begin is not None and begin > now and \
+        "l" in readable_fields(job.comment)
 
 
 def list_groups(adapter: SlurmAdapter, user: str | None = None) -> list[GroupStatus]:

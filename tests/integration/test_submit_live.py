@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def cli(site_path: Path, *args: str, check: bool = True) -> subprocess.Completed
                           capture_output=True, text=True, timeout=300, check=check)
 
 
-def test_managed_group_is_three_held_variants_and_cancel_leaves_none(site_path: Path, slurm: CliSlurm,
+def test_managed_group_is_three_leased_variants_and_cancel_leaves_none(site_path: Path, slurm: CliSlurm,
                                                                     tag: str) -> None:
     spec = tmp_spec(site_path, tag, "command: echo never-runs\nvariants: [cpu, gpu, accel]\n")
     out = cli(site_path, "submit", "--json", "--mode", "managed", str(spec)).stdout
@@ -37,10 +38,12 @@ def test_managed_group_is_three_held_variants_and_cancel_leaves_none(site_path: 
     site = load_site_config(site_path)
     for kind, job_id in submitted["variants"].items():
         job = jobs[job_id]
-        assert job.state == VariantState.HELD, (kind, job.state)
+        assert (job.state, job.held) == (VariantState.PENDING, False), (kind, job.state)  # a lease, no hold
         tags = dict(job.slurmx_tags)
         assert re.fullmatch(r"[0-9a-f]{12}", tags.pop("h")), job.slurmx_tags  # the payload hash history keys on
         assert tags.pop("gr") == str(site.preemption.grace_s)  # the job's own grace, for slurmxd
+        assert tags.pop("l") == str(site.daemon.lease_s)  # waiting under a lease, not a hold
+        assert job.begin_time is not None and job.begin_time > time.time() + site.daemon.lease_s - 120
         assert tags == {"g": submitted["group"], "v": kind, "c": "be"}
         assert job.partition == site.kind(kind).partition
         assert job.request.cpus == site.kind(kind).cpus

@@ -471,6 +471,7 @@ CONFIG = """Configuration data as of 2026-11-22T09:00:00
 AuthInfo                = cred_expire=10
 JobRequeue              = 1
 PreemptType             = preempt/qos
+JobSubmitPlugins        = lua
 SlurmUser               = slurm(64030)
 """
 
@@ -492,6 +493,15 @@ def test_coexistence_flags_native_qos_preemption_and_a_long_requeue_delay() -> N
     assert len(warnings) == 3
     assert warnings[0].startswith("QOS te may natively preempt be")
     assert "JobRequeue=0" in warnings[1] and "121 s" in warnings[2]
+
+
+def test_a_cluster_without_the_job_submit_plugin_is_named_with_the_fix() -> None:
+    config = parse_config(CONFIG)
+    for plugins in ("", "require_timelimit", "lua_x"):
+        [warning] = coexistence_warnings(SITE, {**config, "JobSubmitPlugins": plugins}, "", [("te", ""), ("be", "")])
+        assert warning.startswith("JobSubmitPlugins has no lua") and "site-config/job_submit.lua" in warning
+    assert coexistence_warnings(SITE, {**config, "JobSubmitPlugins": "require_timelimit,lua"}, "",
+                                [("te", ""), ("be", "")]) == []
 
 
 def test_explain_answers_from_the_audit_log(tmp_path: Path) -> None:

@@ -185,3 +185,20 @@ def test_drain_lets_every_waiting_leased_variant_start_and_a_drained_daemon_deci
     assert resume(tmp_path) and not is_drained(tmp_path) and not resume(tmp_path)
     daemon.cycle()
     assert fake.calls  # resumed: the daemon decides (and renews) again
+
+
+def test_a_variant_running_without_the_daemon_choosing_it_is_reported_once_and_explained(tmp_path: Path) -> None:
+    from slurmx.daemon.explain import explain
+
+    fake = BeginTimeSlurm([job(1, "a", state=VariantState.RUNNING, begin=NOW - 30), job(2, "a", "gpu"),
+                           job(3, "r", state=VariantState.RUNNING, begin=NOW - 30, leased=False)])
+    store = Store(":memory:")
+    daemon = Daemon(site(tmp_path), fake, store, make_policy("fifo", {}), clock=lambda: fake.now)  # type: ignore[arg-type]
+    daemon.cycle()
+    daemon.cycle()
+    unchosen = [e for e in store.history() if e.event == "unchosen"]
+    assert [(e.group_id, e.detail.split(" runs ")[0]) for e in unchosen] == [("a", "cpu job 1")]  # not race group r
+    assert ("cancel", (2,)) in fake.calls  # and its sibling still goes: one variant does the work
+    lines = explain("a", store.history("a"))
+    assert any(line.strip().startswith("not the daemon's choice: cpu job 1 runs though slurmxd did not start it")
+               for line in lines)
