@@ -115,11 +115,6 @@ class ShadowDaemon(Daemon):
             for row in rows:
                 if row.action == "Start" and row.outcome == SHADOW and row.group_id not in backend.started:
                     backend.started[row.group_id] = row
-        for row in rows:
-            where = f" on {','.join(row.nodes)}" if row.nodes else ""
-            log.info("would %s %s%s%s", row.action.lower(), row.kind or "", where,
-                     f" ({row.reason})" if row.reason else "",
-                     extra={"group": row.group_id, "event": "shadow", "cycle": row.cycle})
 
 
 def run_shadow(site: SiteConfig, *, once: bool = False, log_level: int | None = None) -> None:

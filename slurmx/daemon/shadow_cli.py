@@ -100,7 +100,12 @@ def _actual(obj: Context, first_seen: float, now: float) -> tuple[list[SlurmJob 
 
 
 def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}s"
+    return "-" if value is None else f"{round(value)}s"
+
+
+def _signed(value: float | None) -> str:
+    """+5s, -3s, 0s (never "-0s")."""
+    return "-" if value is None else f"{round(value):+d}s" if round(value) else "0s"
 
 
 def _clock(value: float | None) -> str:
@@ -111,9 +116,8 @@ def _row(g: GroupComparison) -> list[str]:
     actual = g.actual_kind + (f" on {g.actual_nodes}" if g.actual_nodes else "") if g.actual_kind else g.actual_state
     differs = "" if g.kind_differs is None else ("yes" if g.kind_differs else "no")
     jct = f"{_secs(g.jct_actual_s)} -> {_secs(g.jct_would_s)}" + (f" ({g.jct_basis})" if g.jct_basis else "")
-    change = "-" if g.jct_change_s is None else f"{g.jct_change_s:+.0f}s"
     return [g.group_id, g.user, g.would, _clock(g.would_start), actual, _clock(g.actual_start), differs,
-            f"{_secs(g.wait_actual_s)} -> {_secs(g.wait_would_s)}", jct, change]
+            f"{_secs(g.wait_actual_s)} -> {_secs(g.wait_would_s)}", jct, _signed(g.jct_change_s)]
 
 
 def render(report: ShadowReport, console: Console) -> None:
@@ -130,7 +134,7 @@ def render(report: ShadowReport, console: Console) -> None:
         f"kind differs in {s.kind_differs} of the {s.compared} group(s) both started",
         f"mean wait: actual {_secs(s.mean_wait_actual_s)}, would-be {_secs(s.mean_wait_would_s)} "
         f"(over those {s.compared})",
-        f"predicted JCT change: {'-' if s.mean_jct_change_s is None else f'{s.mean_jct_change_s:+.0f}s'} mean over "
+        f"predicted JCT change: {_signed(s.mean_jct_change_s)} mean over "
         f"{s.jct_compared} finished group(s) (actual {_secs(s.mean_jct_actual_s)}, would-be "
         f"{_secs(s.mean_jct_would_s)})",
         f"estimated as: {JCT_BASIS}",

@@ -62,7 +62,7 @@ def as_if_managed(jobs: Iterable[SlurmJob], nodes: Iterable[Node], started: Mapp
     for group_id, members in by_group.items():
         if group_id in started or not any(ran(j) for j in members):
             continue
-        if min((j.submit_time or 0) for j in members) < since:
+        if min((j.submit_time or 0) for j in members) < int(since):  # Slurm's times are whole seconds
             continue
         undo.update(j.job_id for j in members)
     freed: dict[str, Resources] = {}
