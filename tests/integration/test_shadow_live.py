@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from slurmx.core.config import load_site_config
 from slurmx.slurm import CliSlurm
@@ -34,9 +33,6 @@ def _variants(i: int) -> list[str]:
 def test_shadow_report_names_every_race_group_and_its_would_be_decision(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site_path = daemon_site(cluster, tmp_path, "allox", interval=1)
-    config = yaml.safe_load(site_path.read_text())
-    config["profile"] = {"enabled": False}  # estimates from the specs: no samples submitted while shadowing
-    site_path.write_text(yaml.safe_dump(config))
     site = load_site_config(site_path)
     log = tmp_path / "shadow.log"
     with log.open("ab") as out:
