@@ -64,6 +64,7 @@ class ShadowDaemon(Daemon):
     record: ShadowStore = field(kw_only=True)
     since: float = field(kw_only=True)
     _last: dict[tuple[str, str], tuple[object, ...]] = field(default_factory=dict, kw_only=True)
+    _seen: set[str] = field(default_factory=set, kw_only=True)  # groups in the last view (already recorded)
 
     def __post_init__(self) -> None:
         self.dry_run = True
@@ -89,7 +90,10 @@ class ShadowDaemon(Daemon):
     def _write(self, report: CycleReport, obs: Observation, records: list[DecisionRecord]) -> None:
         view = obs.view
         self.record.see(SeenGroup(g.group_id, report.now, g.submit_time, g.user, tuple(v.kind for v in g.variants))
-                        for g in view.groups.values())
+                        for g in view.groups.values() if g.group_id not in self._seen)
+        self._seen = set(view.groups)  # bounded by the queue, not by every group ever seen
+        if len(self._last) > 2 * len(view.groups) + 1000:  # standing decisions of groups long gone
+            self._last = {k: v for k, v in self._last.items() if k[0] in view.groups}
         actions = {a.action_id: a for a in report.plan}
         rows: list[ShadowDecision] = []
         for rec in records:

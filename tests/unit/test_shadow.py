@@ -16,7 +16,8 @@ from slurmx.cli import main
 from slurmx.core.actions import Start
 from slurmx.core.model import Node, VariantState
 from slurmx.core.resources import Resources
-from slurmx.daemon.shadow import ShadowDaemon
+from slurmx.daemon.loop import AlreadyRunning, acquire_lock
+from slurmx.daemon.shadow import LOCK_FILE, ShadowDaemon
 from slurmx.daemon.shadow_cli import parse_since, render
 from slurmx.daemon.shadow_report import compare
 from slurmx.daemon.shadow_store import SeenGroup, ShadowDecision, ShadowStore, ShadowStoreError
@@ -104,6 +105,15 @@ def test_the_shadow_daemon_acts_on_nothing_records_each_start_once_and_decides_g
     assert starts == [("a", "cpu", ("c1",), "shadow"), ("b", "cpu", ("c1",), "shadow")]
     assert {g.group_id for g in record.seen()} == {"a", "b"}
     assert not list(tmp_path.glob("slurmxd*"))
+
+
+def test_a_shadow_daemon_runs_beside_an_enforcing_one_but_not_beside_another_shadow(tmp_path: Path) -> None:
+    enforcing = acquire_lock(tmp_path)
+    shadow = acquire_lock(tmp_path, LOCK_FILE, "slurmxd --shadow")
+    with pytest.raises(AlreadyRunning, match="another slurmxd --shadow is running"):
+        acquire_lock(tmp_path, LOCK_FILE, "slurmxd --shadow")
+    shadow.close()
+    enforcing.close()
 
 
 # ------------------------------------------------------------------------------------------------ the report
