@@ -106,7 +106,7 @@ class ShadowDaemon(Daemon):
             group = view.groups.get(action.group_id)
             variant = group.variant(kind) if group is not None and kind else None
             name = type(action).__name__
-            key, value = (action.group_id, name), (kind, nodes, status)
+            key, value = (action.group_id, name), (rec.action_id, status)
             if status == REPEATED or self._last.get(key) == value:
                 continue  # a policy repeats a standing decision every cycle: the record keeps its first time
             self._last[key] = value

@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from slurmx.cli import main
-from slurmx.core.actions import Start
-from slurmx.core.model import Node, VariantState
+from slurmx.core.actions import Plan, SetPriority, Start
+from slurmx.core.model import ClusterView, Node, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon.loop import AlreadyRunning, acquire_lock
 from slurmx.daemon.shadow import LOCK_FILE, ShadowDaemon
@@ -105,6 +105,31 @@ def test_the_shadow_daemon_acts_on_nothing_records_each_start_once_and_decides_g
     assert starts == [("a", "cpu", ("c1",), "shadow"), ("b", "cpu", ("c1",), "shadow")]
     assert {g.group_id for g in record.seen()} == {"a", "b"}
     assert not list(tmp_path.glob("slurmxd*"))
+
+
+class _Prioritiser:
+    """Raises one group's priority every cycle, to 7 from the third cycle on."""
+
+    name = "prioritiser"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        self.calls += 1
+        return Plan((SetPriority("a", 5 if self.calls < 3 else 7, reason=f"call {self.calls}"),))
+
+
+def test_a_standing_decision_is_recorded_once_and_again_when_it_changes(tmp_path: Path) -> None:
+    fake = FakeSlurm([replace(job(1, "a", state=VariantState.PENDING), submit_time=1001)])
+    record = ShadowStore(tmp_path / "shadow.sqlite")
+    daemon = ShadowDaemon(SITE, fake, Store(":memory:"), _Prioritiser(),  # type: ignore[arg-type]
+                          clock=lambda: 1002.0, record=record, since=1000.0)
+    for _ in range(4):
+        daemon.cycle()
+    assert [(d.action, d.cycle, d.reason) for d in record.decisions()] == [("SetPriority", 1, "call 1"),
+                                                                          ("SetPriority", 3, "call 3")]
+    assert fake.calls == []
 
 
 def test_a_shadow_daemon_runs_beside_an_enforcing_one_but_not_beside_another_shadow(tmp_path: Path) -> None:
