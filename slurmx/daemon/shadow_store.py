@@ -92,7 +92,10 @@ class ShadowStore:
             else:
                 self._db.execute("SELECT 1 FROM seen LIMIT 1").fetchall()
                 self._db.execute("SELECT 1 FROM decisions LIMIT 1").fetchall()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
+            if create:
+                raise ShadowStoreError(f"{self.path}: cannot open the shadow record ({exc}); the state directory "
+                                       "must be writable by slurmxd (daemon.state_dir or --state-dir)") from None
             raise ShadowStoreError(f"{self.path}: not a shadow record slurmx can read ({exc}); point --state-dir "
                                    "at the shadow daemon's state directory") from None
 

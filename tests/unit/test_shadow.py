@@ -226,3 +226,9 @@ def test_since_reads_durations_iso_times_and_epochs_and_refuses_the_rest() -> No
     assert parse_since("2026-11-26T06:00:00+00:00", 0.0) == 1795672800.0
     with pytest.raises(click.BadParameter, match="expected a duration ago"):
         parse_since("yesterday-ish", 0.0)
+
+
+def test_a_record_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ShadowStoreError, match=r"cannot open the shadow record .* must be writable by slurmxd"):
+        ShadowStore(tmp_path / "file" / "shadow.sqlite")
