@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     job_id INTEGER,                -- that variant's Slurm job
     nodes TEXT NOT NULL,           -- JSON list: where a Start would have put it
     reason TEXT NOT NULL,
-    outcome TEXT NOT NULL          -- shadow (would have been done) | refused | repeated
+    outcome TEXT NOT NULL          -- shadow (would have been done) | refused | failed (never repeated)
 );
 CREATE INDEX IF NOT EXISTS decisions_group ON decisions (group_id, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
