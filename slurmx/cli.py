@@ -347,6 +347,7 @@ def config_check(path: str) -> None:
 def _register_subcommands() -> None:
     """Commands that live with their packages (kept out of this module so it stays a thin front)."""
     from slurmx.daemon.preempt_cli import preempt_command
+    from slurmx.daemon.shadow_cli import shadow_report_command
     from slurmx.fidelity.cli import fidelity_command
     from slurmx.reproduce.cli import reproduce_command
     from slurmx.sim.cli import sim_group
@@ -354,6 +355,7 @@ def _register_subcommands() -> None:
     cli.add_command(fidelity_command)
     cli.add_command(preempt_command)
     cli.add_command(reproduce_command)
+    cli.add_command(shadow_report_command)
     cli.add_command(sim_group)
 
 
@@ -391,9 +393,11 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Decide and print the plan; enforce nothing, write nothing.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line (overrides daemon.log_format).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Override daemon.state_dir.")
+@click.option("--shadow", is_flag=True, help="Act on nothing; record what would be done in STATE_DIR/shadow.sqlite "
+              "(read it with `slurmx shadow-report`). Runs beside an enforcing slurmxd or none.")
 @click.argument("command", required=False, type=click.Choice(["drain", "resume"]))
 def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: bool, json_logs: bool,
-            state_dir: str | None, command: str | None) -> None:
+            state_dir: str | None, shadow: bool, command: str | None) -> None:
     """slurmxd: the scheduling daemon (observe -> decide -> enforce).
 
     `slurmxd drain` hands every managed group to Slurm now (one variant per group runs) and makes any running
@@ -412,8 +416,13 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
     if command is not None:
         run_drain(site, command)
         return
-    run_daemon(site, once=once, dry_run=dry_run,
-               log_level=getattr(logging, log_level.upper()) if log_level is not None else None)
+    level = getattr(logging, log_level.upper()) if log_level is not None else None
+    if shadow:
+        from slurmx.daemon.shadow import run_shadow
+
+        run_shadow(site, once=once, log_level=level)
+        return
+    run_daemon(site, once=once, dry_run=dry_run, log_level=level)
 
 
 def daemon_main() -> None:

@@ -61,15 +61,16 @@ def store_path(site: SiteConfig) -> Path:
     return Path(site.daemon.state_dir) / "slurmxd.sqlite"
 
 
-def acquire_lock(state_dir: Path) -> IO[str]:
-    """One daemon per state directory (two would both act on every decision); the lock dies with the process."""
+def acquire_lock(state_dir: Path, name: str = "slurmxd.lock", who: str = "slurmxd") -> IO[str]:
+    """One daemon per state directory (two would both act on every decision); the lock dies with the process.
+    A shadow daemon takes a lock of its own `name`: it may run beside the enforcing one, not beside another shadow."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / "slurmxd.lock", "a+")  # noqa: SIM115 (held for the daemon's life)
+    handle = open(state_dir / name, "a+")  # noqa: SIM115 (held for the daemon's life)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        raise AlreadyRunning(f"{state_dir}: another slurmxd is running on this state directory") from None
+        raise AlreadyRunning(f"{state_dir}: another {who} is running on this state directory") from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
