@@ -7,6 +7,7 @@ key path on one line, so they read well in a terminal and in a daemon log alike.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import signal
 from collections.abc import Mapping
@@ -43,6 +44,8 @@ _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
 _RESERVED_FLAGS = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "-p", "-c")
+_HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                          r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
 def _duration(value: Any) -> Any:
@@ -170,8 +173,10 @@ class DaemonConfig(_Model):
     state_dir: Path = Path("/var/lib/slurmx")
     socket: Path | None = None
     start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0)
-    # Prometheus endpoint on 127.0.0.1 (None: off); `log_format: json` writes one JSON object per log line.
+    # Prometheus `/metrics` and `/healthz` on metrics_address:metrics_port (port None: off; a port below 1024
+    # needs root or CAP_NET_BIND_SERVICE); `log_format: json` writes one JSON object per log line.
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    metrics_address: str = "127.0.0.1"
     log_format: Literal["text", "json"] = "text"
     # Audit log retention, applied at start-up and then every `audit_prune_every` cycles: entries older than
     # `audit_keep` go, and of the rest only the newest `audit_keep_rows` stay (0 turns either limit off).
@@ -183,6 +188,17 @@ class DaemonConfig(_Model):
     @classmethod
     def _durations(cls, value: Any) -> Any:
         return _duration(value)
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        """An IP address or a host name: a URL or a host:port here would fail only at bind time, later."""
+        try:
+            return str(ipaddress.ip_address(value.strip("[]")))
+        except ValueError:
+            if _HOSTNAME_RE.match(value):
+                return value
+        raise ValueError(f"expected an IP address or a host name (e.g. 127.0.0.1, ::1, 0.0.0.0), got {value!r}")
 
 
 class SubmitConfig(_Model):

@@ -124,7 +124,11 @@ class Daemon:
 
     def cycle(self) -> CycleReport:
         with collector_paused():  # a cycle's many records are acyclic: see collector_paused
-            return self._cycle()
+            try:
+                return self._cycle()
+            except SlurmError:
+                self.metrics.slurm_down()
+                raise
 
     def _cycle(self) -> CycleReport:
         began = time.perf_counter()
@@ -134,10 +138,16 @@ class Daemon:
         decision = decide(self.policy, self.backend, now, self.decisions, self.cycles)
         obs = self.backend.obs
         assert obs is not None  # decide observed
+        flushed = time.perf_counter()
         rows = tuple(self.enforcer.flush())
-        seconds = time.perf_counter() - began
+        ended = time.perf_counter()
+        seconds = ended - began
         pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())
         self.metrics.decision(seconds)
+        self.metrics.phase("observe", self.backend.observe_s)
+        self.metrics.phase("decide", decision.policy_s)
+        self.metrics.phase("enforce", self.backend.enforce_s + ended - flushed)
+        self.metrics.cycle_ok(now)
         for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected))):
             self.metrics.gauge(state, value)
         for row in rows:

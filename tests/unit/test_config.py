@@ -361,3 +361,17 @@ def test_config_error_is_one_line(mutation: dict[str, Any]) -> None:
     err = _error(_with(**mutation))
     assert "\n" not in str(err)
     assert all("\n" not in e for e in err.errors)
+
+
+@pytest.mark.parametrize(("given", "kept"), [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "0.0.0.0"), ("::1", "::1"),
+                                             ("[::1]", "::1"), ("login-1.cluster.example", "login-1.cluster.example")])
+def test_metrics_address_takes_an_ip_or_a_host_name(given: str, kept: str) -> None:
+    assert parse_site_config(_with(daemon={"metrics_address": given})).daemon.metrics_address == kept
+    assert parse_site_config(_with()).daemon.metrics_address == "127.0.0.1"
+
+
+@pytest.mark.parametrize("bad", ["http://0.0.0.0", "127.0.0.1:9810", "host name", "", "-lead.example"])
+def test_metrics_address_refuses_anything_else_in_one_line(bad: str) -> None:
+    assert str(_error(_with(daemon={"metrics_address": bad}))) == (
+        f"site.yaml: daemon.metrics_address: expected an IP address or a host name (e.g. 127.0.0.1, ::1, 0.0.0.0), "
+        f"got {bad!r}")
