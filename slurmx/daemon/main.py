@@ -108,10 +108,12 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
     if check and transport is not None:
-        problem, warnings = run_checks(site, transport)
-        if problem and not dry_run:
-            raise NotOperator(problem)
-        for warning in warnings:
+        checked = run_checks(site, transport)
+        if checked.problem and not dry_run:
+            raise NotOperator(checked.problem)
+        for line in checked.privileges:
+            log.warning("privilege: %s", line, extra={"event": "privilege"})
+        for warning in checked.coexistence:
             log.warning("coexistence: %s", warning, extra={"event": "coexistence"})
     state_dir = Path(site.daemon.state_dir)
     lock = None if dry_run else acquire_lock(state_dir)
