@@ -3,8 +3,9 @@
 Three privileges besides the operator's (docs/daemon.md, "Permissions"), each needed by one feature:
 
 - access to the users' group folders (mode 0700, owned by each user): the grace protocol writes its intent files
-  there (preemption, running-job resize) and the profiler reads sample scripts and progress files; root's
-  CAP_DAC_OVERRIDE on the daemon's own host, where the spool is mounted;
+  there (preemption, running-job resize; without them a job falls back to its own grace period) and the profiler
+  reads sample scripts and progress files; root's CAP_DAC_OVERRIDE on the daemon's own host, where the spool is
+  mounted;
 - root where Slurm's commands run (the transport's user): profiling samples are submitted as each group's user
   with `runuser`, which only root may call;
 - CAP_NET_BIND_SERVICE for a metrics port below the kernel's first unprivileged port (1024 by default).
@@ -71,8 +72,9 @@ def privilege_warnings(site: SiteConfig, privileges: Privileges) -> list[str]:
     lines: list[str] = []
     if not privileges.has(CAP_DAC_OVERRIDE):
         lines.append("no access to the users' group folders (slurmxd is not root and lacks CAP_DAC_OVERRIDE): "
-                     "preemptions and running-job resizes fail (their intent files cannot be written) and progress "
-                     "and sample files go unread; run slurmxd as root (site-config/slurmxd.service)")
+                     "preemptions and resizes are signalled without their intent files (jobs use their own grace "
+                     "period, not the daemon's deadline) and progress and sample files go unread; run slurmxd as "
+                     "root (site-config/slurmxd.service)")
     if site.profile.active_for(site.policy.name) and privileges.remote_uid != 0:
         lines.append(f"Slurm's commands run as {privileges.remote_user!r}, not root: profiling samples cannot be "
                      "submitted as each group's user (runuser), so groups keep their declared estimates; run "

@@ -38,8 +38,8 @@ def test_the_slurm_user_hears_one_line_per_missing_privilege() -> None:
     lines = privilege_warnings(site("allox", metrics_port=80), Privileges(NONE, "slurm", 64030))
     assert lines == [
         "no access to the users' group folders (slurmxd is not root and lacks CAP_DAC_OVERRIDE): preemptions and "
-        "running-job resizes fail (their intent files cannot be written) and progress and sample files go unread; "
-        "run slurmxd as root (site-config/slurmxd.service)",
+        "resizes are signalled without their intent files (jobs use their own grace period, not the daemon's "
+        "deadline) and progress and sample files go unread; run slurmxd as root (site-config/slurmxd.service)",
         "Slurm's commands run as 'slurm', not root: profiling samples cannot be submitted as each group's user "
         "(runuser), so groups keep their declared estimates; run slurmxd as root, or set profile.enabled: false",
         "daemon.metrics_port 80 is below 1024 and slurmxd lacks CAP_NET_BIND_SERVICE: the metrics and /healthz "
