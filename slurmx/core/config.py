@@ -44,6 +44,7 @@ _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
 _RESERVED_FLAGS = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "-p", "-c")
+OLDEST_SLURM = (22, 5)  # the same as slurmx.slurm.versions.OLDEST (which this module cannot import: a cycle)
 _HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                           r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
@@ -59,13 +60,26 @@ class _Model(BaseModel):
 
 class ClusterConfig(_Model):
     name: str = Field(min_length=1)
-    slurm_version: Literal["22.05", "24.11", "26.05"] | None = None
+    slurm_version: str | None = None  # any release from OLDEST_SLURM on (slurmx.slurm.versions)
 
     @field_validator("slurm_version", mode="before")
     @classmethod
     def _version_text(cls, value: Any) -> Any:
         # Unquoted `24.11` is a float in YAML.
         return f"{value:.2f}" if isinstance(value, float) else value
+
+    @field_validator("slurm_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = re.fullmatch(r"(\d{2})\.(\d{2})", value)
+        if match is None:
+            raise ValueError(f"expected a Slurm release as YY.MM (e.g. '24.11'), got {value!r}")
+        if (int(match.group(1)), int(match.group(2))) < OLDEST_SLURM:
+            raise ValueError(f"Slurm {value} is older than {OLDEST_SLURM[0]}.{OLDEST_SLURM[1]:02d}, the oldest "
+                             "release slurmx reads")
+        return value
 
 
 class ResourceKindConfig(_Model):

@@ -25,6 +25,7 @@ from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_p
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import adapter_from_config
+from slurmx.slurm.versions import shape_for
 
 __all__ = ["JsonFormatter", "configure_logging", "run_daemon"]
 
@@ -107,6 +108,10 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     adapter = adapter_from_config(site.transport)
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
+    if check:  # a Slurm too old is refused here, in one line, rather than every cycle
+        _, newer = shape_for(adapter.version())
+        if newer:
+            log.warning("slurm: %s", newer, extra={"event": "version"})
     if check and transport is not None:
         checked = run_checks(site, transport)
         if checked.problem and not dry_run:
