@@ -105,10 +105,17 @@ def run_checks(site: SiteConfig, transport: Transport, privileges: Privileges | 
     if privileges is None:
         privileges = local_privileges(user, int(uid) if uid.isascii() and uid.isdigit() else None)
     config = parse_config(_run(transport, ["scontrol", "show", "config"]))
-    level = _run(transport, ["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"]).strip()
+    asked = transport.run(["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"], timeout=30.0)
+    level = asked.stdout.strip() if asked.returncode == 0 else ""
     problem = operator_problem(user, config, level.splitlines()[0] if level else "")
+    unknown: list[str] = []
+    if problem and asked.returncode != 0:  # slurmdbd down at boot: not knowing is no reason to stay down
+        why = " ".join((asked.stderr.strip() or f"exit {asked.returncode}").splitlines()[:1])[:200]
+        problem, unknown = "", [f"could not ask sacctmgr whether {user!r} is a Slurm operator ({why}): starting "
+                                "anyway; if it is not, holds, releases, requeues, signals and cancels of other "
+                                f"users' jobs fail; check with `sacctmgr show user {user} format=adminlevel`"]
     partitions = _run(transport, ["scontrol", "show", "partition", "-o"])
     qos_text = _run(transport, ["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"])
     qos = [(name, preempt) for name, _, preempt in (line.partition("|") for line in qos_text.splitlines() if line)]
-    return CheckReport(problem, privilege_warnings(site, privileges),
+    return CheckReport(problem, unknown + privilege_warnings(site, privileges),
                        coexistence_warnings(site, config, partitions, qos))

@@ -113,3 +113,13 @@ def test_run_checks_reports_a_non_operator_and_its_missing_privileges() -> None:
     report = run_checks(site("allox", metrics_port=80), transport, Privileges(NONE, "alice", 1000))
     assert report.problem.startswith("user 'alice' is not a Slurm operator (AdminLevel None)")
     assert len(report.privileges) == 3
+
+
+def test_an_operator_check_sacctmgr_cannot_answer_is_a_warning_not_a_refusal() -> None:
+    transport = CannedTransport({("id", "-un"): "ops\n", ("id", "-u"): "1001\n"})  # sacctmgr fails: slurmdbd down
+    report = run_checks(site(), transport, Privileges(ALL, "ops", 1001))
+    assert report.problem == ""
+    assert report.privileges == [
+        "could not ask sacctmgr whether 'ops' is a Slurm operator (not here): starting anyway; if it is not, holds, "
+        "releases, requeues, signals and cancels of other users' jobs fail; check with `sacctmgr show user ops "
+        "format=adminlevel`"]
