@@ -78,12 +78,17 @@ def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions
     if config.get("JobRequeue", "1") == "0":
         warnings.append("JobRequeue=0: preempted jobs must be requeueable; set JobRequeue=1 (or submit with "
                         "--requeue)")
-    expire = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
-    delay = int(expire.group(1)) + 1 if expire else 121
+    delay = restart_delay_s(config)
     if delay > 60:
         warnings.append(f"a requeued job may start only {delay} s after its requeue (cred_expire); lower it with "
                         "AuthInfo=cred_expire=30 so preempted work resumes sooner")
     return warnings
+
+
+def restart_delay_s(config: Mapping[str, str]) -> int:
+    """How long Slurm keeps a requeued batch job from starting again: cred_expire + 1 s (default 121)."""
+    expire = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
+    return int(expire.group(1)) + 1 if expire else 121
 
 
 def _run(transport: Transport, argv: list[str]) -> str:
@@ -96,6 +101,7 @@ class CheckReport:
     problem: str  # '' or why the daemon must not start (not an operator)
     privileges: list[str]  # a missing privilege per line, each disabling one feature
     coexistence: list[str]  # native Slurm settings that fight the daemon
+    restart_delay_s: int  # Slurm's wait after a requeue (cred_expire + 1)
 
 
 def run_checks(site: SiteConfig, transport: Transport, privileges: Privileges | None = None) -> CheckReport:
@@ -118,4 +124,4 @@ def run_checks(site: SiteConfig, transport: Transport, privileges: Privileges | 
     qos_text = _run(transport, ["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"])
     qos = [(name, preempt) for name, _, preempt in (line.partition("|") for line in qos_text.splitlines() if line)]
     return CheckReport(problem, unknown + privilege_warnings(site, privileges),
-                       coexistence_warnings(site, config, partitions, qos))
+                       coexistence_warnings(site, config, partitions, qos), restart_delay_s(config))

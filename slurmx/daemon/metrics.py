@@ -133,6 +133,11 @@ class Metrics:
         self._last_ok.set(timestamp)
         self._slurm_up.set(1)
 
+    def cycle_idle(self, timestamp: float) -> None:
+        """A cycle that deliberately read nothing (drained): the daemon is alive; Slurm's state is unknown."""
+        self.health.last_ok = timestamp
+        self._last_ok.set(timestamp)
+
     def slurm_down(self) -> None:
         """A cycle failed because Slurm did not answer or refused."""
         self.health.slurm_up = False

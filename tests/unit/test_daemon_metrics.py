@@ -238,3 +238,18 @@ def test_a_port_it_cannot_bind_is_one_line_naming_the_fix(tmp_path: Path, monkey
                                           r"CAP_NET_BIND_SERVICE; choose a port of 1024 or more"):
         main._serve(daemon, _site_with_port(80))
     assert main._serve(daemon, SITE) is None  # no port: no endpoint
+
+
+def test_a_drained_cycle_keeps_the_daemon_healthy_without_claiming_slurm_up(tmp_path: Path) -> None:
+    from slurmx.daemon.drain import DRAIN_MARKER
+    from slurmx.daemon.loop import Daemon
+
+    (tmp_path / DRAIN_MARKER).write_text("drained\n")
+    site = SITE.model_copy(update={"daemon": SITE.daemon.model_copy(update={"state_dir": tmp_path})})
+    daemon = Daemon(site, FakeSlurm([job(1, "a")]), Store(tmp_path / "s.sqlite"),  # type: ignore[arg-type]
+                    make_policy("fifo"), clock=lambda: 500.0)
+    daemon.cycle()
+    assert value(daemon.metrics, "slurmxd_last_cycle_timestamp_seconds") == 500.0
+    assert value(daemon.metrics, "slurmxd_slurm_up") == 0.0 and daemon.metrics.health.slurm_up is None
+    assert daemon.metrics.health.check(510.0, 45.0) == (True, "last successful cycle 10 s ago")
+    assert value(daemon.metrics, "slurmxd_cycle_phase_seconds_count", phase="decide") == 0.0  # nothing decided
