@@ -23,6 +23,7 @@ from slurmx.core.config import ConfigError, SiteConfig, load_site_config
 from slurmx.core.units import UnitError, format_mem
 from slurmx.daemon.errors import DaemonError
 from slurmx.slurm import SlurmError
+from slurmx.slurm.versions import shape_for
 from slurmx.submit.submitter import SubmitError
 
 __all__ = ["daemon_main", "main"]
@@ -105,7 +106,10 @@ def doctor(ctx: Context) -> None:
     adapter = ctx.adapter()
     console = _console()
     version = adapter.version()
-    console.print(f"[bold]Slurm[/bold] {version} via {site.transport.kind}")
+    shape, newer = shape_for(version)
+    console.print(f"[bold]Slurm[/bold] {version} via {site.transport.kind}, read as {shape.since}")
+    if newer:
+        console.print(f"[yellow]![/yellow] {newer}")
     partitions = {p.name: p for p in adapter.partitions({k.partition: n for n, k in site.resources.items()})}
     node_map = {n.name: n for n in adapter.nodes()}
     problems = 0

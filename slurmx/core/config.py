@@ -7,6 +7,7 @@ key path on one line, so they read well in a terminal and in a daemon log alike.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import signal
 from collections.abc import Mapping
@@ -43,6 +44,9 @@ _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
 _RESERVED_FLAGS = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "-p", "-c")
+OLDEST_SLURM = (22, 5)  # the same as slurmx.slurm.versions.OLDEST (which this module cannot import: a cycle)
+_HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                          r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
 def _duration(value: Any) -> Any:
@@ -56,13 +60,26 @@ class _Model(BaseModel):
 
 class ClusterConfig(_Model):
     name: str = Field(min_length=1)
-    slurm_version: Literal["22.05", "24.11", "26.05"] | None = None
+    slurm_version: str | None = None  # any release from OLDEST_SLURM on (slurmx.slurm.versions)
 
     @field_validator("slurm_version", mode="before")
     @classmethod
     def _version_text(cls, value: Any) -> Any:
         # Unquoted `24.11` is a float in YAML.
         return f"{value:.2f}" if isinstance(value, float) else value
+
+    @field_validator("slurm_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = re.fullmatch(r"(\d{2})\.(\d{2})", value)
+        if match is None:
+            raise ValueError(f"expected a Slurm release as YY.MM (e.g. '24.11'), got {value!r}")
+        if (int(match.group(1)), int(match.group(2))) < OLDEST_SLURM:
+            raise ValueError(f"Slurm {value} is older than {OLDEST_SLURM[0]}.{OLDEST_SLURM[1]:02d}, the oldest "
+                             "release slurmx reads")
+        return value
 
 
 class ResourceKindConfig(_Model):
@@ -173,8 +190,10 @@ class DaemonConfig(_Model):
     # Managed variants are submitted with `--begin=now+lease` and slurmxd keeps pushing that begin time forward:
     # if slurmxd is gone, the lease runs out and Slurm runs the group by itself, one variant (docs/failsafe.md).
     lease_s: int = Field(600, validation_alias="lease", ge=60, le=7 * 86_400)
-    # Prometheus endpoint on 127.0.0.1 (None: off); `log_format: json` writes one JSON object per log line.
+    # Prometheus `/metrics` and `/healthz` on metrics_address:metrics_port (port None: off; a port below 1024
+    # needs root or CAP_NET_BIND_SERVICE); `log_format: json` writes one JSON object per log line.
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    metrics_address: str = "127.0.0.1"
     log_format: Literal["text", "json"] = "text"
     # Audit log retention, applied at start-up and then every `audit_prune_every` cycles: entries older than
     # `audit_keep` go, and of the rest only the newest `audit_keep_rows` stay (0 turns either limit off).
@@ -186,6 +205,17 @@ class DaemonConfig(_Model):
     @classmethod
     def _durations(cls, value: Any) -> Any:
         return _duration(value)
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        """An IP address or a host name: a URL or a host:port here would fail only at bind time, later."""
+        try:
+            return str(ipaddress.ip_address(value.strip("[]")))
+        except ValueError:
+            if _HOSTNAME_RE.match(value):
+                return value
+        raise ValueError(f"expected an IP address or a host name (e.g. 127.0.0.1, ::1, 0.0.0.0), got {value!r}")
 
 
 class SubmitConfig(_Model):

@@ -8,6 +8,7 @@ action into the enforcer's crash-safe steps (`enforce`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -98,6 +99,8 @@ class SlurmBackend:
     on_observed: Callable[[Observation, float], None] = lambda obs, now: None
     obs: Observation | None = None
     profiled: list[tuple[float, int, str, str, str]] = field(default_factory=list)
+    observe_s: float = 0.0  # this cycle's time in `observe` and in the handlers (metrics: decide vs enforce)
+    enforce_s: float = 0.0
     handlers: dict[type[Action], Handler] = field(init=False)
 
     @property
@@ -120,6 +123,14 @@ class SlurmBackend:
                           starts=start_marks(self.store), grace=grace_marks(self.store))
 
     def observe(self, now: float) -> ClusterView:
+        began = time.perf_counter()
+        self.enforce_s = 0.0
+        try:
+            return self._observe(now)
+        finally:
+            self.observe_s = time.perf_counter() - began
+
+    def _observe(self, now: float) -> ClusterView:
         obs = self.read(now)
         self.on_observed(obs, now)
         changes, marks = self.slurm.changes, self._marks()
@@ -149,7 +160,11 @@ class SlurmBackend:
 
     def _handler(self, kind: type[Action]) -> Handler:
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
-            return self.enforcer.apply_batch(kind, list(batch), self._current(), now)
+            began = time.perf_counter()
+            try:
+                return self.enforcer.apply_batch(kind, list(batch), self._current(), now)
+            finally:
+                self.enforce_s += time.perf_counter() - began
         return handle
 
     def _current(self) -> Observation:

@@ -1,4 +1,5 @@
-"""Start-up checks: is the daemon's user a Slurm operator, and do native Slurm settings fight the daemon?
+"""Start-up checks: is the daemon's user a Slurm operator, what other privileges it lacks (`privileges`), and do
+native Slurm settings fight the daemon?
 
 The parsers are pure functions over the text `scontrol show config`, `scontrol show partition -o` and
 `sacctmgr show qos` print, so they are tested on recorded output; `run_checks` is the thin part that asks Slurm.
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.daemon.errors import DaemonError
+from slurmx.daemon.privileges import Privileges, local_privileges, privilege_warnings
 from slurmx.slurm.transport import Transport
 
-__all__ = ["NotOperator", "coexistence_warnings", "operator_problem", "parse_config", "run_checks"]
+__all__ = ["CheckReport", "NotOperator", "coexistence_warnings", "operator_problem", "parse_config", "run_checks"]
 
 _OPERATOR_LEVELS = frozenset({"operator", "administrator", "admin"})
 
@@ -38,8 +41,8 @@ def operator_problem(user: str, config: Mapping[str, str], admin_level: str) -> 
     slurm_user = config.get("SlurmUser", "root").split("(")[0]
     if user in ("root", slurm_user) or admin_level.strip().lower() in _OPERATOR_LEVELS:
         return ""
-    return (f"user {user!r} is not a Slurm operator (AdminLevel {admin_level.strip() or 'None'}); slurmxd releases, "
-            f"holds, requeues and reprioritises other users' jobs, which needs AdminLevel=Operator: run "
+    return (f"user {user!r} is not a Slurm operator (AdminLevel {admin_level.strip() or 'None'}): slurmxd could not "
+            "hold, release, update, requeue, signal or cancel other users' jobs, so it does not start; run "
             f"`sacctmgr modify user {user} set adminlevel=operator`, or run slurmxd as root or {slurm_user}")
 
 
@@ -106,13 +109,32 @@ def _run(transport: Transport, argv: list[str]) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
-def run_checks(site: SiteConfig, transport: Transport) -> tuple[str, list[str], int]:
-    """(operator problem or '', coexistence warnings, restart delay), asking Slurm over the daemon's transport."""
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    problem: str  # '' or why the daemon must not start (not an operator)
+    privileges: list[str]  # a missing privilege per line, each disabling one feature
+    coexistence: list[str]  # native Slurm settings that fight the daemon
+    restart_delay_s: int  # Slurm's wait after a requeue (cred_expire + 1)
+
+
+def run_checks(site: SiteConfig, transport: Transport, privileges: Privileges | None = None) -> CheckReport:
+    """Ask Slurm over the daemon's own transport; `privileges` None: this process's and the transport user's."""
     user = _run(transport, ["id", "-un"]).strip() or "?"
+    uid = _run(transport, ["id", "-u"]).strip()
+    if privileges is None:
+        privileges = local_privileges(user, int(uid) if uid.isascii() and uid.isdigit() else None)
     config = parse_config(_run(transport, ["scontrol", "show", "config"]))
-    level = _run(transport, ["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"]).strip()
+    asked = transport.run(["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"], timeout=30.0)
+    level = asked.stdout.strip() if asked.returncode == 0 else ""
     problem = operator_problem(user, config, level.splitlines()[0] if level else "")
+    unknown: list[str] = []
+    if problem and asked.returncode != 0:  # slurmdbd down at boot: not knowing is no reason to stay down
+        why = " ".join((asked.stderr.strip() or f"exit {asked.returncode}").splitlines()[:1])[:200]
+        problem, unknown = "", [f"could not ask sacctmgr whether {user!r} is a Slurm operator ({why}): starting "
+                                "anyway; if it is not, holds, releases, requeues, signals and cancels of other "
+                                f"users' jobs fail; check with `sacctmgr show user {user} format=adminlevel`"]
     partitions = _run(transport, ["scontrol", "show", "partition", "-o"])
     qos_text = _run(transport, ["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"])
     qos = [(name, preempt) for name, _, preempt in (line.partition("|") for line in qos_text.splitlines() if line)]
-    return problem, coexistence_warnings(site, config, partitions, qos), restart_delay_s(config)
+    return CheckReport(problem, unknown + privilege_warnings(site, privileges),
+                       coexistence_warnings(site, config, partitions, qos), restart_delay_s(config))

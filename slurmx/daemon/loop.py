@@ -130,7 +130,11 @@ class Daemon:
 
     def cycle(self) -> CycleReport:
         with collector_paused():  # a cycle's many records are acyclic: see collector_paused
-            return self._cycle()
+            try:
+                return self._cycle()
+            except SlurmError:
+                self.metrics.slurm_down()
+                raise
 
     def _cycle(self) -> CycleReport:
         began = time.perf_counter()
@@ -141,16 +145,23 @@ class Daemon:
             if not self._drained:
                 log.warning("drained: deciding nothing until `slurmxd resume`", extra={"event": "drained"})
             self._drained = True
+            self.metrics.cycle_idle(now)  # drained on purpose: alive, not unhealthy
             return CycleReport(self.cycles, now, Plan(), time.perf_counter() - began, 0, 0, 0, ())
         self._drained = False
         decision = decide(self.policy, self.backend, now, self.decisions, self.cycles)
         obs = self.backend.obs
         assert obs is not None  # decide observed
+        flushed = time.perf_counter()  # enforcement's tail: lease renewals, the audit
         self.backend.renew_leases(now)
         rows = tuple(self.enforcer.flush())
-        seconds = time.perf_counter() - began
+        ended = time.perf_counter()
+        seconds = ended - began
         pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())
         self.metrics.decision(seconds)
+        self.metrics.phase("observe", self.backend.observe_s)
+        self.metrics.phase("decide", decision.policy_s)
+        self.metrics.phase("enforce", self.backend.enforce_s + ended - flushed)
+        self.metrics.cycle_ok(now)
         for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected))):
             self.metrics.gauge(state, value)
         for row in rows:

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ import click
 from slurmx.core.config import SiteConfig
 from slurmx.daemon.checks import NotOperator, run_checks
 from slurmx.daemon.drain import drain, resume
+from slurmx.daemon.endpoint import health_limit, serve_metrics
+from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_path
-from slurmx.daemon.metrics import serve_metrics
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import adapter_from_config
+from slurmx.slurm.versions import shape_for
 
 __all__ = ["JsonFormatter", "configure_logging", "run_daemon", "run_drain"]
 
@@ -79,6 +82,25 @@ def _fields(action: object) -> dict[str, Any]:
     return out
 
 
+def _serve(daemon: Daemon, site: SiteConfig) -> ThreadingHTTPServer | None:
+    """The metrics endpoint, or None when `daemon.metrics_port` is unset; a port it cannot bind is one line."""
+    port, host = site.daemon.metrics_port, site.daemon.metrics_address
+    if port is None:
+        return None
+    try:
+        return serve_metrics(daemon.metrics, port, host, max_age_s=health_limit(site.daemon.interval_s))
+    except PermissionError:
+        raise DaemonError(f"daemon.metrics_port {port}: binding a port below 1024 needs root or "
+                          "CAP_NET_BIND_SERVICE; choose a port of 1024 or more (e.g. 9810)") from None
+    except OSError as exc:
+        raise DaemonError(f"daemon.metrics_address/metrics_port: cannot listen on {_where(host, port)} "
+                          f"({exc.strerror or exc}); free the port or choose another address or port") from None
+
+
+def _where(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = True,
                log_level: int | None = None) -> None:
     """`log_level` None: warnings only for `--once` (its plan is printed), else info."""
@@ -88,11 +110,18 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
     restart_delay = 121
+    if check:  # a Slurm too old is refused here, in one line, rather than every cycle
+        _, newer = shape_for(adapter.version())
+        if newer:
+            log.warning("slurm: %s", newer, extra={"event": "version"})
     if check and transport is not None:
-        problem, warnings, restart_delay = run_checks(site, transport)
-        if problem and not dry_run:
-            raise NotOperator(problem)
-        for warning in warnings:
+        checked = run_checks(site, transport)
+        restart_delay = checked.restart_delay_s
+        if checked.problem and not dry_run:
+            raise NotOperator(checked.problem)
+        for line in checked.privileges:
+            log.warning("privilege: %s", line, extra={"event": "privilege"})
+        for warning in checked.coexistence:
             log.warning("coexistence: %s", warning, extra={"event": "coexistence"})
     state_dir = Path(site.daemon.state_dir)
     lock = None if dry_run else acquire_lock(state_dir)
@@ -109,11 +138,11 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    server = serve_metrics(daemon.metrics, site.daemon.metrics_port) if site.daemon.metrics_port is not None \
-        else None
+    server = _serve(daemon, site)
     waker = Waker(site.daemon.socket) if site.daemon.socket is not None else None
     log.info("slurmxd started: policy %s, every %d s, store %s%s", site.policy.name, site.daemon.interval_s, path,
-             f", metrics on 127.0.0.1:{server.server_port}" if server else "", extra={"event": "start"})
+             f", metrics and /healthz on {_where(site.daemon.metrics_address, server.server_port)}" if server else "",
+             extra={"event": "start"})
     try:
         daemon.run(stop, waker)
     finally:

@@ -25,6 +25,7 @@ from slurmx.slurm.errors import (
 from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_partitions, parse_version
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult, Transport
+from slurmx.slurm.versions import SlurmShape, shape_for
 
 __all__ = ["CliSlurm", "FolderTaken", "JobUpdate", "RetryPolicy", "SlurmAdapter"]
 
@@ -122,6 +123,7 @@ class CliSlurm:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._version: str | None = None
+        self._shape: SlurmShape | None = None
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -164,10 +166,18 @@ class CliSlurm:
     # ------------------------------------------------------------------------------------------ reads
 
     def version(self) -> str:
-        """Slurm's major.minor on the far side of the transport ('22.05'); cached."""
+        """Slurm's major.minor on the far side of the transport ('22.05'); cached. UnsupportedSlurm below 22.05."""
         if self._version is None:
-            self._version = parse_version(self._call(["scontrol", "--version"]).stdout)
+            version = parse_version(self._call(["scontrol", "--version"]).stdout)
+            self._shape = shape_for(version)[0]
+            self._version = version
         return self._version
+
+    def shape(self) -> SlurmShape:
+        """How this Slurm is read (`slurmx.slurm.versions`): the nearest known shape at or below its version."""
+        self.version()
+        assert self._shape is not None  # set with the version
+        return self._shape
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         """Jobs squeue knows (pending, running and recently finished), optionally only these ids / this user.
@@ -191,7 +201,7 @@ class CliSlurm:
 
     def nodes(self) -> list[Node]:
         """Every node with capacity, allocation and state (`scontrol show nodes --json`; 22.05: `sinfo --json`)."""
-        argv = ["sinfo", "--json"] if self.version() < "23.02" else ["scontrol", "show", "nodes", "--json"]
+        argv = list(self.shape().nodes_argv)
         return parse_nodes(self._call(argv).stdout, argv)
 
     def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:

@@ -287,8 +287,11 @@ def test_numbers_and_bounds() -> None:
     assert str(_error(_with(policy={"name": "Fifo"}))) == (
         "site.yaml: policy.name: expected a name matching ^[a-z][a-z0-9_-]*$, got 'Fifo'"
     )
-    assert str(_error(_with(cluster={"name": "t", "slurm_version": "23.02"}))) == (
-        "site.yaml: cluster.slurm_version: expected '22.05', '24.11' or '26.05', got '23.02'"
+    assert str(_error(_with(cluster={"name": "t", "slurm_version": "21.08"}))) == (
+        "site.yaml: cluster.slurm_version: Slurm 21.08 is older than 22.05, the oldest release slurmx reads"
+    )
+    assert str(_error(_with(cluster={"name": "t", "slurm_version": "24.11.5"}))) == (
+        "site.yaml: cluster.slurm_version: expected a Slurm release as YY.MM (e.g. '24.11'), got '24.11.5'"
     )
 
 
@@ -361,3 +364,29 @@ def test_config_error_is_one_line(mutation: dict[str, Any]) -> None:
     err = _error(_with(**mutation))
     assert "\n" not in str(err)
     assert all("\n" not in e for e in err.errors)
+
+
+@pytest.mark.parametrize(("given", "kept"), [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "0.0.0.0"), ("::1", "::1"),
+                                             ("[::1]", "::1"), ("login-1.cluster.example", "login-1.cluster.example")])
+def test_metrics_address_takes_an_ip_or_a_host_name(given: str, kept: str) -> None:
+    assert parse_site_config(_with(daemon={"metrics_address": given})).daemon.metrics_address == kept
+    assert parse_site_config(_with()).daemon.metrics_address == "127.0.0.1"
+
+
+@pytest.mark.parametrize("bad", ["http://0.0.0.0", "127.0.0.1:9810", "host name", "", "-lead.example"])
+def test_metrics_address_refuses_anything_else_in_one_line(bad: str) -> None:
+    assert str(_error(_with(daemon={"metrics_address": bad}))) == (
+        f"site.yaml: daemon.metrics_address: expected an IP address or a host name (e.g. 127.0.0.1, ::1, 0.0.0.0), "
+        f"got {bad!r}")
+
+
+@pytest.mark.parametrize("version", ["22.05", "23.02", "23.11", "25.05", "27.05"])
+def test_any_slurm_release_from_22_05_is_accepted(version: str) -> None:
+    assert parse_site_config(_with(cluster={"name": "t", "slurm_version": version})).cluster.slurm_version == version
+
+
+def test_the_oldest_slurm_agrees_with_the_adapter() -> None:
+    from slurmx.core.config import OLDEST_SLURM
+    from slurmx.slurm.versions import OLDEST, version_key
+
+    assert version_key(OLDEST) == OLDEST_SLURM

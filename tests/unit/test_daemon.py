@@ -19,7 +19,6 @@ from slurmx.daemon.checks import coexistence_warnings, operator_problem, parse_c
 from slurmx.daemon.enforce import Enforcer
 from slurmx.daemon.explain import explain
 from slurmx.daemon.loop import AlreadyRunning, Daemon, acquire_lock
-from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import StartMark, build_view
 from slurmx.daemon.store import MIGRATIONS, Store, StoreError
 from slurmx.daemon.trust import sort_jobs
@@ -513,37 +512,6 @@ def test_explain_answers_from_the_audit_log(tmp_path: Path) -> None:
     assert lines[1] == "  why this variant: start gpu (job 5) on g1: allox: first of 1 planned"
     assert lines[2] == "  why preempted: preempt job 5, grace 10 s: fitgpp victim (for te-1) (1 preemption(s) in all)"
     assert explain("x", [])[0].startswith("x: slurmxd has recorded nothing")
-
-
-def test_metrics_render_prometheus_text() -> None:
-    metrics = Metrics()
-    metrics.action("start", "ok")
-    metrics.action("preempt", "ok")
-    metrics.decision(0.2)
-    metrics.gauge("pending", 3)
-    text = metrics.render()
-    assert 'slurmx_actions_total{type="start",outcome="ok"} 1' in text
-    assert "slurmx_preemptions_total 1" in text
-    assert 'slurmx_decision_seconds_bucket{le="0.1"} 0' in text
-    assert 'slurmx_decision_seconds_bucket{le="0.25"} 1' in text
-    assert 'slurmx_queue{state="pending"} 3' in text
-
-
-def test_metrics_endpoint_serves_on_localhost() -> None:
-    import urllib.request
-
-    from slurmx.daemon.metrics import serve_metrics
-
-    metrics = Metrics()
-    metrics.error("cycle")
-    server = serve_metrics(metrics, 0)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10) as answer:
-            body = answer.read().decode()
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert 'slurmx_errors_total{where="cycle"} 1' in body
 
 
 def test_json_log_lines_carry_group_and_event() -> None:

@@ -1,0 +1,63 @@
+"""Which Slurm versions slurmx reads, and how: every release from 22.05 on, each by the nearest known shape.
+
+The parsers read both JSON shapes (22.05's openapi v0.0.38 with plain numbers; the data_parser output of later
+releases with wrapped numbers and flag lists); what the version decides is the command for the nodes: `sinfo
+--json` before 23.02, `scontrol show nodes --json` from it. Recorded fixtures cover 22.05, 24.11 and 26.05. A
+release between two known shapes is read as the older one (23.11 as 23.02, 25.05 as 24.11), one newer than the
+newest as the newest with one warning, and one older than 22.05 is refused: nothing older was ever read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from slurmx.slurm.errors import SlurmError
+
+__all__ = ["OLDEST", "SHAPES", "TESTED", "SlurmShape", "UnsupportedSlurm", "shape_for", "version_key"]
+
+
+class UnsupportedSlurm(SlurmError):
+    """A Slurm release older than slurmx reads; one line naming the version and the fix."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(("scontrol", "--version"), None, f"Slurm {version} is older than {OLDEST}, the oldest "
+                         f"release slurmx reads; upgrade Slurm to {OLDEST} or newer")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmShape:
+    since: str  # the first release with this shape
+    nodes_argv: tuple[str, ...]
+
+
+SHAPES = (SlurmShape("22.05", ("sinfo", "--json")),
+          SlurmShape("23.02", ("scontrol", "show", "nodes", "--json")),
+          SlurmShape("24.11", ("scontrol", "show", "nodes", "--json")),
+          SlurmShape("26.05", ("scontrol", "show", "nodes", "--json")))
+TESTED = ("22.05", "24.11", "26.05")  # versions with recorded output in tests/fixtures/slurm
+OLDEST = SHAPES[0].since
+
+
+def version_key(version: str) -> tuple[int, int]:
+    """'24.11' -> (24, 11): compared as numbers, never as text."""
+    match = re.fullmatch(r"(\d+)\.(\d+)", version.strip())
+    if match is None:
+        raise ValueError(f"not a Slurm major.minor version: {version!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def shape_for(version: str) -> tuple[SlurmShape, str]:
+    """(the nearest known shape at or below `version`, a warning or ''); raises UnsupportedSlurm below 22.05."""
+    key = version_key(version)
+    if key < version_key(OLDEST):
+        raise UnsupportedSlurm(version)
+    shape = [s for s in SHAPES if version_key(s.since) <= key][-1]
+    newest = SHAPES[-1].since
+    warning = (f"Slurm {version} is newer than any release slurmx knows (newest {newest}); reading it as {newest}: "
+               "if squeue or scontrol output changed, jobs or nodes it cannot read are left out with a warning"
+               if key > version_key(newest) else "")
+    return shape, warning
