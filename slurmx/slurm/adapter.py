@@ -40,6 +40,7 @@ _UNAVAILABLE = re.compile(
 _NEVER_SENT = re.compile(r"Unable to contact slurm controller \(connect failure\)|Connection refused", re.I)
 _INVALID_JOB = re.compile(r"Invalid job id|Invalid job ID|Job has already finished|does not exist", re.I)
 _NAMED_JOB = re.compile(r"\bjob (\d+)\b", re.I)  # 24.11: "Invalid node name specified for job 7"
+_FEW_JOBS = 100  # up to this many ids are named to squeue; more read the whole queue (argv stays short)
 _STDIN_WORD = re.compile(r"[^\s\"'#\\]+")  # what may go on one of scontrol's stdin lines as it is
 
 
@@ -188,7 +189,8 @@ class CliSlurm:
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         """Jobs squeue knows (pending, running and recently finished), optionally only these ids / this user.
 
-        Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options.
+        Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options. A few ids
+        go to squeue as `--jobs` (one id is then a one-job RPC to slurmctld, and the answer is that job alone).
         """
         if job_ids is not None and not isinstance(job_ids, list | tuple | set | frozenset):
             job_ids = list(job_ids)
@@ -197,7 +199,14 @@ class CliSlurm:
         argv = ["squeue", "--json", "--states=all"]  # finished jobs too, until MinJobAge forgets them
         if user:
             argv.append(f"--user={user}")
-        jobs = parse_jobs(self._call(argv).data, argv)
+        if job_ids is not None and len(job_ids) <= _FEW_JOBS:
+            argv.append("--jobs=" + ",".join(_ids(job_ids)))
+        try:
+            jobs = parse_jobs(self._call(argv).data, argv)
+        except InvalidJobError:
+            if job_ids is None:
+                raise
+            return []  # 24.11: squeue --jobs of jobs Slurm no longer knows exits 1, "Invalid job id specified"
         if job_ids is not None:
             wanted = {int(j) for j in job_ids}
             jobs = [j for j in jobs if j.job_id in wanted]
