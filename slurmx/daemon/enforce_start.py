@@ -79,7 +79,12 @@ class StartSteps(EnforcerBase):
         """Size and steer each job, release the held ones in one call, advance their intents."""
         self._resize_before_release(items)
         steer = [(item.job_id, JobUpdate(nodelist=",".join(item.nodes))) for item in items if item.nodes]
-        refused = self.adapter.update_each(steer) if steer else {}  # one scontrol process for all of them
+        try:
+            refused = self.adapter.update_each(steer) if steer else {}  # one scontrol process for all of them
+        except SlurmUnavailable:
+            raise
+        except SlurmError as exc:  # the command could not run at all: no job was steered
+            refused = {job_id: exc for job_id, _ in steer}
         for group_id, job_id, _, _, _ in items:
             if job_id in refused:  # unsteered it may still run; the timeout re-decides if it does not
                 self._audit(group_id, "error", f"steer job {job_id}: {one_line(refused[job_id])}")

@@ -313,7 +313,7 @@ class CliSlurm:
 
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
         """Apply each job's own change in one `scontrol` process (its commands on stdin) -> the jobs Slurm
-        refused, each with its error; raises only when Slurm cannot be reached.
+        refused, each with its error; raises only when the command could not run (Slurm unreachable, transport).
 
         Jobs with the same change share a `JobId=a,b,c` line, one line per field as in `update`; ReqNodeList
         takes one line per job. scontrol applies every line even when one fails, exits 1, and names the job in

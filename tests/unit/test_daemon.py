@@ -65,6 +65,7 @@ class FakeSlurm:
         self.intents_at_release: list[list[str]] = []
         self.down = False
         self.refuse: set[int] = set()
+        self.broken: SlurmError | None = None
 
     def _check(self) -> None:
         if self.down:
@@ -120,6 +121,8 @@ class FakeSlurm:
 
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
         """One call, as the adapter makes one scontrol process; jobs in `refuse` fail, the others apply."""
+        if self.broken is not None:
+            raise self.broken
         self.calls.append((f"update_each {' '.join(f'{j}:{c.nodelist}' for j, c in changes)}",
                            tuple(j for j, _ in changes)))
         return {j: SlurmCommandError(["scontrol"], 1, f"Invalid node name specified for job {j}")
@@ -270,6 +273,19 @@ def test_a_refused_steer_is_said_for_its_job_only_and_every_start_is_still_relea
     assert fake.calls == [("update_each 1:c1 3:c1 5:c1", (1, 3, 5)), ("release", (1, 3, 5))]
     errors = [(row[2], row[4]) for row in enforcer.log if row[3] == "error"]
     assert errors == [("b", "steer job 3: scontrol: exit 1: Invalid node name specified for job 3")]
+
+
+def test_a_steering_command_that_cannot_run_is_said_for_each_job_and_the_starts_are_still_released(
+        tmp_path: Path) -> None:
+    from slurmx.slurm.errors import TransportError
+
+    fake = FakeSlurm([job(1, "a"), job(3, "b")])
+    fake.broken = TransportError(["scontrol"], None, "docker exec into login: container not running")
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)))), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("release", (1, 3))]
+    assert [row[2] for row in enforcer.log if row[3] == "error"] == ["a", "b"]
 
 
 def test_a_hundred_pinned_starts_take_at_most_five_scontrol_processes(tmp_path: Path) -> None:
