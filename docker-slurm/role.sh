@@ -36,7 +36,7 @@ if [ -n "$native" ]; then
 else
   # The container's own copy of the config: slurmdbd insists on 0600 and an owner it runs as.
   mkdir -p /etc/slurm
-  cp "$dir"/etc/*.conf /etc/slurm/
+  cp "$dir"/etc/*.conf "$dir"/etc/*.lua /etc/slurm/
   chmod 600 /etc/slurm/slurmdbd.conf
   export SLURM_CONF=/etc/slurm/slurm.conf
 fi

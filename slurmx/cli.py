@@ -380,10 +380,15 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Decide and print the plan; enforce nothing, write nothing.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line (overrides daemon.log_format).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Override daemon.state_dir.")
+@click.argument("command", required=False, type=click.Choice(["drain", "resume"]))
 def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: bool, json_logs: bool,
-            state_dir: str | None) -> None:
-    """slurmxd: the scheduling daemon (observe -> decide -> enforce)."""
-    from slurmx.daemon.main import run_daemon
+            state_dir: str | None, command: str | None) -> None:
+    """slurmxd: the scheduling daemon (observe -> decide -> enforce).
+
+    `slurmxd drain` hands every managed group to Slurm now (one variant per group runs) and makes any running
+    slurmxd on this state directory decide nothing; `slurmxd resume` undoes it.
+    """
+    from slurmx.daemon.main import run_daemon, run_drain
 
     site = load_site_config(Path(site_path_or_default(site_path)))
     update: dict[str, Any] = {}
@@ -393,6 +398,9 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
         update["state_dir"] = Path(state_dir)
     if update:
         site = site.model_copy(update={"daemon": site.daemon.model_copy(update=update)})
+    if command is not None:
+        run_drain(site, command)
+        return
     run_daemon(site, once=once, dry_run=dry_run,
                log_level=getattr(logging, log_level.upper()) if log_level is not None else None)
 

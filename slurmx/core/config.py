@@ -170,6 +170,9 @@ class DaemonConfig(_Model):
     state_dir: Path = Path("/var/lib/slurmx")
     socket: Path | None = None
     start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0)
+    # Managed variants are submitted with `--begin=now+lease` and slurmxd keeps pushing that begin time forward:
+    # if slurmxd is gone, the lease runs out and Slurm runs the group by itself, one variant (docs/failsafe.md).
+    lease_s: int = Field(600, validation_alias="lease", ge=60, le=7 * 86_400)
     # Prometheus endpoint on 127.0.0.1 (None: off); `log_format: json` writes one JSON object per log line.
     metrics_port: int | None = Field(None, ge=0, le=65535)
     log_format: Literal["text", "json"] = "text"
@@ -179,7 +182,7 @@ class DaemonConfig(_Model):
     audit_keep_rows: int = Field(1_000_000, ge=0)
     audit_prune_every: int = Field(720, gt=0)
 
-    @field_validator("interval_s", "start_timeout_s", "audit_keep_s", mode="before")
+    @field_validator("interval_s", "start_timeout_s", "audit_keep_s", "lease_s", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> Any:
         return _duration(value)

@@ -4,7 +4,9 @@
 daemon needs from the spec and cannot ask Slurm for: the group, the variant's kind, the class, the job's own grace
 period, the runtime estimate, the work in steps and the payload and sample-script hashes.
 
-Form (version 1): `slurmx:1:g=<group>,v=<kind>,c=<te|be>[,gr=<s>][,e=<s>][,n=<steps>],h=<hash>[,p=<hash>]`.
+Form (version 1): `slurmx:1:g=<group>,v=<kind>,c=<te|be>[,gr=<s>][,e=<s>][,n=<steps>],h=<hash>[,p=<hash>][,l=<s>]`.
+`l=` marks a managed variant submitted under a lease (`--begin`, see `daemon/lease.py`): its start is slurmxd's
+to give until the lease runs out, and Slurm's to give after.
 Tags written before versions existed (`slurmx:g=…,v=…`) are read as version 0 so groups already in the queue
 survive an upgrade; a tag of a newer version is refused by name rather than half-read. The comment is the user's
 to write: every value is a hint, checked where it is used (trust comes from Slurm's UserId and QOS, a grace from
@@ -51,6 +53,7 @@ class GroupTag:
     steps: int | None = None
     payload_hash: str = ""
     sample_hash: str = ""
+    lease_s: int | None = None  # managed under a lease of this many seconds; None: not leased
     version: int = VERSION
 
 
@@ -74,6 +77,8 @@ def encode(tag: GroupTag) -> str:
         parts.append(f"h={tag.payload_hash}")
     if tag.sample_hash:
         parts.append(f"p={tag.sample_hash}")
+    if tag.lease_s is not None:
+        parts.append(f"l={tag.lease_s}")
     for part in parts:
         if "," in part[part.index("=") + 1:]:
             raise TagError(f"tag value {part!r} holds a comma, which separates tags; use a plain name")
@@ -127,7 +132,7 @@ def decode(comment: str) -> GroupTag | None:
         raise TagError(f"slurmx tag class c={job_class!r}; expected te or be")
     return GroupTag(group_id, kind, job_class, grace_s=_count(raw, "gr"), estimate_s=_seconds(raw, "e"),
                     steps=_count(raw, "n"), payload_hash=raw.get("h", ""), sample_hash=raw.get("p", ""),
-                    version=VERSION if comment.startswith(_V1) else 0)
+                    lease_s=_count(raw, "l"), version=VERSION if comment.startswith(_V1) else 0)
 
 
 def _count(raw: dict[str, str], key: str) -> int | None:

@@ -86,6 +86,10 @@ class CountingSlurm:
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
         self.inner.make_private_folder(path, files)
 
+    def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
+        """Renew due leases (`daemon.lease.LeasedSlurm`); a plain counting adapter holds no leases."""
+        return []
+
 
 @dataclass
 class SlurmBackend:
@@ -138,6 +142,14 @@ class SlurmBackend:
             self.enforcer.log.extend(profiled)
         self.obs = obs
         return obs.view
+
+    def renew_leases(self, now: float) -> list[int]:
+        """After the plan is enforced: every managed variant still waiting stays the daemon's for one more lease
+        (the ones the plan started have their begin time at now on purpose and are left alone)."""
+        if self.enforcer.dry_run or self.obs is None:
+            return []
+        started = [int(i.data["job_id"]) for i in self.store.intents("start")]
+        return self.slurm.renew(self.obs.jobs.values(), now, started)
 
     def take_notes(self, plan: Plan, now: float) -> None:
         self.enforcer.note(plan, self._current())

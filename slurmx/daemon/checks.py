@@ -75,12 +75,17 @@ def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions
     if config.get("JobRequeue", "1") == "0":
         warnings.append("JobRequeue=0: preempted jobs must be requeueable; set JobRequeue=1 (or submit with "
                         "--requeue)")
-    expire = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
-    delay = int(expire.group(1)) + 1 if expire else 121
+    delay = restart_delay_s(config)
     if delay > 60:
         warnings.append(f"a requeued job may start only {delay} s after its requeue (cred_expire); lower it with "
                         "AuthInfo=cred_expire=30 so preempted work resumes sooner")
     return warnings
+
+
+def restart_delay_s(config: Mapping[str, str]) -> int:
+    """How long Slurm keeps a requeued batch job from starting again: cred_expire + 1 s (default 121)."""
+    expire = re.search(r"cred_expire=(\d+)", config.get("AuthInfo", ""))
+    return int(expire.group(1)) + 1 if expire else 121
 
 
 def _run(transport: Transport, argv: list[str]) -> str:
@@ -88,8 +93,8 @@ def _run(transport: Transport, argv: list[str]) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
-def run_checks(site: SiteConfig, transport: Transport) -> tuple[str, list[str]]:
-    """(operator problem or '', coexistence warnings), asking Slurm over the daemon's own transport."""
+def run_checks(site: SiteConfig, transport: Transport) -> tuple[str, list[str], int]:
+    """(operator problem or '', coexistence warnings, restart delay), asking Slurm over the daemon's transport."""
     user = _run(transport, ["id", "-un"]).strip() or "?"
     config = parse_config(_run(transport, ["scontrol", "show", "config"]))
     level = _run(transport, ["sacctmgr", "-n", "-P", "show", "user", user, "format=adminlevel"]).strip()
@@ -97,4 +102,4 @@ def run_checks(site: SiteConfig, transport: Transport) -> tuple[str, list[str]]:
     partitions = _run(transport, ["scontrol", "show", "partition", "-o"])
     qos_text = _run(transport, ["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"])
     qos = [(name, preempt) for name, _, preempt in (line.partition("|") for line in qos_text.splitlines() if line)]
-    return problem, coexistence_warnings(site, config, partitions, qos)
+    return problem, coexistence_warnings(site, config, partitions, qos), restart_delay_s(config)

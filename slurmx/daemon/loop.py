@@ -27,9 +27,11 @@ from typing import IO
 from slurmx.core.actions import Plan
 from slurmx.core.config import SiteConfig
 from slurmx.cycle import DecisionLog, decide
-from slurmx.daemon.backend import CountingSlurm, SlurmBackend
+from slurmx.daemon.backend import SlurmBackend
+from slurmx.daemon.drain import is_drained
 from slurmx.daemon.enforce import AuditRow, Enforcer
 from slurmx.daemon.errors import CycleTimeout, DaemonError
+from slurmx.daemon.lease import LeasedSlurm
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.profiling import ProfilingStage
@@ -106,9 +108,12 @@ class Daemon:
     decisions: DecisionLog | None = None  # every action and its outcome, as the simulator logs them (tests)
     _failures: set[tuple[str, str]] = field(default_factory=set)  # causes whose traceback was logged
     backend: SlurmBackend = field(init=False)
+    restart_delay_s: int = 121  # Slurm's wait after a requeue (cred_expire + 1), read from Slurm at start-up
+    _drained: bool = False
 
     def __post_init__(self) -> None:
-        slurm = CountingSlurm(self.adapter)
+        slurm = LeasedSlurm(self.adapter, lease_s=self.site.daemon.lease_s, restart_delay_s=self.restart_delay_s,
+                            clock=self.clock)
         self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
         if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
@@ -131,9 +136,16 @@ class Daemon:
         self.cycles += 1
         self.enforcer.cycle = self.backend.cycle = self.cycles
         now = self.clock()
+        if is_drained(Path(self.site.daemon.state_dir)):  # `slurmxd drain`: Slurm runs the groups; touch nothing
+            if not self._drained:
+                log.warning("drained: deciding nothing until `slurmxd resume`", extra={"event": "drained"})
+            self._drained = True
+            return CycleReport(self.cycles, now, Plan(), time.perf_counter() - began, 0, 0, 0, ())
+        self._drained = False
         decision = decide(self.policy, self.backend, now, self.decisions, self.cycles)
         obs = self.backend.obs
         assert obs is not None  # decide observed
+        self.backend.renew_leases(now)
         rows = tuple(self.enforcer.flush())
         seconds = time.perf_counter() - began
         pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())

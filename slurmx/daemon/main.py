@@ -18,13 +18,14 @@ import click
 
 from slurmx.core.config import SiteConfig
 from slurmx.daemon.checks import NotOperator, run_checks
+from slurmx.daemon.drain import drain, resume
 from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_path
 from slurmx.daemon.metrics import serve_metrics
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import adapter_from_config
 
-__all__ = ["JsonFormatter", "configure_logging", "run_daemon"]
+__all__ = ["JsonFormatter", "configure_logging", "run_daemon", "run_drain"]
 
 log = logging.getLogger("slurmxd")
 
@@ -86,8 +87,9 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     adapter = adapter_from_config(site.transport)
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
+    restart_delay = 121
     if check and transport is not None:
-        problem, warnings = run_checks(site, transport)
+        problem, warnings, restart_delay = run_checks(site, transport)
         if problem and not dry_run:
             raise NotOperator(problem)
         for warning in warnings:
@@ -96,7 +98,7 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     lock = None if dry_run else acquire_lock(state_dir)
     path = store_path(site)
     store = Store(path if (not dry_run or path.exists()) else ":memory:")
-    daemon = Daemon(site, adapter, store, policy, dry_run=dry_run)
+    daemon = Daemon(site, adapter, store, policy, dry_run=dry_run, restart_delay_s=restart_delay)
     if once:
         report = daemon.cycle()
         for line in _plan_lines(report):
@@ -123,3 +125,16 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
         if lock is not None:
             lock.close()
         log.info("slurmxd stopped at %s", time.strftime("%H:%M:%S"), extra={"event": "stop"})
+
+
+def run_drain(site: SiteConfig, command: str) -> None:
+    """`slurmxd drain`: stop deciding and let Slurm run every managed group now; `slurmxd resume`: take them back."""
+    state_dir = Path(site.daemon.state_dir)
+    if command == "resume":
+        was = resume(state_dir)
+        click.echo(f"slurmxd: resumed ({state_dir}); the next cycle takes every waiting managed variant back"
+                   if was else f"slurmxd: {state_dir} was not drained; nothing to resume")
+        return
+    released = drain(state_dir, adapter_from_config(site.transport))
+    click.echo(f"slurmxd: drained ({state_dir}): {len(released)} waiting managed variant(s) may start now; Slurm "
+               "runs one per group. A running slurmxd now decides nothing; `slurmxd resume` undoes this.")

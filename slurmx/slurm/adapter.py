@@ -56,6 +56,7 @@ class JobUpdate:
     nice: int | None = None
     nodelist: str | None = None  # "" clears
     comment: str | None = None
+    begin: str | None = None  # StartTime: "now", "now+600", an ISO time
 
     def assignments(self) -> list[str]:
         """`Key=value` words in the order Slurm accepts them one by one (partition before the GRES it allows)."""
@@ -74,6 +75,8 @@ class JobUpdate:
             words.append(f"Nice={self.nice}")
         if self.comment is not None:
             words.append(f"Comment={self.comment}")
+        if self.begin is not None:
+            words.append(f"StartTime={self.begin}")
         return words
 
 

@@ -316,6 +316,7 @@ class _SqueueJob(msgspec.Struct, gc=False):
     restart_cnt: _Num = None
     time_limit: _Num = None
     submit_time: _Num = None
+    eligible_time: _Num = None  # a pending job's begin time (`--begin`, StartTime): squeue has no begin_time
     start_time: _Num = None
     end_time: _Num = None
     required_nodes: str = ""
@@ -414,6 +415,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         _num(job.end_time) or None,
         job.required_nodes,
         _exit_code(job.exit_code),
+        _num(job.eligible_time) or None,
     )
 
 

@@ -46,6 +46,8 @@ class SlurmJob:
     # None when Slurm does not say. Meaningful once the job ended: a pending job shows 0, a requeued one its
     # previous run's code.
     exit_code: int | None = None
+    # When Slurm may start it (`--begin`, a lease, the restart delay after a requeue); None when Slurm does not say.
+    begin_time: int | None = None
 
     @property
     def slurmx_tags(self) -> dict[str, str]:

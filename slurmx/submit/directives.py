@@ -52,7 +52,7 @@ _SHORT: dict[str, str] = {
 # Options each variant sets itself: dropped from a script's directives (with a note).
 # GRES belongs to the resource kind too: a script's `--gres=gpu:1` must not follow it onto the CPU variant.
 _VARIANT_OWNED = {"partition", "output", "error", "signal", "requeue", "no-requeue", "hold", "parsable",
-                  "comment", "wrap", "test-only", "gres"}
+                  "comment", "wrap", "test-only", "gres", "begin"}
 # Options that become typed spec fields.
 _MODELLED = {"job-name", "time", "mem", "cpus-per-task", "qos"}
 

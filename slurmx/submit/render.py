@@ -78,13 +78,14 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     steps = round(spec.work) if spec.work is not None and round(spec.work) >= 1 else None
     options.append("--comment=" + tag.encode(tag.GroupTag(
         group_id, kind, spec.job_class.value, grace_s=grace if be else None, estimate_s=spec.estimates.get(kind),
-        steps=steps, payload_hash=payload_hash(spec, kind, source), sample_hash=sample_hash or "")))
+        steps=steps, payload_hash=payload_hash(spec, kind, source), sample_hash=sample_hash or "",
+        lease_s=site.daemon.lease_s if mode == "managed" else None)))
     if be:
         options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
     else:
         options.append("--no-requeue")
-    if mode == "managed":
-        options.append("--hold")
+    if mode == "managed":  # slurmxd's to start until the lease runs out (daemon/lease.py), then Slurm's
+        options.append(f"--begin=now+{site.daemon.lease_s}")
     options += cfg.extra_flags
     overrides = spec.overrides.get(kind)
     options += spec.sbatch + (overrides.sbatch if overrides is not None else ())

@@ -42,7 +42,9 @@ _RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--jo
              # The environment is the spec's `env:`; --export other than ALL also makes slurmd load a login
              # environment on the node, which the job-side hooks do not expect.
              "--export", "--export-file", "--get-user-env",
-             "-p", "-c", "-J", "-o", "-e", "-H", "-q")
+             # A managed variant's begin time is its lease (daemon/lease.py): slurmxd's to move.
+             "--begin",
+             "-p", "-c", "-J", "-o", "-e", "-H", "-q", "-b")
 
 
 def _duration(value: Any) -> Any:

@@ -306,7 +306,7 @@ def test_submitter_tags_work_and_hashes_and_leaves_a_matching_sample_script(tmp_
         text = Path(path).read_text()
         comment = next(o for o in variant.options if o.startswith("--comment="))
         assert comment == (f"--comment=slurmx:1:g={gid},v={variant.kind},c=be,gr=120,n=1000,"
-                           f"h={payload_hash(spec, variant.kind)},p={script_hash(text)}")
+                           f"h={payload_hash(spec, variant.kind)},p={script_hash(text)},l=600")
         assert "export SLURMX_PROFILE_STEPS=1\n" in text and "#SBATCH --hold" not in text
     # Same payload and arguments, another group: the same history key; other arguments: another key.
     assert payload_hash(spec, "cpu") == payload_hash(parse_spec({"name": "x", "command": "python3 run.py",

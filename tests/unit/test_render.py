@@ -136,7 +136,7 @@ def expected_names(kind: str, job_class: str, mode: str, extra: list[str]) -> li
     names += ["--output", "--comment"]
     names += ["--signal", "--requeue"] if job_class == "be" else ["--no-requeue"]
     if mode == "managed":
-        names.append("--hold")
+        names.append("--begin")
     return names + extra
 
 
@@ -182,10 +182,14 @@ def test_te_gets_no_requeue_and_no_signal() -> None:
     assert not any(o.startswith(("--signal", "--requeue")) for o in options)
 
 
-@pytest.mark.parametrize(("mode", "held"), [("managed", True), ("race", False), ("pick", False)])
-def test_only_managed_mode_holds(mode: str, held: bool) -> None:
+@pytest.mark.parametrize(("mode", "leased"), [("managed", True), ("race", False), ("pick", False)])
+def test_only_managed_mode_is_leased(mode: str, leased: bool) -> None:
+    """Managed variants wait under a lease (a begin time slurmxd keeps moving), never a hold that outlives it."""
     for kind in KINDS:
-        assert ("--hold" in variant_options(spec(), site(), kind, GID, mode, "job.yaml")) is held
+        options = variant_options(spec(), site(), kind, GID, mode, "job.yaml")
+        assert ("--begin=now+600" in options) is leased
+        assert "--hold" not in options
+        assert any(o.startswith("--comment=") and o.endswith(",l=600") for o in options) is leased
 
 
 def test_unsafe_extra_flag_is_a_config_error() -> None:

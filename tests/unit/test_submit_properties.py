@@ -193,11 +193,15 @@ def run_managed(root: Path, fields: dict[str, Any]) -> Run:
     job = parse_spec({"name": "prop", "script": RECORDER.format(python=sys.executable), "variants": ["cpu"],
                       **fields}, SRC)
     script = render_variant(job, site(str(root / "spool")), "cpu", GID, "managed", SRC).script
-    assert "--hold" in script
+    assert "--begin=now+" in script
     path = root / "job.sh"
     path.write_text(script, encoding="utf-8")
     assert BASH is not None
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_JOB_ID": "1", "HOME": str(home),
+    fakes = root / "bin"  # a fake squeue (no Slurm here): the group has no other job, so the guard lets it work
+    fakes.mkdir(exist_ok=True)
+    (fakes / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    (fakes / "squeue").chmod(0o755)
+    env = {"PATH": f"{fakes}:{os.environ.get('PATH', '/usr/bin:/bin')}", "SLURM_JOB_ID": "1", "HOME": str(home),
            "LANG": "C.UTF-8"}
     result = subprocess.run([BASH, str(path)], cwd=cwd, env=env, capture_output=True, timeout=60, check=False)
     seen_file = root / "spool" / GID / "seen.pickle"

@@ -101,7 +101,7 @@ def test_managed_group_submits_every_variant_on_stdin_to_sbatch_parsable() -> No
         assert script is not None and script.startswith("#!/bin/bash\n")
         assert f"#SBATCH --job-name=train@{kind}\n" in script
         assert f"#SBATCH --comment=slurmx:1:g={group.group_id},v={kind},c=be,gr=" in script
-        assert "#SBATCH --hold\n" in script
+        assert "#SBATCH --begin=now+600\n" in script and "#SBATCH --hold\n" not in script
 
 
 def test_submitted_scripts_are_the_planned_ones() -> None:

@@ -1,0 +1,58 @@
+--[[
+slurmx: only slurmxd may move what keeps a managed variant waiting (docs/failsafe.md).
+
+`slurmx submit` (managed mode) submits each variant with `--begin=now+<lease>` and `l=<lease>` in its comment tag;
+slurmxd keeps pushing that begin time forward and, for the variant its policy chooses, sets it to now. If slurmxd is
+gone, the lease runs out and Slurm runs the group by itself (one variant: the job-side guard). This plugin makes the
+lease the daemon's alone: a job's owner may not move a leased variant's begin time (StartTime), hold or release it,
+change its priority or rewrite its comment. Root, SlurmUser and the uids below (the account slurmxd runs as) may.
+
+Install: copy to the folder of slurm.conf, set `JobSubmitPlugins=lua` there (keep any plugins already listed,
+e.g. `JobSubmitPlugins=lua,require_timelimit`; a site that already has a job_submit.lua merges the two functions
+below into its own), then `scontrol reconfigure`. `slurmx doctor` checks that it is active.
+--]]
+
+-- uid => true for every account allowed to move leases besides root: SlurmUser and slurmxd's own account.
+local SLURMX_DAEMON_UIDS = {
+  [0] = true,
+}
+
+local NO_VAL = 4294967294  -- "not being changed" for a 32-bit field of an update
+
+local function leased(comment)
+  return comment ~= nil and string.find(comment, "^slurmx:") ~= nil and string.find(comment, ",l=%d") ~= nil
+end
+
+local function refused_change(job_desc)
+  if job_desc.begin_time ~= nil and job_desc.begin_time ~= 0 then
+    return "its begin time (StartTime)"
+  end
+  if job_desc.priority ~= nil and job_desc.priority ~= NO_VAL then
+    return "its hold or priority"
+  end
+  if job_desc.comment ~= nil then
+    return "its comment (the slurmx tag)"
+  end
+  return nil
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  if SLURMX_DAEMON_UIDS[modify_uid] or not leased(job_rec.comment) then
+    return slurm.SUCCESS
+  end
+  local what = refused_change(job_desc)
+  if what == nil then
+    return slurm.SUCCESS
+  end
+  slurm.log_info("slurmx: refused uid %d changing %s of managed variant %d", modify_uid, what, job_rec.job_id)
+  slurm.log_user(string.format("slurmx: job %d is a managed variant: only slurmxd may change %s " ..
+                               "(cancel the group with `slurmx cancel`, or submit with --mode race)",
+                               job_rec.job_id, what))
+  return slurm.ERROR
+end
+
+return slurm.SUCCESS

@@ -1,0 +1,147 @@
+"""The lease: slurmxd holds a managed variant with a begin time it keeps moving, never with a hold that outlives it.
+
+`slurmx submit` in managed mode submits every variant with `--begin=now+<daemon.lease>` and `l=<lease>` in its
+tag. While slurmxd lives it renews each waiting variant's begin time (one `scontrol update JobId=a,b,... StartTime=`
+per cycle, only for leases in their second half), so Slurm never starts a variant the policy did not choose;
+"hold" is a push of the begin time to now + lease, "release" a begin time of now. If slurmxd stops, crashes or
+loses its host, nothing renews: the leases run out and Slurm starts the variants by itself, and the job-side guard
+every managed variant carries (`templates/_base.sh.j2`) lets exactly one of each group do the work. With the
+`job_submit.lua` in `site-config/`, only slurmxd (root, SlurmUser or an operator) may move a leased variant's begin
+time, hold, priority or comment: the lease runs out by itself, but only the daemon may move it.
+
+To the policy and the enforcer a leased variant that waits looks exactly like a held one (`VariantState.HELD`),
+so the cycle is the same with and without leases; jobs without `l=` (groups queued before leases) keep real holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from slurmx.core.model import VariantState
+from slurmx.core.tag import readable_fields
+from slurmx.daemon.backend import CountingSlurm
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.records import SlurmJob
+
+__all__ = ["LeasedSlurm", "is_leased", "lease_renewals"]
+
+_OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPENDED)
+
+
+def is_leased(job: SlurmJob) -> bool:
+    """The job's tag says it was submitted under a lease (`l=`)."""
+    return ",l=" in job.comment and "l" in readable_fields(job.comment)
+
+
+def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Iterable[int] = ()) -> list[int]:
+    """The leased variants whose begin time slurmxd must push to now + lease (pure, for tests and the backend).
+
+    A waiting variant whose lease is in its second half, and one whose lease already ran out or was moved by
+    someone else (slurmxd was down, a user's edit without the plugin) while its group has nothing running or done:
+    the daemon takes it back. `skip`: jobs the daemon itself started (their begin time is now on purpose).
+    """
+    job_list = list(jobs)
+    skipped = set(skip)
+    settled: set[str] = set()  # groups with a variant that runs or ran: their waiting siblings are on their way out
+    for job in job_list:
+        if job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED):
+            group = readable_fields(job.comment).get("g")
+            if group:
+                settled.add(group)
+    due = []
+    for job in job_list:
+        if job.job_id in skipped or job.state not in (VariantState.PENDING, VariantState.HELD) or not is_leased(job):
+            continue
+        if job.begin_time is not None and job.begin_time > now + lease_s / 2:
+            continue
+        if readable_fields(job.comment).get("g") in settled:
+            continue
+        due.append(job.job_id)
+    return due
+
+
+@dataclass
+class LeasedSlurm(CountingSlurm):
+    """A counting adapter on which holding a leased variant moves its begin time instead of holding it.
+
+    `restart_delay_s`: Slurm's wait after a requeue (cred_expire + 1); a variant this daemon requeued is never
+    given a begin time before that wait is over, or its node would refuse the relaunch.
+    """
+
+    lease_s: int = 600
+    restart_delay_s: int = 121
+    clock: Callable[[], float] = time.time
+    _leased: set[int] = field(default_factory=set)  # leased job ids seen in the last read
+    _slurm_held: set[int] = field(default_factory=set)  # of those, the ones Slurm really holds
+    _requeued_at: dict[int, float] = field(default_factory=dict)
+    renewed: int = 0  # begin-time pushes sent, for the metrics
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        jobs = super().jobs(job_ids, user)
+        now = self.clock()
+        if job_ids is None and user is None:
+            self._leased.clear()
+            self._slurm_held.clear()
+        out = []
+        for job in jobs:
+            if is_leased(job):
+                self._leased.add(job.job_id)
+                if job.held:
+                    self._slurm_held.add(job.job_id)
+                elif job.state is VariantState.PENDING and job.begin_time is not None and job.begin_time > now:
+                    job = replace(job, state=VariantState.HELD, held=True)  # waits for the daemon: a hold
+            out.append(job)
+        return out
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        leased, other = self._split(job_ids)
+        if other:
+            super().hold(other)
+        if leased:
+            super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        leased, other = self._split(job_ids)
+        if other:
+            super().release(other)
+        if not leased:
+            return
+        now = self.clock()
+        by_begin: dict[str, list[int]] = {}
+        for job_id in leased:
+            wait = self._requeued_at.get(job_id, -1e18) + self.restart_delay_s - now
+            by_begin.setdefault(f"now+{int(wait) + 1}" if wait > 0 else "now", []).append(job_id)
+        for begin, ids in by_begin.items():
+            super().update(ids, JobUpdate(begin=begin))
+        really_held = [j for j in leased if j in self._slurm_held]
+        if really_held:  # held by Slurm too (a requeue-hold of an older slurmxd, an admin): lift that as well
+            super().release(really_held)
+
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
+        leased, other = self._split(job_ids)
+        if other:
+            super().requeue(other, hold)
+        if not leased:
+            return
+        # Requeued without a hold, then leased at once: if this daemon dies between the two, the variant simply
+        # runs again after Slurm's restart delay (fail-safe); a hold would keep it off forever.
+        super().requeue(leased, False)
+        now = self.clock()
+        for job_id in leased:
+            self._requeued_at[job_id] = now
+        if hold:
+            super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+
+    def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
+        """Push the begin time of every due lease to now + lease in one update; returns the renewed job ids."""
+        due = lease_renewals(jobs, now, self.lease_s, skip)
+        if due:
+            super().update(due, JobUpdate(begin=f"now+{self.lease_s}"))
+            self.renewed += len(due)
+        return due
+
+    def _split(self, job_ids: Iterable[int]) -> tuple[list[int], list[int]]:
+        ids: Sequence[int] = list(job_ids)
+        return [j for j in ids if j in self._leased], [j for j in ids if j not in self._leased]

@@ -1,0 +1,187 @@
+"""Leases: a managed variant waits under a begin time slurmxd keeps moving, so it runs by itself when slurmxd is gone.
+
+Over a fake Slurm that keeps each job's begin time and applies `StartTime=` updates the way slurmctld does
+(relative to its clock); the live behaviour (daemon killed, drain, bulk release, bypass) is in
+tests/integration/test_failsafe_live.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from slurmx.core.config import SiteConfig, parse_site_config
+from slurmx.core.model import Node, Partition, VariantState
+from slurmx.core.resources import Resources
+from slurmx.daemon.drain import drain, is_drained, resume
+from slurmx.daemon.lease import LeasedSlurm, lease_renewals
+from slurmx.daemon.loop import Daemon
+from slurmx.daemon.store import Store
+from slurmx.policies.base import make_policy
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.records import SlurmJob
+
+NOW = 10_000.0
+LEASE = 600
+
+
+def site(state_dir: Path) -> SiteConfig:
+    return parse_site_config({
+        "cluster": {"name": "t"},
+        "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "500M"},
+                      "gpu": {"partition": "gpu", "cpus": 1, "mem": "500M", "gres": "gpu:1"}},
+        "daemon": {"lease": "10m", "state_dir": str(state_dir)},
+        "submit": {"spool_dir": "/nonexistent/spool"},
+    })
+
+
+def job(job_id: int, group: str, kind: str = "cpu", *, begin: float | None = NOW + LEASE,
+        state: VariantState = VariantState.PENDING, held: bool = False, leased: bool = True) -> SlurmJob:
+    comment = f"slurmx:1:g={group},v={kind},c=be,e=60" + (f",l={LEASE}" if leased else "")
+    return SlurmJob(job_id=job_id, name=f"{group}@{kind}", user="alice", user_id=1000,
+                    state=VariantState.HELD if held else state, state_text=state.value.upper(), reason="",
+                    partition=kind, qos="be", comment=comment, nodes="c1" if state is VariantState.RUNNING else "",
+                    request=Resources(1, 500, {"gpu": 1} if kind == "gpu" else {}), allocated=Resources(),
+                    priority=1, nice=0, held=held, restart_count=0, time_limit_s=3600, submit_time=100 + job_id,
+                    start_time=200 if state is VariantState.RUNNING else None, end_time=None,
+                    begin_time=None if begin is None else int(begin))
+
+
+class BeginTimeSlurm:
+    """Jobs in a dict; `StartTime=now+N` moves a begin time on this fake's clock; every call recorded."""
+
+    def __init__(self, jobs: Iterable[SlurmJob]) -> None:
+        self.table = {j.job_id: j for j in jobs}
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+        self.now = NOW
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        wanted = None if job_ids is None else set(job_ids)
+        return [j for j in self.table.values() if wanted is None or j.job_id in wanted]
+
+    def nodes(self) -> list[Node]:
+        return [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE"),
+                Node("g1", ("gpu",), Resources(4, 8000, {"gpu": 2}), Resources(), "IDLE")]
+
+    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
+        return [Partition("cpu", ("c1",), "cpu"), Partition("gpu", ("g1",), "gpu")]
+
+    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
+        ids = tuple(job_ids)
+        self.calls.append((" ".join(change.assignments()), ids))
+        if change.begin is not None:
+            offset = 0 if change.begin == "now" else int(change.begin.removeprefix("now+"))
+            for i in ids:
+                self.table[i] = replace(self.table[i], begin_time=int(self.now + offset))
+
+    def hold(self, job_ids: Iterable[int]) -> None:
+        self.calls.append(("hold", tuple(job_ids)))
+
+    def release(self, job_ids: Iterable[int]) -> None:
+        ids = tuple(job_ids)
+        self.calls.append(("release", ids))
+        for i in ids:
+            self.table[i] = replace(self.table[i], held=False, state=VariantState.PENDING)
+
+    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
+        ids = tuple(job_ids)
+        self.calls.append(("requeuehold" if hold else "requeue", ids))
+        for i in ids:  # slurmctld keeps a requeued job back for its restart delay
+            self.table[i] = replace(self.table[i], state=VariantState.PENDING, held=hold, nodes="",
+                                    begin_time=int(self.now + 11))
+
+    def cancel(self, job_ids: Iterable[int]) -> None:
+        ids = tuple(job_ids)
+        self.calls.append(("cancel", ids))
+        for i in ids:
+            self.table[i] = replace(self.table[i], state=VariantState.CANCELLED)
+
+    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
+        self.calls.append(("signal", tuple(job_ids)))
+
+
+def leased(fake: BeginTimeSlurm, restart_delay: int = 11) -> LeasedSlurm:
+    return LeasedSlurm(fake, lease_s=LEASE, restart_delay_s=restart_delay, clock=lambda: fake.now)  # type: ignore[arg-type]
+
+
+def test_a_waiting_leased_variant_looks_held_and_one_whose_lease_ran_out_looks_pending() -> None:
+    fake = BeginTimeSlurm([job(1, "a"), job(2, "b", begin=NOW - 5), job(3, "c", leased=False, begin=NOW + 60)])
+    states = {j.job_id: (j.state, j.held) for j in leased(fake).jobs()}
+    assert states == {1: (VariantState.HELD, True), 2: (VariantState.PENDING, False),
+                      3: (VariantState.PENDING, False)}  # not leased: a begin time is the user's own business
+
+
+def test_hold_and_release_of_a_leased_variant_move_its_begin_time_and_never_hold_it() -> None:
+    fake = BeginTimeSlurm([job(1, "a", begin=NOW - 5), job(2, "b", leased=False)])
+    slurm = leased(fake)
+    slurm.jobs()
+    slurm.hold([1, 2])
+    assert fake.calls == [("hold", (2,)), (f"StartTime=now+{LEASE}", (1,))]
+    fake.calls.clear()
+    slurm.release([1, 2])
+    assert fake.calls == [("release", (2,)), ("StartTime=now", (1,))]
+
+
+def test_a_requeued_leased_victim_is_leased_at_once_and_released_only_after_the_restart_delay() -> None:
+    fake = BeginTimeSlurm([job(1, "a", state=VariantState.RUNNING, begin=NOW - 100)])
+    slurm = leased(fake, restart_delay=11)
+    slurm.jobs()
+    slurm.requeue([1], hold=True)
+    assert fake.calls == [("requeue", (1,)), (f"StartTime=now+{LEASE}", (1,))]  # never a hold that outlives us
+    assert fake.table[1].begin_time == NOW + LEASE
+    fake.calls.clear()
+    fake.now += 4
+    slurm.release([1])
+    assert fake.calls == [("StartTime=now+8", (1,))]  # 11 s after the requeue, not before
+    fake.now += 20
+    fake.calls.clear()
+    slurm.release([1])
+    assert fake.calls == [("StartTime=now", (1,))]
+
+
+def test_a_leased_variant_slurm_really_holds_is_released_too() -> None:
+    fake = BeginTimeSlurm([job(1, "a", held=True)])
+    slurm = leased(fake)
+    slurm.jobs()
+    slurm.release([1])
+    assert fake.calls == [("StartTime=now", (1,)), ("release", (1,))]
+
+
+def test_renewals_push_leases_in_their_second_half_and_take_back_lapsed_ones_unless_the_group_runs() -> None:
+    jobs = [job(1, "fresh", begin=NOW + 500), job(2, "due", begin=NOW + 200), job(3, "lapsed", begin=NOW - 50),
+            job(4, "runs", begin=NOW - 50), job(5, "runs", "gpu", state=VariantState.RUNNING, begin=NOW - 60),
+            job(6, "started", begin=NOW), job(7, "plain", leased=False, begin=NOW - 50),
+            job(8, "done", begin=NOW - 50), replace(job(9, "done", "gpu"), state=VariantState.COMPLETED)]
+    assert lease_renewals(jobs, NOW, LEASE, skip=[6]) == [2, 3]
+
+
+def test_the_daemon_starts_a_leased_variant_by_its_begin_time_and_renews_the_other_leases(tmp_path: Path) -> None:
+    fake = BeginTimeSlurm([job(1, "a", begin=NOW + 100), job(2, "a", "gpu", begin=NOW + 100),
+                           job(3, "b", begin=NOW + 100), job(4, "b", "gpu", begin=NOW + 100)])
+    daemon = Daemon(site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}), clock=lambda: fake.now,  # type: ignore[arg-type]
+                    restart_delay_s=11)
+    daemon.cycle()
+    verbs = [c[0] for c in fake.calls]
+    assert "release" not in verbs and "hold" not in verbs
+    started = [ids for verb, ids in fake.calls if verb == "StartTime=now"]
+    assert started and all(len(ids) >= 1 for ids in started)
+    started_ids = {i for ids in started for i in ids}
+    renewed = {i for verb, ids in fake.calls if verb == f"StartTime=now+{LEASE}" for i in ids}
+    assert started_ids and not started_ids & renewed
+    assert renewed == {1, 2, 3, 4} - started_ids  # every variant not started stays the daemon's for a new lease
+    assert all(fake.table[i].begin_time == NOW + LEASE for i in renewed)
+
+
+def test_drain_lets_every_waiting_leased_variant_start_and_a_drained_daemon_decides_nothing(tmp_path: Path) -> None:
+    fake = BeginTimeSlurm([job(1, "a"), job(2, "a", "gpu"), job(3, "b", leased=False),
+                           job(4, "c", state=VariantState.RUNNING, begin=NOW - 9)])
+    assert drain(tmp_path, fake) == [1, 2]  # type: ignore[arg-type]
+    assert fake.calls == [("StartTime=now", (1, 2))] and is_drained(tmp_path)
+    fake.calls.clear()
+    daemon = Daemon(site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}), clock=lambda: fake.now)  # type: ignore[arg-type]
+    report = daemon.cycle()
+    assert fake.calls == [] and not report.plan.actions  # no renewal takes the groups back while drained
+    assert resume(tmp_path) and not is_drained(tmp_path) and not resume(tmp_path)
+    daemon.cycle()
+    assert fake.calls  # resumed: the daemon decides (and renews) again
