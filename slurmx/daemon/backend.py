@@ -20,7 +20,7 @@ from slurmx.daemon.enforce import Enforcer, grace_marks, start_marks
 from slurmx.daemon.observe import Observation, build_view
 from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
-from slurmx.slurm import SlurmAdapter
+from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
@@ -76,6 +76,13 @@ class CountingSlurm:
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
         self.changes += 1
         self.inner.update(job_ids, change)
+
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
+        self.changes += 1
+        return self.inner.update_each(changes)
+
+    def command_counts(self) -> Mapping[str, int]:
+        return self.inner.command_counts()
 
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
         self.inner.make_private_folder(path, files)

@@ -79,14 +79,16 @@ class StartSteps(EnforcerBase):
     def _release(self, items: list[_ToRelease]) -> None:
         """Size and steer each job, release the held ones in one call, advance their intents."""
         self._resize_before_release(items)
-        for group_id, job_id, nodes, _, _ in items:
-            if nodes:
-                try:
-                    self.adapter.update([job_id], JobUpdate(nodelist=",".join(nodes)))
-                except SlurmUnavailable:
-                    raise
-                except SlurmError as exc:  # unsteered it may still run; the timeout re-decides if it does not
-                    self._audit(group_id, "error", f"steer job {job_id}: {one_line(exc)}")
+        steer = [(item.job_id, JobUpdate(nodelist=",".join(item.nodes))) for item in items if item.nodes]
+        try:
+            refused = self.adapter.update_each(steer) if steer else {}  # one scontrol process for all of them
+        except SlurmUnavailable:
+            raise
+        except SlurmError as exc:  # the command could not run at all: no job was steered
+            refused = {job_id: exc for job_id, _ in steer}
+        for group_id, job_id, _, _, _ in items:
+            if job_id in refused:  # unsteered it may still run; the timeout re-decides if it does not
+                self._audit(group_id, "error", f"steer job {job_id}: {one_line(refused[job_id])}")
         held = [item.job_id for item in items if item.held]
         try:
             self.adapter.release(held)

@@ -130,8 +130,8 @@ def run_shadow(site: SiteConfig, *, once: bool = False, log_level: int | None = 
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)
     if transport is not None:
-        problem, warnings = run_checks(site, transport)
-        for warning in ([problem] if problem else []) + list(warnings):
+        checked = run_checks(site, transport)
+        for warning in ([checked.problem] if checked.problem else []) + checked.privileges + checked.coexistence:
             log.warning("shadow mode, nothing enforced: %s", warning, extra={"event": "coexistence"})
     state_dir = Path(site.daemon.state_dir)
     lock = acquire_lock(state_dir, LOCK_FILE, "slurmxd --shadow")

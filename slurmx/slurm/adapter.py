@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -39,6 +40,9 @@ _UNAVAILABLE = re.compile(
 )
 _NEVER_SENT = re.compile(r"Unable to contact slurm controller \(connect failure\)|Connection refused", re.I)
 _INVALID_JOB = re.compile(r"Invalid job id|Invalid job ID|Job has already finished|does not exist", re.I)
+_NAMED_JOB = re.compile(r"\bjob (\d+)\b", re.I)  # 24.11: "Invalid node name specified for job 7"
+_FEW_JOBS = 100  # up to this many ids are named to squeue; more read the whole queue (argv stays short)
+_STDIN_WORD = re.compile(r"[^\s\"'#\\]+")  # what may go on one of scontrol's stdin lines as it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,8 @@ class SlurmAdapter(Protocol):
     def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None: ...
     def cancel(self, job_ids: Iterable[int]) -> None: ...
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None: ...
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]: ...
+    def command_counts(self) -> Mapping[str, int]: ...
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None: ...
 
 
@@ -124,17 +130,29 @@ class CliSlurm:
         self._sleep = sleep
         self._version: str | None = None
         self._shape: SlurmShape | None = None
+        self._counts: Counter[str] = Counter()
+
+    def command_counts(self) -> Mapping[str, int]:
+        """Slurm commands run so far, by command name (`squeue`, `scontrol`, ...), each retry counted: the load
+        this adapter put on slurmctld, for metrics."""
+        return dict(self._counts)
 
     # ------------------------------------------------------------------------------------------ plumbing
 
+    def _run(self, argv: Sequence[str], stdin: str | None = None) -> CommandResult:
+        self._counts[argv[0]] += 1
+        return self.transport.run(argv, stdin=stdin, timeout=self.retry.timeout_s)
+
     def _call(self, argv: Sequence[str], stdin: str | None = None, *, retry: bool = True,
-              retry_if: re.Pattern[str] = _UNAVAILABLE) -> CommandResult:
-        """Run one command; classify failures into the error tree; back off while Slurm is unreachable."""
+              retry_if: re.Pattern[str] = _UNAVAILABLE, check: bool = True) -> CommandResult:
+        """Run one command; classify failures into the error tree; back off while Slurm is unreachable.
+
+        `check=False` returns a failed result (unless Slurm is unreachable) for the caller to read."""
         delay = self.retry.backoff_s
         attempts = self.retry.retries + 1 if retry else 1
         for attempt in range(attempts):
             try:
-                result = self.transport.run(argv, stdin=stdin, timeout=self.retry.timeout_s)
+                result = self._run(argv, stdin)
             except SlurmUnavailable:
                 if attempt + 1 >= attempts or retry_if is _NEVER_SENT:
                     raise
@@ -142,6 +160,8 @@ class CliSlurm:
                 if result.returncode == 0:
                     return result
                 error = self._classify(argv, result)
+                if not check and not isinstance(error, SlurmUnavailable):
+                    return result
                 if not isinstance(error, SlurmUnavailable) or attempt + 1 >= attempts:
                     raise error
                 if not retry_if.search(result.stderr + result.stdout):
@@ -182,7 +202,8 @@ class CliSlurm:
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         """Jobs squeue knows (pending, running and recently finished), optionally only these ids / this user.
 
-        Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options.
+        Filtering happens here as well as in squeue: 22.05's `--json` ignores squeue's filter options. A few ids
+        go to squeue as `--jobs` (one id is then a one-job RPC to slurmctld, and the answer is that job alone).
         """
         if job_ids is not None and not isinstance(job_ids, list | tuple | set | frozenset):
             job_ids = list(job_ids)
@@ -191,7 +212,14 @@ class CliSlurm:
         argv = ["squeue", "--json", "--states=all"]  # finished jobs too, until MinJobAge forgets them
         if user:
             argv.append(f"--user={user}")
-        jobs = parse_jobs(self._call(argv).stdout, argv)
+        if job_ids is not None and len(job_ids) <= _FEW_JOBS:
+            argv.append("--jobs=" + ",".join(_ids(job_ids)))
+        try:
+            jobs = parse_jobs(self._call(argv).data, argv)
+        except InvalidJobError:
+            if job_ids is None:
+                raise
+            return []  # 24.11: squeue --jobs of jobs Slurm no longer knows exits 1, "Invalid job id specified"
         if job_ids is not None:
             wanted = {int(j) for j in job_ids}
             jobs = [j for j in jobs if j.job_id in wanted]
@@ -202,7 +230,7 @@ class CliSlurm:
     def nodes(self) -> list[Node]:
         """Every node with capacity, allocation and state (`scontrol show nodes --json`; 22.05: `sinfo --json`)."""
         argv = list(self.shape().nodes_argv)
-        return parse_nodes(self._call(argv).stdout, argv)
+        return parse_nodes(self._call(argv).data, argv)
 
     def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
         """Partitions with their nodes; `kinds` maps partition -> slurmx resource kind."""
@@ -216,7 +244,7 @@ class CliSlurm:
             if not ids:
                 return []
             argv.append("--jobs=" + ",".join(ids))
-        records = parse_accounting(self._call(argv).stdout, argv)
+        records = parse_accounting(self._call(argv).data, argv)
         if ids is not None:
             wanted = {int(i) for i in ids}
             records = [r for r in records if r.job_id in wanted]
@@ -232,14 +260,14 @@ class CliSlurm:
         another user's plant: the caller picks another name), SlurmError for anything else.
         """
         argv = ["mkdir", "-m", "700", "--", path]
-        result = self.transport.run(argv, timeout=self.retry.timeout_s)
+        result = self._run(argv)
         if result.returncode != 0:
             if "exists" in result.stderr:
                 raise FolderTaken(argv, result.returncode, f"{path} already exists")
             raise self._classify(argv, result)
         for name, text in files.items():  # noclobber in a folder only the user can write: nothing to race with
             argv = ["sh", "-c", 'umask 077 && set -C && cat > "$1"', "slurmx-write", f"{path}/{name}"]
-            result = self.transport.run(argv, stdin=text, timeout=self.retry.timeout_s)
+            result = self._run(argv, stdin=text)
             if result.returncode != 0:
                 raise self._classify(argv, result)
 
@@ -295,6 +323,64 @@ class CliSlurm:
         if change.nodelist is not None:
             for job_id in ids:  # Slurm rejects ReqNodeList on a list of jobs
                 self._call(["scontrol", "update", f"JobId={job_id}", f"ReqNodeList={change.nodelist}"])
+
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
+        """Apply each job's own change in one `scontrol` process (its commands on stdin) -> the jobs Slurm
+        refused, each with its error; raises only when the command could not run (Slurm unreachable, transport).
+
+        Jobs with the same change share a `JobId=a,b,c` line, one line per field as in `update`; ReqNodeList
+        takes one line per job. scontrol applies every line even when one fails, exits 1, and names the job in
+        each error ("Invalid node name specified for job 7"), so a failure is told per job. A value that could
+        not go on a stdin line as it is (blanks, quotes) is applied by `update` in its own process instead.
+        """
+        by_change: dict[JobUpdate, list[str]] = {}
+        for job_id, change in changes:
+            by_change.setdefault(change, []).append(str(int(job_id)))
+        lines: list[tuple[str, list[str]]] = []  # (line, its jobs)
+        failed: dict[int, SlurmError] = {}
+        for change, ids in by_change.items():
+            ids = list(dict.fromkeys(ids))
+            words = change.assignments()
+            if not all(_STDIN_WORD.fullmatch(w) for w in [*words, f"ReqNodeList={change.nodelist or ''}"]):
+                for one in ids:
+                    try:
+                        self.update([int(one)], change)
+                    except SlurmUnavailable:
+                        raise
+                    except SlurmError as exc:
+                        failed[int(one)] = exc
+                continue
+            lines += [(f"update JobId={','.join(ids)} {word}", ids) for word in words]
+            if change.nodelist is not None:
+                lines += [(f"update JobId={j} ReqNodeList={change.nodelist}", [j]) for j in ids]
+        if lines:
+            failed.update(self._scontrol_lines(lines))
+        return failed
+
+    def _scontrol_lines(self, lines: Sequence[tuple[str, list[str]]]) -> dict[int, SlurmError]:
+        """Run `lines` through one scontrol; a failure no error line ties to a job reruns each line on its own."""
+        argv = ["scontrol"]
+        result = self._call(argv, stdin="".join(line + "\n" for line, _ in lines), check=False)
+        if result.returncode == 0:
+            return {}
+        ours = {j for _, ids in lines for j in ids}
+        failed: dict[int, SlurmError] = {}
+        untold = False
+        for text in result.stderr.splitlines():
+            named = [j for j in _NAMED_JOB.findall(text) if j in ours]
+            for job_id in named:
+                one = CommandResult(tuple(argv), result.returncode, "", text)
+                failed.setdefault(int(job_id), self._classify(["scontrol", "update", f"JobId={job_id}"], one))
+            untold = untold or (not named and bool(text.strip()))
+        if failed and not untold:
+            return failed
+        for line, ids in lines:  # which line failed is not said: learn it one line at a time (updates repeat safely)
+            words = line.split(" ")
+            again = self._call(["scontrol", *words], check=False)
+            if again.returncode != 0:
+                for job_id in ids:
+                    failed.setdefault(int(job_id), self._classify(["scontrol", *words], again))
+        return failed
 
     def ping(self) -> bool:
         """True when slurmctld answers (no retries: this is the probe the daemon backs off on)."""

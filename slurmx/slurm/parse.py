@@ -109,7 +109,7 @@ def _note_replaced(records: Iterable[SlurmJob | AccountingRecord], text: str | b
 
     Cheap when there is none: an all-ASCII text is known as such without a scan.
     """
-    if isinstance(text, str) and text.isascii():
+    if text.isascii():
         return
     for rec in records:
         if "\ufffd" in rec.name or "\ufffd" in rec.comment:
@@ -466,6 +466,8 @@ def _dict_label(kind: str, key: str) -> Callable[[Any], str | None]:
 
 
 def _node(raw: Mapping[str, Any]) -> Node:
+    if raw.get("name") is None:
+        raise KeyError("name")
     state = state_text(raw.get("state"))
     flags = raw.get("state_flags")  # 22.05 keeps flags apart: "idle" + ["DRAIN"]
     if flags:
@@ -488,10 +490,81 @@ def _gres(text: Any) -> str:
     return str(text or "").replace("(null):", "")
 
 
-def parse_nodes(text: str, argv: Sequence[str] = ("scontrol", "show", "nodes", "--json")) -> list[Node]:
+class _NodeFields(msgspec.Struct, gc=False):
+    """The node fields slurmx reads; every other one is skipped by the decoder. `Any`: their shapes differ by
+    version and the normalisers below read each one."""
+
+    name: Any = None
+    state: Any = None
+    state_flags: Any = None
+    partitions: Any = None
+    features: Any = None
+    cpus: Any = None
+    real_memory: Any = None
+    gres: Any = None
+    alloc_cpus: Any = None
+    alloc_memory: Any = None
+    gres_used: Any = None
+
+
+class _NodesAnswer(msgspec.Struct):
+    nodes: list[_NodeFields] | None = None
+    errors: Any = None
+
+
+class _SacctFields(msgspec.Struct, gc=False):
+    """The accounting fields slurmx reads (see `_NodeFields`)."""
+
+    job_id: Any = None
+    name: Any = None
+    user: Any = None
+    state: Any = None
+    partition: Any = None
+    qos: Any = None
+    nodes: Any = None
+    comment: Any = None
+    time: Any = None
+    tres: Any = None
+    exit_code: Any = None
+    steps: list[_SacctStep] | None = None
+    restart_cnt: Any = None
+
+
+class _SacctStep(msgspec.Struct, gc=False):
+    tres: Any = None
+
+
+class _SacctAnswer(msgspec.Struct):
+    jobs: list[_SacctFields] | None = None
+    errors: Any = None
+
+
+_NODES_DECODER = msgspec.json.Decoder(_NodesAnswer)
+_SACCT_DECODER = msgspec.json.Decoder(_SacctAnswer)
+
+
+def _typed_records(decoder: msgspec.json.Decoder[Any], text: str | bytes, argv: Sequence[str],
+                   key: str) -> list[dict[str, Any]]:
+    """The records under `key`, each holding only the fields slurmx reads (as a dict, for the normalisers).
+
+    Why: the decoder skips every other field without building it, so a large listing costs little memory.
+    Anything this typed read refuses goes through `load_json`, which says in one line what is wrong.
+    """
+    try:
+        with collector_paused():
+            answer = _decode(decoder.decode, text, argv)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        data = load_json(text, argv)
+        return _listed(data, key, argv)  # some record is not an object: read one by one
+    errors = answer.errors
+    _raise_reported_errors([] if errors is None else errors, argv)
+    return [msgspec.structs.asdict(r) for r in getattr(answer, key) or []]
+
+
+def parse_nodes(text: str | bytes, argv: Sequence[str] = ("scontrol", "show", "nodes", "--json")) -> list[Node]:
     """`scontrol show nodes --json` (24.11+) or `sinfo --json` (22.05) -> nodes; unreadable ones left out."""
-    data = load_json(text, argv)
-    return _each(_listed(data, "nodes", argv), _node, _dict_label("node", "name"), argv, "node")
+    records = _typed_records(_NODES_DECODER, text, argv, "nodes")
+    return _each(records, _node, _dict_label("node", "name"), argv, "node")
 
 
 def _key_values(line: str) -> dict[str, str]:
@@ -544,7 +617,8 @@ def _partition_label(line: str) -> str:
 def _max_rss_mb(steps: Any) -> int | None:
     best: int | None = None
     for step in steps or []:
-        for entry in ((step.get("tres") or {}).get("requested") or {}).get("max") or []:
+        tres = step.tres if isinstance(step, _SacctStep) else step.get("tres")
+        for entry in ((tres or {}).get("requested") or {}).get("max") or []:
             if entry.get("type") == "mem":
                 count = number(entry.get("count"))
                 if count is not None and count >= 0:
@@ -589,9 +663,9 @@ def _record(job: Mapping[str, Any]) -> AccountingRecord:
     )
 
 
-def parse_accounting(text: str, argv: Sequence[str] = ("sacct", "--json")) -> list[AccountingRecord]:
+def parse_accounting(text: str | bytes, argv: Sequence[str] = ("sacct", "--json")) -> list[AccountingRecord]:
     """`sacct --json` -> one record per job (steps folded in); unreadable ones left out."""
-    data = load_json(text, argv)
-    records = _each(_listed(data, "jobs", argv), _record, _dict_label("job", "job_id"), argv, "accounting")
+    jobs = _typed_records(_SACCT_DECODER, text, argv, "jobs")
+    records = _each(jobs, _record, _dict_label("job", "job_id"), argv, "accounting")
     _note_replaced(records, text, argv)
     return records

@@ -6,9 +6,12 @@ local side; the SSH transport quotes every argument for the remote shell.
 
 from __future__ import annotations
 
+import io
 import os
+import selectors
 import shlex
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +29,42 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
 class CommandResult:
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
+    """What a command printed. `data` is its stdout as the bytes it wrote, `stdout` the same as text.
+
+    Why both: a 10,000-job `squeue --json` is about 100 MB; the parsers decode `data` straight into typed records,
+    and holding it as text as well would double the daemon's peak memory. `stdout` is decoded (leniently, see
+    `_text`) only when asked for, so small commands and error messages read text as before.
+    """
+
+    __slots__ = ("_out", "argv", "returncode", "stderr")
+
+    def __init__(self, argv: tuple[str, ...], returncode: int, stdout: str | bytes, stderr: str) -> None:
+        self.argv, self.returncode, self._out, self.stderr = argv, returncode, stdout, stderr
+
+    @property
+    def data(self) -> bytes:
+        return self._out if isinstance(self._out, bytes) else self._out.encode("utf-8", "surrogatepass")
+
+    @property
+    def stdout(self) -> str:
+        return _text(self._out) if isinstance(self._out, bytes) else self._out
+
+    @property
+    def empty(self) -> bool:
+        """Nothing on stdout, told without decoding it."""
+        return not self._out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CommandResult):
+            return NotImplemented
+        return (self.argv, self.returncode, self.data, self.stderr) == \
+            (other.argv, other.returncode, other.data, other.stderr)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CommandResult({self.argv!r}, {self.returncode}, <{len(self._out)} on stdout>, {self.stderr!r})"
 
 
 class Transport(Protocol):
@@ -51,16 +84,58 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+_CHUNK = 1 << 20
+
+
+def _read_all(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
+    """Everything the process writes to stdout and stderr, each written into one growing buffer.
+
+    Why not `communicate`: it keeps a list of chunks and joins them, so a 100 MB answer briefly takes 200 MB.
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    buffers = {proc.stdout.fileno(): io.BytesIO(), proc.stderr.fileno(): io.BytesIO()}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for fd in buffers:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, _CHUNK)
+                if chunk:
+                    buffers[key.fd].write(chunk)
+                else:
+                    sel.unregister(key.fd)
+    out, err = buffers.values()
+    return out.getvalue(), err.getvalue()  # BytesIO hands over its buffer: no copy
+
+
 def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float) -> CommandResult:
+    if stdin is not None:  # small commands (a batch script, scontrol lines): the stdlib feeds stdin safely
+        try:
+            done = subprocess.run(list(argv), input=stdin.encode("utf-8"), capture_output=True, timeout=timeout,
+                                  check=False)
+        except FileNotFoundError as exc:
+            raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
+                                 "and on PATH?") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
+        return CommandResult(tuple(shown), done.returncode, done.stdout, _text(done.stderr))
     try:
-        proc = subprocess.run(list(argv), input=None if stdin is None else stdin.encode("utf-8"),
-                              capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError as exc:
         raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
                              "and on PATH?") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
-    return CommandResult(tuple(shown), proc.returncode, _text(proc.stdout), _text(proc.stderr))
+    with proc:
+        try:
+            out, err = _read_all(proc, timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
+        code = proc.wait()
+    return CommandResult(tuple(shown), code, out, _text(err))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +162,7 @@ class DockerExecTransport:
         if self.user:
             prefix += ["-u", self.user]
         result = _run_local([*prefix, self.container, *argv], argv, stdin, timeout)
-        if not result.stdout and result.stderr.startswith(("Error response from daemon", "OCI runtime exec")):
+        if result.empty and result.stderr.startswith(("Error response from daemon", "OCI runtime exec")):
             raise TransportError(argv, result.returncode, f"docker exec into {self.container}: "
                                  f"{result.stderr.strip().removeprefix('Error response from daemon: ')}")
         return result
@@ -153,7 +228,7 @@ class SshTransport:
             if stdin is not None:
                 chan_in.write(stdin.encode("utf-8"))
                 chan_in.channel.shutdown_write()
-            out = _text(chan_out.read())
+            out = chan_out.read()
             err = _text(chan_err.read())
             code = chan_out.channel.recv_exit_status()
         except TimeoutError:

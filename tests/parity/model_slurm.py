@@ -135,6 +135,13 @@ class ModelSlurm:
             out = self._node_json()
         elif args == ["scontrol", "show", "partition", "-o"]:
             out = self._partitions()
+        elif args == ["scontrol"] and stdin is not None:  # commands on stdin, one per line, as scontrol reads them
+            for line in stdin.splitlines():
+                words = line.split()
+                if words[:1] != ["update"]:
+                    return CommandResult(tuple(args), 1, "", f"model slurmctld: no model of {line}")
+                self._update(words[1:])
+            self._schedule()
         elif args[:1] == ["scontrol"] and args[1] in ("hold", "release", "requeue", "requeuehold"):
             for job_id in map(int, args[2].split(",")):
                 self._control(args[1], self.jobs[job_id])

@@ -4,7 +4,7 @@ Slurm that records every call and changes job states the way slurmctld does."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from slurmx.daemon.store import MIGRATIONS, Store, StoreError
 from slurmx.daemon.trust import sort_jobs
 from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import JobUpdate
-from slurmx.slurm.errors import SlurmUnavailable
+from slurmx.slurm.errors import SlurmCommandError, SlurmError, SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
 
 SITE: SiteConfig = parse_site_config({
@@ -63,6 +63,8 @@ class FakeSlurm:
         self.store = store
         self.intents_at_release: list[list[str]] = []
         self.down = False
+        self.refuse: set[int] = set()
+        self.broken: SlurmError | None = None
 
     def _check(self) -> None:
         if self.down:
@@ -115,6 +117,18 @@ class FakeSlurm:
             self.table[i] = replace(self.table[i], request=Resources(
                 old.cpus if change.cpus is None else change.cpus, old.mem_mb if change.mem_mb is None
                 else change.mem_mb, old.gres))
+
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
+        """One call, as the adapter makes one scontrol process; jobs in `refuse` fail, the others apply."""
+        if self.broken is not None:
+            raise self.broken
+        self.calls.append((f"update_each {' '.join(f'{j}:{c.nodelist}' for j, c in changes)}",
+                           tuple(j for j, _ in changes)))
+        return {j: SlurmCommandError(["scontrol"], 1, f"Invalid node name specified for job {j}")
+                for j, _ in changes if j in self.refuse}
+
+    def command_counts(self) -> Mapping[str, int]:
+        return {}
 
     def verbs(self) -> list[str]:
         return [c[0] for c in self.calls]
@@ -239,13 +253,56 @@ def test_start_writes_intent_first_releases_in_one_call_then_cancels_siblings(tm
     plan = Plan((Start("a", "gpu", ("g1",)), Start("b", "cpu")))
     enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
     assert fake.intents_at_release == [["releasing", "releasing"]]  # on disk before Slurm acts
-    assert fake.calls == [("update nodelist=g1", (2,)), ("release", (2, 3))]
+    assert fake.calls == [("update_each 2:g1", (2,)), ("release", (2, 3))]
     assert [i.step for i in store.intents("start")] == ["released", "released"]
     fake.run(2, "g1")
     fake.run(3, "c1")
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.calls[-1] == ("cancel", (1, 4))
     assert store.intents() == []
+
+
+def test_a_refused_steer_is_said_for_its_job_only_and_every_start_is_still_released(tmp_path: Path) -> None:
+    fake = FakeSlurm([job(1, "a"), job(3, "b"), job(5, "c")])
+    fake.refuse = {3}
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    plan = Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)), Start("c", "cpu", ("c1",))))
+    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("update_each 1:c1 3:c1 5:c1", (1, 3, 5)), ("release", (1, 3, 5))]
+    errors = [(row[2], row[4]) for row in enforcer.log if row[3] == "error"]
+    assert errors == [("b", "steer job 3: scontrol: exit 1: Invalid node name specified for job 3")]
+
+
+def test_a_steering_command_that_cannot_run_is_said_for_each_job_and_the_starts_are_still_released(
+        tmp_path: Path) -> None:
+    from slurmx.slurm.errors import TransportError
+
+    fake = FakeSlurm([job(1, "a"), job(3, "b")])
+    fake.broken = TransportError(["scontrol"], None, "docker exec into login: container not running")
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)))), _obs(fake, store, now[0]), now[0])
+    assert fake.calls == [("release", (1, 3))]
+    assert [row[2] for row in enforcer.log if row[3] == "error"] == ["a", "b"]
+
+
+def test_a_hundred_pinned_starts_take_at_most_five_scontrol_processes(tmp_path: Path) -> None:
+    from slurmx.slurm.adapter import CliSlurm, RetryPolicy
+    from slurmx.slurm.transport import CommandResult, ReplayTransport
+
+    fake = FakeSlurm([job(i, f"g{i}") for i in range(1, 101)])
+    store = Store(tmp_path / "s.sqlite")
+    transport = ReplayTransport({("scontrol",): CommandResult((), 0, "", "")})
+    adapter = CliSlurm(transport, RetryPolicy(retries=0))
+    enforcer = Enforcer(adapter, store, SITE, clock=lambda: 1000.0)
+    plan = Plan(tuple(Start(f"g{i}", "cpu", ("c1",)) for i in range(1, 101)))
+    enforcer.apply(plan, _obs(fake, store, 1000.0), 1000.0)
+    scontrols = [argv for argv, _ in transport.calls if argv[0] == "scontrol"]
+    assert len(scontrols) <= 5 and adapter.command_counts() == {"scontrol": len(scontrols)}
+    steered = "".join(stdin or "" for _, stdin in transport.calls)
+    assert steered.splitlines() == [f"update JobId={i} ReqNodeList=c1" for i in range(1, 101)]
+    assert [i.step for i in store.intents("start")] == ["released"] * 100
 
 
 def test_start_with_an_allotment_sizes_held_jobs_before_the_release_one_update_per_size(tmp_path: Path) -> None:
@@ -255,7 +312,7 @@ def test_start_with_an_allotment_sizes_held_jobs_before_the_release_one_update_p
     plan = Plan((Start("a", "cpu", ("c1",), Resources(3, 1500)), Start("b", "cpu", (), Resources(3, 1500)),
                  Start("c", "cpu", (), Resources(1, 500))))  # c: what it asks for already
     enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
-    assert fake.calls == [("update NumCPUs=3 MinMemoryNode=1500", (1, 3)), ("update nodelist=c1", (1,)),
+    assert fake.calls == [("update NumCPUs=3 MinMemoryNode=1500", (1, 3)), ("update_each 1:c1", (1,)),
                           ("release", (1, 3, 5))]
     assert [fake.table[i].request for i in (1, 3, 5)] == [Resources(3, 1500), Resources(3, 1500), Resources(1, 500)]
     assert [i.data["size"] for i in store.intents("start")] == [[3, 1500], [3, 1500], None]
@@ -290,7 +347,7 @@ def test_start_that_does_not_run_in_time_is_held_again_and_replay_releases_again
     store.put_intent("start:a", "start", "a", "releasing", {"kind": "cpu", "job_id": 1, "nodes": ["c1"],
                                                             "released_at": now[0]}, now[0])  # killed right here
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
-    assert fake.verbs() == ["update nodelist=c1", "release"]
+    assert fake.verbs() == ["update_each 1:c1", "release"]
     now[0] += 31
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.verbs()[-2:] == ["hold", "update nodelist="]
@@ -431,9 +488,9 @@ def test_daemon_cycle_acts_on_a_fresh_view_only(tmp_path: Path) -> None:
     assert fake.calls == []
     fake.down = False
     daemon.cycle()
-    assert fake.verbs() == ["update nodelist=c1", "release"]
+    assert fake.verbs() == ["update_each 1:c1", "release"]
     daemon.cycle()  # released, not yet running: no second start
-    assert fake.verbs() == ["update nodelist=c1", "release"]
+    assert fake.verbs() == ["update_each 1:c1", "release"]
 
 
 def test_audit_retention_drops_old_entries_then_all_but_the_newest_rows(tmp_path: Path) -> None:

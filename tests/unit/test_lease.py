@@ -7,7 +7,7 @@ tests/integration/test_failsafe_live.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.records import SlurmJob
 
 NOW = 10_000.0
@@ -74,6 +75,14 @@ class BeginTimeSlurm:
             offset = 0 if change.begin == "now" else int(change.begin.removeprefix("now+"))
             for i in ids:
                 self.table[i] = replace(self.table[i], begin_time=int(self.now + offset))
+
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
+        for job_id, change in changes:
+            self.update([job_id], change)
+        return {}
+
+    def command_counts(self) -> Mapping[str, int]:
+        return {}
 
     def hold(self, job_ids: Iterable[int]) -> None:
         self.calls.append(("hold", tuple(job_ids)))

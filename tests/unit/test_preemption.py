@@ -30,7 +30,7 @@ from slurmx.daemon.preempt_cli import parse_grace, preempt_command
 from slurmx.daemon.preemption import Action, PreemptionError, PreemptionTicket
 from slurmx.hooks._env import parse_intent
 from slurmx.slurm.adapter import CliSlurm, JobUpdate, RetryPolicy
-from slurmx.slurm.errors import InvalidJobError, SlurmCommandError
+from slurmx.slurm.errors import InvalidJobError, SlurmCommandError, SlurmError
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult, ReplayTransport
 
@@ -134,6 +134,12 @@ class FakeSlurm:
 
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
         raise AssertionError("not used")
+
+    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
+        raise AssertionError("not used")
+
+    def command_counts(self) -> Mapping[str, int]:
+        return {}
 
     def controls(self) -> list[str]:
         return [c[0] for c in self.calls]

@@ -401,8 +401,24 @@ def test_version_cached(version: str) -> None:
 ])
 def test_jobs_filtered_client_side(version: str, wanted: Any, found: list[int]) -> None:
     slurm, transport, _ = adapter({("squeue",): ok(read(version, "squeue.json"))})
-    assert [j.job_id for j in slurm.jobs(job_ids=wanted)] == found
-    assert argvs(transport) == [("squeue", "--json", "--states=all")]  # 22.05's --json ignores squeue's filters anyway
+    ids = list(wanted) if not isinstance(wanted, list) else wanted
+    assert [j.job_id for j in slurm.jobs(job_ids=iter(ids) if not isinstance(wanted, list) else ids)] == found
+    # named to squeue (24.11 answers only those jobs), filtered here too: 22.05's --json ignores squeue's filters
+    assert argvs(transport) == [("squeue", "--json", "--states=all", "--jobs=" + ",".join(map(str, ids)))]
+
+
+def test_jobs_of_ids_slurm_no_longer_knows_are_none() -> None:
+    # what squeue --json --states=all --jobs=999999 answered on the live 24.11 cluster: no output, exit 1
+    slurm, _, _ = adapter({("squeue",): fail("slurm_load_jobs error: Invalid job id specified\n")})
+    assert slurm.jobs(job_ids=[999999]) == []
+    with pytest.raises(InvalidJobError):
+        slurm.jobs()
+
+
+def test_many_ids_read_the_whole_queue() -> None:
+    slurm, transport, _ = adapter({("squeue",): ok(read("24.11", "squeue.json"))})
+    slurm.jobs(job_ids=range(1, 1000))
+    assert argvs(transport) == [("squeue", "--json", "--states=all")]
 
 
 def test_jobs_of_no_ids_asks_nothing() -> None:
