@@ -111,6 +111,7 @@ class Daemon:
     backend: SlurmBackend = field(init=False)
     restart_delay_s: int = 121  # Slurm's wait after a requeue (cred_expire + 1), read from Slurm at start-up
     _drained: bool = False
+    _commands_seen: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         slurm = LeasedSlurm(self.adapter, lease_s=self.site.daemon.lease_s, restart_delay_s=self.restart_delay_s,
@@ -135,6 +136,15 @@ class Daemon:
             except SlurmError:
                 self.metrics.slurm_down()
                 raise
+            finally:
+                self._count_commands()
+
+    def _count_commands(self) -> None:
+        """The Slurm commands this cycle ran (profiling's too), as deltas for the metrics."""
+        counts = dict(self.adapter.command_counts())
+        delta = {name: n - self._commands_seen.get(name, 0) for name, n in counts.items()}
+        self._commands_seen = counts
+        self.metrics.slurm_commands({k: v for k, v in delta.items() if v > 0})
 
     def _cycle(self) -> CycleReport:
         began = time.perf_counter()
@@ -152,7 +162,8 @@ class Daemon:
         obs = self.backend.obs
         assert obs is not None  # decide observed
         flushed = time.perf_counter()  # enforcement's tail: lease renewals, the audit
-        self.backend.renew_leases(now)
+        for _ in self.backend.renew_leases(now):
+            self.metrics.action("lease_renew", "ok")
         rows = tuple(self.enforcer.flush())
         ended = time.perf_counter()
         seconds = ended - began
@@ -307,3 +318,4 @@ class _Watchdog:
         if self._armed:
             self._armed = False
             raise CycleTimeout(f"cycle still running after {self.limit_s:g} s")
+

@@ -35,11 +35,13 @@ ACTION_OUTCOMES: Mapping[str, tuple[str, ...]] = {
     "cancel": ("ok", "error"),
     "requeue": ("ok",),
     "cancel_sibling": ("ok",),
+    "lease_renew": ("ok",),  # a waiting managed variant's lease pushed forward (daemon/lease.py)
     "follow_up": ("error",),
     "cycle": ("unavailable",),
 }
 ERROR_WHERE = ("cycle", "watchdog")  # where `Daemon.run` counts a failed cycle
 PHASES = ("observe", "decide", "enforce")  # one cycle's parts, timed apart
+SLURM_COMMANDS = ("squeue", "scontrol", "scancel", "sbatch", "sacct", "sacctmgr")  # zero from the start
 
 
 def package_version() -> str:
@@ -93,6 +95,11 @@ class Metrics:
         self._slurm_up = Gauge("slurmxd_slurm_up", "1 when the last cycle reached Slurm, else 0.", registry=reg)
         self._commands = Counter("slurmxd_slurm_commands", "Slurm commands (RPCs) run, by command.", ["command"],
                                  registry=reg)
+        self._cycle_commands = Gauge("slurmxd_cycle_slurm_commands", "Slurm commands run by the last cycle "
+                                     "(divide the commands rate by the start rate for commands per started group).",
+                                     registry=reg)
+        for command in SLURM_COMMANDS:
+            self._commands.labels(command)
         build = Gauge("slurmx_build_info", "The running slurmx: version and Python.", ["version", "python"],
                       registry=reg)
         build.labels(package_version(), platform.python_version()).set(1)
@@ -144,7 +151,8 @@ class Metrics:
         self._slurm_up.set(0)
 
     def slurm_commands(self, counts: Mapping[str, int]) -> None:
-        """Add the Slurm commands run since the last call (deltas, by command name)."""
+        """Add the Slurm commands run since the last call (deltas, by command name); the last cycle's total."""
+        self._cycle_commands.set(sum(counts.values()))
         for command, count in counts.items():
             if count < 0:
                 raise ValueError(f"slurm_commands: {command}: a count of {count}; pass what ran since the last call")

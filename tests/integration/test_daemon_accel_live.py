@@ -75,7 +75,8 @@ def _payload(marks: Path, gid: str, kind: str, job: Job) -> str:
 
 
 def _submit(slurm: CliSlurm, marks: Path, gid: str, job: Job) -> Submitted:
-    """Held variants tagged like `slurmx submit` tags them (accel needs its gres, which the shared helper lacks)."""
+    """Held variants with a version-0 tag, as `slurmx submit` wrote them before leases (accel needs its gres, which
+    the shared helper lacks): groups queued before an upgrade keep their holds, and slurmxd still runs them."""
     group = Submitted(gid)
     for kind, estimate in (("accel", job.accel_s), ("cpu", job.cpu_s)):
         group.jobs[kind] = slurm.submit(f"#!/bin/bash\n{_payload(marks, gid, kind, job)}\n", [

@@ -1,5 +1,5 @@
 """Shared pieces of the slurmxd integration tests (no tests here): a site file for the daemon, the daemon as a
-process we can SIGKILL, and groups submitted the way `slurmx submit` does (held variants with the group tag)."""
+process we can SIGKILL, and groups submitted the way `slurmx submit` does (leased variants with the group tag)."""
 
 from __future__ import annotations
 
@@ -83,18 +83,21 @@ class Submitted:
     jobs: dict[str, int] = field(default_factory=dict)  # kind -> job id
 
 
+LEASE_S = 600  # the site's default daemon.lease
 KIND_FLAGS = {"cpu": ["--partition=cpu"], "gpu": ["--partition=gpu", "--gres=gpu:1"]}
 
 
 def submit_group(slurm: CliSlurm, prefix: str, variants: Mapping[str, tuple[float, str]], *, job_class: str = "be",
                  cpus: int = 1, mem: str = "500M", group_id: str | None = None, comment_extra: str = "") -> Submitted:
-    """Held variants tagged like `slurmx submit` tags them; `variants`: kind -> (estimate s, bash payload)."""
+    """Leased variants tagged like `slurmx submit` tags them (`--begin=now+600`, `l=600`): waiting for slurmxd;
+    `variants`: kind -> (estimate s, bash payload)."""
     gid = group_id or f"{prefix}-{uuid.uuid4().hex[:6]}"
     group = Submitted(gid)
     for kind, (estimate, payload) in variants.items():
         script = f"#!/bin/bash\n{payload}\n"
         group.jobs[kind] = slurm.submit(script, [
-            "--hold", f"--comment=slurmx:g={gid},v={kind},c={job_class},e={estimate:g}{comment_extra}",
+            f"--begin=now+{LEASE_S}",
+            f"--comment=slurmx:1:g={gid},v={kind},c={job_class},e={estimate:g},l={LEASE_S}{comment_extra}",
             f"--qos={job_class}", f"--job-name={gid}@{kind}", f"--cpus-per-task={cpus}", f"--mem={mem}",
             "--output=/dev/null", "--requeue", *KIND_FLAGS[kind]])
     return group

@@ -204,6 +204,7 @@ def test_every_action_the_enforcer_reports_is_initialised() -> None:
     steps = {kind.__name__.lower() for kind in Enforcer.steps(object.__new__(Enforcer))}  # type: ignore[arg-type]
     reported |= {(kind, outcome) for kind in steps for outcome in ("ok", "error")}
     reported |= {("resize", "signalled")}
+    reported |= set(re.findall(r'metrics\.action\("(\w+)", "(\w+)"\)', (DAEMON_DIR / "loop.py").read_text()))
     known = {(kind, outcome) for kind, outcomes in ACTION_OUTCOMES.items() for outcome in outcomes}
     assert reported == known
 

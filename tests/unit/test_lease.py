@@ -56,8 +56,10 @@ class BeginTimeSlurm:
         self.table = {j.job_id: j for j in jobs}
         self.calls: list[tuple[str, tuple[int, ...]]] = []
         self.now = NOW
+        self.reads = 0
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        self.reads += 1
         wanted = None if job_ids is None else set(job_ids)
         return [j for j in self.table.values() if wanted is None or j.job_id in wanted]
 
@@ -82,7 +84,10 @@ class BeginTimeSlurm:
         return {}
 
     def command_counts(self) -> Mapping[str, int]:
-        return {}
+        """Like the CLI adapter's: every write call is one scontrol/scancel, every read one squeue/scontrol."""
+        writes = [verb for verb, _ in self.calls]
+        return {"squeue": self.reads, "scontrol": 2 * self.reads + sum(v != "cancel" for v in writes),
+                "scancel": writes.count("cancel")}
 
     def hold(self, job_ids: Iterable[int]) -> None:
         self.calls.append(("hold", tuple(job_ids)))
@@ -211,3 +216,26 @@ def test_a_variant_running_without_the_daemon_choosing_it_is_reported_once_and_e
     lines = explain("a", store.history("a"))
     assert any(line.strip().startswith("not the daemon's choice: cpu job 1 runs though slurmxd did not start it")
                for line in lines)
+
+
+def test_the_metrics_count_each_cycles_slurm_commands_and_lease_renewals(tmp_path: Path) -> None:
+    fake = BeginTimeSlurm([job(i, f"g{i}", begin=NOW + 100) for i in range(1, 6)])
+    daemon = Daemon(site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}), clock=lambda: fake.now)  # type: ignore[arg-type]
+    daemon.cycle()
+    first = dict(fake.command_counts())
+    fake.now += 400  # the leases pushed in the first cycle are in their second half again
+    daemon.cycle()
+    text = daemon.metrics.render()
+
+    def sample(name: str) -> float:
+        line = next(row for row in text.splitlines() if row.startswith(name + " ") or row.startswith(name + "{"))
+        return float(line.rsplit(" ", 1)[1])
+
+    total = dict(fake.command_counts())
+    assert sample('slurmxd_slurm_commands_total{command="scontrol"}') == total["scontrol"]
+    assert sample('slurmxd_slurm_commands_total{command="squeue"}') == total["squeue"]
+    assert sample("slurmxd_cycle_slurm_commands") == sum(total.values()) - sum(first.values())
+    # c1 has 4 CPUs: FIFO starts groups 1-4, job 5 waits and its lease is renewed in both cycles (the starts that
+    # time out in the second cycle are held again through the same begin-time push, but that is no renewal).
+    assert fake.calls.count((f"StartTime=now+{LEASE}", (5,))) == 2
+    assert sample('slurmx_actions_total{outcome="ok",type="lease_renew"}') == 2
