@@ -78,6 +78,11 @@ def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions
     if config.get("JobRequeue", "1") == "0":
         warnings.append("JobRequeue=0: preempted jobs must be requeueable; set JobRequeue=1 (or submit with "
                         "--requeue)")
+    code = site.preemption.requeue_exit_code
+    if str(code) not in _exit_codes(config.get("RequeueExit", "")):
+        warnings.append(f"RequeueExit does not list {code}: a job that checkpoints at its grace signal and exits "
+                        f"{code} is recorded as FAILED in accounting; set RequeueExit={code} in slurm.conf (Slurm then "
+                        "requeues it itself and records the run as REQUEUED)")
     unguarded = lease_guard_problem(config)
     if unguarded:
         warnings.append(unguarded)
@@ -86,6 +91,17 @@ def coexistence_warnings(site: SiteConfig, config: Mapping[str, str], partitions
         warnings.append(f"a requeued job may start only {delay} s after its requeue (cred_expire); lower it with "
                         "AuthInfo=cred_expire=30 so preempted work resumes sooner")
     return warnings
+
+
+def _exit_codes(text: str) -> set[str]:
+    """`RequeueExit`'s codes: a comma list of numbers and ranges (`99,100-102`); `(null)` is none."""
+    codes: set[str] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isascii() and low.isdigit() and (not high or (high.isascii() and high.isdigit())):
+            codes |= {str(n) for n in range(int(low), int(high or low) + 1)} if int(high or low) - int(low) < 256 \
+                else {low}
+    return codes
 
 
 def lease_guard_problem(config: Mapping[str, str]) -> str:

@@ -84,6 +84,7 @@ class LeasedSlurm(CountingSlurm):
         if job_ids is None and user is None:
             self._leased.clear()
             self._slurm_held.clear()
+            self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < self.restart_delay_s}
         out = []
         for job in jobs:
             if is_leased(job):
@@ -91,6 +92,9 @@ class LeasedSlurm(CountingSlurm):
                 if job.held:
                     self._slurm_held.add(job.job_id)
                 elif job.state is VariantState.PENDING and job.begin_time is not None and job.begin_time > now:
+                    if job.restart_count and job.begin_time - now <= self.restart_delay_s:
+                        # Requeued by Slurm itself (RequeueExit, a node failure): its restart delay still runs.
+                        self._requeued_at.setdefault(job.job_id, job.begin_time - self.restart_delay_s)
                     job = replace(job, state=VariantState.HELD, held=True)  # waits for the daemon: a hold
             out.append(job)
         return out

@@ -46,7 +46,7 @@ def profiling_site(cluster: Cluster, folder: Path) -> Path:
     is what holds them back."""
     path = daemon_site(cluster, folder, "allox")
     data = yaml.safe_load(path.read_text())
-    data["profile"] = {"sampling": {"qos": "profile", "overhead_budget": 0.015, "zero_step_short": True,
+    data["profile"] = {"sampling": {"qos": "slurmx-profile", "overhead_budget": 0.015, "zero_step_short": True,
                                     "max_samples": 16}}
     path.write_text(yaml.safe_dump(data))
     return path

@@ -108,7 +108,7 @@ def test_files_bob_plants_where_the_daemon_reads_never_stop_it_scheduling_alice(
         cleanup: list[int]) -> None:
     site_file = daemon_site(cluster, tmp_path, "fifo")
     base = yaml.safe_load(site_file.read_text())
-    base["profile"] = {"enabled": True, "sampling": {"qos": "profile"}}
+    base["profile"] = {"enabled": True, "sampling": {"qos": "slurmx-profile"}}
     site_file.write_text(yaml.safe_dump(base))
     spool = Path(base["submit"]["spool_dir"])
     hostile = []

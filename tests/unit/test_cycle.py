@@ -101,7 +101,7 @@ def test_profiling_submits_samples_as_the_groups_user_over_the_daemons_transport
     assert daemon.profiling is not None
     calls: list[tuple[str, ...]] = []
     transport.run = lambda argv, stdin=None, timeout=30.0: calls.append(tuple(argv)) or _ok(argv)  # type: ignore[method-assign]
-    daemon.profiling.submit("alice", "#!/bin/bash\ntrue\n", ["--qos=profile"])
+    daemon.profiling.submit("alice", "#!/bin/bash\ntrue\n", ["--qos=slurmx-profile"])
     assert calls and calls[0][:4] == ("runuser", "-u", "alice", "--"), calls
 
 

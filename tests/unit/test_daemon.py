@@ -528,6 +528,7 @@ AuthInfo                = cred_expire=10
 JobRequeue              = 1
 PreemptType             = preempt/qos
 JobSubmitPlugins        = lua
+RequeueExit             = 99
 SlurmUser               = slurm(64030)
 """
 
@@ -549,6 +550,15 @@ def test_coexistence_flags_native_qos_preemption_and_a_long_requeue_delay() -> N
     assert len(warnings) == 3
     assert warnings[0].startswith("QOS te may natively preempt be")
     assert "JobRequeue=0" in warnings[1] and "121 s" in warnings[2]
+
+
+def test_a_cluster_that_would_record_graceful_preemptions_as_failed_is_named_with_the_fix() -> None:
+    config = parse_config(CONFIG)
+    for listed in ("(null)", "", "98", "100-120", "9"):
+        [warning] = coexistence_warnings(SITE, {**config, "RequeueExit": listed}, "", [("te", ""), ("be", "")])
+        assert warning.startswith("RequeueExit does not list 99") and "RequeueExit=99" in warning
+    for listed in ("99", "1,99", "90-100"):
+        assert coexistence_warnings(SITE, {**config, "RequeueExit": listed}, "", [("te", ""), ("be", "")]) == []
 
 
 def test_a_cluster_without_the_job_submit_plugin_is_named_with_the_fix() -> None:

@@ -239,3 +239,12 @@ def test_the_metrics_count_each_cycles_slurm_commands_and_lease_renewals(tmp_pat
     # time out in the second cycle are held again through the same begin-time push, but that is no renewal).
     assert fake.calls.count((f"StartTime=now+{LEASE}", (5,))) == 2
     assert sample('slurmx_actions_total{outcome="ok",type="lease_renew"}') == 2
+
+
+def test_a_variant_slurm_requeued_itself_is_not_started_before_its_restart_delay_ends() -> None:
+    requeued = replace(job(1, "a", begin=NOW + 8), restart_count=1)  # RequeueExit: Slurm's delay, not a lease
+    fake = BeginTimeSlurm([requeued])
+    slurm = leased(fake, restart_delay=11)
+    assert slurm.jobs()[0].state is VariantState.HELD
+    slurm.release([1])
+    assert fake.calls == [("StartTime=now+9", (1,))]

@@ -44,7 +44,7 @@ def site(spool: Path, policy: str = "allox", **profile: object) -> SiteConfig:
                       "gpu": {"partition": "gpu", "cpus": 1, "mem": "500M", "gres": "gpu:1"}},
         "policy": {"name": policy},
         "submit": {"spool_dir": str(spool)},
-        "profile": {"sampling": {"qos": "profile"}, **profile},
+        "profile": {"sampling": {"qos": "slurmx-profile"}, **profile},
     })
 
 
@@ -72,7 +72,7 @@ class ProfilingSlurm(FakeSlurm):
         comment = next(o.split("=", 1)[1] for o in options if o.startswith("--comment="))
         name = next(o.split("=", 1)[1] for o in options if o.startswith("--job-name="))
         self.table[self.next_id] = replace(variant_job(self.next_id, "x", "cpu", ""), name=name, comment=comment,
-                                           state=VariantState.PENDING, held=False, qos="profile")
+                                           state=VariantState.PENDING, held=False, qos="slurmx-profile")
         return self.next_id
 
     def accounting(self, job_ids: Iterable[int] | None = None, since: str = "now-1day") -> list[AccountingRecord]:
@@ -124,7 +124,7 @@ def test_group_is_hidden_until_sampled_then_gets_the_extrapolated_estimates(tmp_
     assert report.plan.of_type(Start) == ()  # profiling: the policy does not see the group
     assert samples_of(fake) == [f"slurmx-sample:g=train-abc123,v={k},s=0,n={SHORT}" for k in ("cpu", "gpu")]
     user, options = fake.submitted[0]
-    assert user == "alice" and "--qos=profile" in options and "--no-requeue" in options
+    assert user == "alice" and "--qos=slurmx-profile" in options and "--no-requeue" in options
     assert "--export=ALL,SLURMX_SAMPLE_STEPS=25" in options
     assert "  why waiting: profiling (2 sample(s) submitted); the policy sees the group once its samples are done" \
         in explain("train-abc123", store.history("train-abc123"))
