@@ -251,7 +251,7 @@ def test_a_dry_run_submits_nothing_and_keeps_the_group_hidden(tmp_path: Path) ->
                     profiling=stage).cycle()
     assert fake.submitted == [] and store.samples() == {} and report.plan.of_type(Start) == ()
     assert [row[4] for row in report.audit if row[3] == "profile"] == [
-        f"would submit sample 0 of {k} ({SHORT} steps, QOS profile)" for k in ("cpu", "gpu")]
+        f"would submit sample 0 of {k} ({SHORT} steps, QOS slurmx-profile)" for k in ("cpu", "gpu")]
 
 
 def test_without_the_profiling_qos_samples_run_under_the_groups_own(tmp_path: Path) -> None:
