@@ -411,7 +411,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         _num(job.restart_cnt) or 0,
         limit_min * 60 if limit_min is not None else None,
         _num(job.submit_time) or None,
-        _num(job.start_time) or None,
+        None if pending else _num(job.start_time) or None,  # a pending job's is only an estimate
         _num(job.end_time) or None,
         job.required_nodes,
         _exit_code(job.exit_code),

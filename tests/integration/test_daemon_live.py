@@ -104,7 +104,9 @@ def test_fitgpp_live_preempts_the_policys_victim_which_resumes(
         daemon.start()
         wait_log(daemon, "signalled job", 60)
         te_job = te.jobs["cpu"]
-        wait_until(lambda: jobs_of(admin, [te])[te_job].start_time, grace + 30, "the TE job to start")
+        # A pending job's start_time is Slurm's expected start (its lease's end): wait for it to run.
+        wait_until(lambda: jobs_of(admin, [te])[te_job].state in (VariantState.RUNNING, VariantState.COMPLETED),
+                   grace + 30, "the TE job to start")
         store = Store(tmp_path / "state" / "slurmxd.sqlite")
         signalled = [e for e in store.history(victim.group_id) if e.event == "preempt"]
         assert signalled, f"the daemon preempted another group than FitGpp's pick {victim.group_id}"

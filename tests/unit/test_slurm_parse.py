@@ -553,3 +553,20 @@ def test_job_field_in_another_shape_names_its_path_in_one_line(field: str, value
     message = one_line(info.value)
     assert message.startswith("squeue --json: exit 0: unexpected job record: job 5: Expected ")
     assert message.endswith(f"- at `{path}`")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_leased_job_shows_its_begin_time_and_no_start_time(version: str) -> None:
+    """A managed variant waiting under its lease: `eligible_time` is its begin time; the start time Slurm shows
+    for a pending job is only its estimate (here the lease's end), never a start."""
+    data = json.loads(read(version, "squeue.json"))
+    raw = next(j for j in data["jobs"] if j["name"] == "rec@gpu")
+    begin = 4_000_000_000
+    stamp: Any = begin if isinstance(raw["submit_time"], int) else {"set": True, "infinite": False, "number": begin}
+    raw.update(eligible_time=stamp, start_time=stamp, state_reason="BeginTime", priority=raw["submit_time"])
+    if "hold" in raw:
+        raw["hold"] = False
+    raw["priority"] = 100 if isinstance(raw["submit_time"], int) else {"set": True, "infinite": False, "number": 100}
+    [job] = [j for j in parse_jobs(json.dumps({**data, "jobs": [raw]})) if j.name == "rec@gpu"]
+    assert (job.state, job.held) == (VariantState.PENDING, False)
+    assert job.begin_time == begin and job.start_time is None
