@@ -76,9 +76,13 @@ SITE: SiteConfig = parse_site_config({
 
 
 def squeue_text(groups: int) -> str:
-    """`squeue --json` of `groups` groups, each a held cpu and a held gpu variant (24.11's shape)."""
+    """`squeue --json` of `groups` groups, each a cpu and a gpu variant waiting under its lease, as `slurmx submit`
+    leaves them (24.11's shape: `--begin` an hour ahead, `l=` in the tag, no hold)."""
     data = json.loads((FIXTURES / "squeue.json").read_text())
-    template = next(j for j in data["jobs"] if j["job_state"] == ["PENDING"])
+    template = copy.deepcopy(next(j for j in data["jobs"] if j["job_state"] == ["PENDING"]))
+    begin = {"set": True, "infinite": False, "number": int(time.time()) + 3600}
+    template.update(hold=False, state_reason="BeginTime", eligible_time=begin, start_time=begin,
+                    priority={"set": True, "infinite": False, "number": 100})
     jobs = []
     for i in range(groups):
         for k, (kind, tres) in enumerate((("cpu", "cpu=1,mem=500M,node=1,billing=1"),
@@ -86,7 +90,7 @@ def squeue_text(groups: int) -> str:
             job = copy.deepcopy(template)
             job["job_id"] = 1_000_000 + 2 * i + k
             job["name"] = f"b{i:05d}@{kind}"
-            job["comment"] = f"slurmx:g=b{i:05d},v={kind},c=be,e={600 if kind == 'cpu' else 120}"
+            job["comment"] = f"slurmx:1:g=b{i:05d},v={kind},c=be,e={600 if kind == 'cpu' else 120},l=3600"
             job["partition"] = kind
             job["tres_req_str"] = tres
             job["submit_time"] = {"set": True, "infinite": False, "number": 1_795_000_000 + i}
@@ -156,8 +160,10 @@ def naive_parse_jobs(text: str | bytes) -> list[SlurmJob]:
             parse_tres(raw.get("tres_alloc_str")), int(number(raw.get("priority")) or 0),
             int(number(raw.get("nice")) or 0), held, int(number(raw.get("restart_cnt")) or 0),
             int(limit) * 60 if limit is not None else None, _epoch(raw.get("submit_time")),
-            _epoch(raw.get("start_time")), _epoch(raw.get("end_time")), str(raw.get("required_nodes", "")),
-            _epoch(exit_code.get("return_code")) if isinstance(exit_code, dict) else None))
+            None if state.startswith("PENDING") else _epoch(raw.get("start_time")), _epoch(raw.get("end_time")),
+            str(raw.get("required_nodes", "")),
+            _epoch(exit_code.get("return_code")) if isinstance(exit_code, dict) else None,
+            _epoch(raw.get("eligible_time"))))
     return jobs
 
 
@@ -322,7 +328,7 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_average_1min": round(os.getloadavg()[0], 2)},
         "cases": [{
-            "case": f"one cycle, {N_GROUPS:,} pending groups (2 held variants each), {N_NODES} nodes, FIFO, "
+            "case": f"one cycle, {N_GROUPS:,} pending groups (2 leased variants each), {N_NODES} nodes, FIFO, "
                     f"squeue answer {size / 1e6:.0f} MB through a real subprocess pipe",
             "ours": {"name": "slurmxd cycle: bytes read into one buffer, msgspec typed decode", **ours},
             "previous": {"name": "same cycle, stdout decoded to str before the typed decode", **modes["text"]},

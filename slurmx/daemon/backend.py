@@ -121,13 +121,15 @@ class SlurmBackend:
 
     def read(self, now: float) -> Observation:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
-        self.reads += 1
-        jobs = self.slurm.jobs()
-        nodes = self.slurm.nodes()
-        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
-        partitions = self.slurm.partitions(kinds)
+        jobs, nodes, partitions = self.read_slurm()
         return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(),
                           starts=start_marks(self.store), grace=grace_marks(self.store))
+
+    def read_slurm(self) -> tuple[list[SlurmJob], list[Node], list[Partition]]:
+        """One full read of Slurm (counted in `reads`)."""
+        self.reads += 1
+        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
+        return self.slurm.jobs(), self.slurm.nodes(), self.slurm.partitions(kinds)
 
     def observe(self, now: float) -> ClusterView:
         began = time.perf_counter()

@@ -47,11 +47,7 @@ class ShadowBackend(SlurmBackend):
     since: float = 0.0
 
     def read(self, now: float) -> Observation:
-        self.reads += 1
-        jobs = self.slurm.jobs()
-        nodes = self.slurm.nodes()
-        kinds = {kind.partition: name for name, kind in self.site.resources.items()}
-        partitions = self.slurm.partitions(kinds)
+        jobs, nodes, partitions = self.read_slurm()
         jobs, nodes, marks = as_if_managed(jobs, nodes, self.started, self.since)
         return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(), starts=marks,
                           grace=grace_marks(self.store))
