@@ -162,7 +162,8 @@ class SlurmBackend:
         if self.enforcer.dry_run or self.obs is None:
             return []
         started = [int(i.data["job_id"]) for i in self.store.intents("start")]
-        return self.slurm.renew(self.obs.jobs.values(), now, started)
+        trusted = [job for group in self.obs.groups.values() for job in group.jobs.values()]  # never a forgery
+        return self.slurm.renew(trusted, now, started)
 
     def take_notes(self, plan: Plan, now: float) -> None:
         self.enforcer.note(plan, self._current())

@@ -17,6 +17,7 @@ from slurmx.core.model import ClusterView, GroupState, VariantState
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm
+from slurmx.slurm.adapter import JobUpdate
 from tests.integration.conftest import Cluster, wait_until
 from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, jobs_of, shared_folder, submit_group
 
@@ -55,7 +56,7 @@ def test_running_job_is_resized_through_grace_requeuehold_update_release(
     group = submit_group(slurm, tag, {"cpu": (60, _WORKER.format(log=log, steps=25))}, cpus=1, mem="500M")
     job_id = group.jobs["cpu"]
     cleanup.append(job_id)
-    admin.release([job_id])
+    admin.update([job_id], JobUpdate(begin="now"))  # an operator starts it (the lease is the daemon's otherwise)
     wait_until(lambda: jobs_of(admin, [group])[job_id].state is VariantState.RUNNING, 60, "the job to run")
     site = load_site_config(daemon_site(cluster, tmp_path, "fifo", kinds=("cpu",), grace=5))
     daemon = Daemon(site, admin, Store(tmp_path / "state.sqlite"), ResizeRunning(group.group_id, 2, 700))

@@ -159,6 +159,7 @@ def test_a_forged_tag_is_set_aside_and_the_rightful_group_completes(
     plain = slurm.submit("#!/bin/bash\nsleep 1\n", ["--hold", "--partition=cpu", "--output=/dev/null",
                                                      f"--job-name={tag}-plain"])
     cleanup.extend([*forged.jobs.values(), plain])
+    forged_lease = admin.jobs([forged.jobs["gpu"]])[0].begin_time  # never renewed nor moved by slurmxd
     daemon = DaemonProcess(site, tmp_path / "slurmxd.log")
     daemon.start()
     try:
@@ -167,7 +168,8 @@ def test_a_forged_tag_is_set_aside_and_the_rightful_group_completes(
         daemon.stop()
     assert sorted(found[j].state.value for j in alice.jobs.values()) == ["cancelled", "completed"]
     others = {j.job_id: j for j in admin.jobs([*forged.jobs.values(), plain])}
-    assert others[forged.jobs["gpu"]].state is VariantState.HELD, "bob's job was acted on"
+    forged_job = others[forged.jobs["gpu"]]
+    assert forged_job.state is VariantState.PENDING and forged_job.begin_time == forged_lease, "bob's job was acted on"
     assert others[plain].state is VariantState.HELD, "a job outside any group was touched"
     text = daemon.text()
     assert f"carry the tag of group {tag}-alice, which belongs to alice(2001)" in text and "bob(2002)" in text

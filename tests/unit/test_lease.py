@@ -248,3 +248,13 @@ def test_a_variant_slurm_requeued_itself_is_not_started_before_its_restart_delay
     assert slurm.jobs()[0].state is VariantState.HELD
     slurm.release([1])
     assert fake.calls == [("StartTime=now+9", (1,))]
+
+
+def test_a_forged_leased_job_is_never_renewed_nor_started(tmp_path: Path) -> None:
+    """Bob's job carrying alice's group tag is set aside: the daemon does not even keep its lease going."""
+    forged = replace(job(9, "a", "gpu", begin=NOW + 100), user="bob", user_id=1001)
+    fake = BeginTimeSlurm([job(1, "a", begin=NOW + 100), forged, job(3, "b", "gpu", begin=NOW + 100)])
+    daemon = Daemon(site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}), clock=lambda: fake.now)  # type: ignore[arg-type]
+    daemon.cycle()
+    assert fake.calls and all(9 not in ids for _, ids in fake.calls)
+    assert fake.table[9].begin_time == NOW + 100
