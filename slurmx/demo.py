@@ -2,7 +2,7 @@
 
 Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first
 time), the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all
-held) and in race mode (one runs, the siblings cancel themselves); then slurmxd with AlloX choosing the cpu or
+waiting under a lease for slurmxd) and in race mode (one runs, the siblings cancel themselves); then slurmxd with AlloX choosing the cpu or
 gpu variant of six groups, and slurmxd with FitGpp preempting one of eight example training loops that fill the
 cpu partition for a TE job: the victim checkpoints in its grace period, is requeued, resumes from its checkpoint
 and finishes with every step counted once.
@@ -108,7 +108,8 @@ def main(version: str) -> None:
             console.print(line, soft_wrap=True)
     managed = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "managed", "examples/hello.yaml"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    console.print(f"managed-mode group {managed}: every variant held until slurmxd chooses one")
+    console.print(f"managed-mode group {managed}: every variant waits under a lease until slurmxd chooses one "
+                  "(if slurmxd is gone, Slurm runs one variant once the lease runs out)")
     show([*slurmx_cli, "status", managed])
     show([*slurmx_cli, "cancel", managed])
     race = subprocess.run([*slurmx_cli, "submit", "--parsable", "--mode", "race", "examples/hello.yaml"],
@@ -135,7 +136,7 @@ def main(version: str) -> None:
                             f"estimates: {estimates}\n")
             groups.append(subprocess.run([*slurmx_cli, "submit", "--parsable", str(spec)], check=True,
                                          capture_output=True, text=True).stdout.strip())
-        console.print(f"submitted {len(groups)} groups, every variant held: {', '.join(groups)}")
+        console.print(f"submitted {len(groups)} groups, every variant waiting for slurmxd: {', '.join(groups)}")
         wait_for(lambda: all(_group_state(slurmx_cli, g) == "completed" for g in groups),
                  "every group to run one variant and finish", 240)
     finally:
