@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from slurmx.core.model import VariantState
 from slurmx.core.tag import readable_fields
 from slurmx.daemon.backend import CountingSlurm
+from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import SlurmJob
 
@@ -66,8 +67,9 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
 class LeasedSlurm(CountingSlurm):
     """A counting adapter on which holding a leased variant moves its begin time instead of holding it.
 
-    `restart_delay_s`: Slurm's wait after a requeue (cred_expire + 1); a variant this daemon requeued is never
-    given a begin time before that wait is over, or its node would refuse the relaunch.
+    A requeued variant is never given a begin time before Slurm's own wait after a requeue is over (cred_expire + 1,
+    or its node would refuse the relaunch): right after its own requeue the adapter reads the begin time Slurm set
+    (`_ready_at`); `restart_delay_s` bounds what it infers for a variant Slurm requeued by itself.
     """
 
     lease_s: int = 600
@@ -75,7 +77,7 @@ class LeasedSlurm(CountingSlurm):
     clock: Callable[[], float] = time.time
     _leased: set[int] = field(default_factory=set)  # leased job ids seen in the last read
     _slurm_held: set[int] = field(default_factory=set)  # of those, the ones Slurm really holds
-    _requeued_at: dict[int, float] = field(default_factory=dict)
+    _ready_at: dict[int, float] = field(default_factory=dict)  # requeued job -> when Slurm lets it start again
     renewed: int = 0  # begin-time pushes sent, for the metrics
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
@@ -84,7 +86,7 @@ class LeasedSlurm(CountingSlurm):
         if job_ids is None and user is None:
             self._leased.clear()
             self._slurm_held.clear()
-            self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < self.restart_delay_s}
+            self._ready_at = {j: t for j, t in self._ready_at.items() if t > now}
         out = []
         for job in jobs:
             if is_leased(job):
@@ -94,7 +96,7 @@ class LeasedSlurm(CountingSlurm):
                 elif job.state is VariantState.PENDING and job.begin_time is not None and job.begin_time > now:
                     if job.restart_count and job.begin_time - now <= self.restart_delay_s:
                         # Requeued by Slurm itself (RequeueExit, a node failure): its restart delay still runs.
-                        self._requeued_at.setdefault(job.job_id, job.begin_time - self.restart_delay_s)
+                        self._ready_at.setdefault(job.job_id, job.begin_time)
                     job = replace(job, state=VariantState.HELD, held=True)  # waits for the daemon: a hold
             out.append(job)
         return out
@@ -115,7 +117,7 @@ class LeasedSlurm(CountingSlurm):
         now = self.clock()
         by_begin: dict[str, list[int]] = {}
         for job_id in leased:
-            wait = self._requeued_at.get(job_id, -1e18) + self.restart_delay_s - now
+            wait = self._ready_at.get(job_id, now) - now
             by_begin.setdefault(f"now+{int(wait) + 1}" if wait > 0 else "now", []).append(job_id)
         for begin, ids in by_begin.items():
             super().update(ids, JobUpdate(begin=begin))
@@ -133,8 +135,12 @@ class LeasedSlurm(CountingSlurm):
         # runs again after Slurm's restart delay (fail-safe); a hold would keep it off forever.
         super().requeue(leased, False)
         now = self.clock()
+        try:  # the begin time Slurm just set is when it lets each job start again
+            ready = {j.job_id: j.begin_time for j in super().jobs(leased)}
+        except SlurmError:
+            ready = {}
         for job_id in leased:
-            self._requeued_at[job_id] = now
+            self._ready_at[job_id] = float(ready.get(job_id) or now + self.restart_delay_s)
         if hold:
             super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
 
