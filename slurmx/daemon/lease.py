@@ -78,6 +78,7 @@ class LeasedSlurm(CountingSlurm):
     _leased: set[int] = field(default_factory=set)  # leased job ids seen in the last read
     _slurm_held: set[int] = field(default_factory=set)  # of those, the ones Slurm really holds
     _ready_at: dict[int, float] = field(default_factory=dict)  # requeued job -> when Slurm lets it start again
+    _released: set[int] = field(default_factory=set)  # leased jobs this daemon let go: not taken back by a renewal
     renewed: int = 0  # begin-time pushes sent, for the metrics
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
@@ -87,6 +88,8 @@ class LeasedSlurm(CountingSlurm):
             self._leased.clear()
             self._slurm_held.clear()
             self._ready_at = {j: t for j, t in self._ready_at.items() if t > now}
+            waiting = {j.job_id for j in jobs if j.state in (VariantState.PENDING, VariantState.HELD)}
+            self._released &= waiting
         out = []
         for job in jobs:
             if is_leased(job):
@@ -107,6 +110,7 @@ class LeasedSlurm(CountingSlurm):
             super().hold(other)
         if leased:
             super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+            self._released -= set(leased)
 
     def release(self, job_ids: Iterable[int]) -> None:
         leased, other = self._split(job_ids)
@@ -121,6 +125,7 @@ class LeasedSlurm(CountingSlurm):
             by_begin.setdefault(f"now+{int(wait) + 1}" if wait > 0 else "now", []).append(job_id)
         for begin, ids in by_begin.items():
             super().update(ids, JobUpdate(begin=begin))
+        self._released |= set(leased)
         really_held = [j for j in leased if j in self._slurm_held]
         if really_held:  # held by Slurm too (a requeue-hold of an older slurmxd, an admin): lift that as well
             super().release(really_held)
@@ -143,10 +148,12 @@ class LeasedSlurm(CountingSlurm):
             self._ready_at[job_id] = float(ready.get(job_id) or now + self.restart_delay_s)
         if hold:
             super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+            self._released -= set(leased)
 
     def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
-        """Push the begin time of every due lease to now + lease in one update; returns the renewed job ids."""
-        due = lease_renewals(jobs, now, self.lease_s, skip)
+        """Push the begin time of every due lease to now + lease in one update; returns the renewed job ids. A job
+        this daemon released (a Start, a Release, a resize) stays released until it runs or is held again."""
+        due = lease_renewals(jobs, now, self.lease_s, {*skip, *self._released})
         if due:
             super().update(due, JobUpdate(begin=f"now+{self.lease_s}"))
             self.renewed += len(due)

@@ -258,3 +258,17 @@ def test_a_forged_leased_job_is_never_renewed_nor_started(tmp_path: Path) -> Non
     daemon.cycle()
     assert fake.calls and all(9 not in ids for _, ids in fake.calls)
     assert fake.table[9].begin_time == NOW + 100
+
+
+def test_a_variant_the_daemon_released_is_not_taken_back_by_the_next_renewal() -> None:
+    """A resize or a Release lets a leased job go without a Start intent: the renewal must leave it released."""
+    fake = BeginTimeSlurm([job(1, "a"), job(2, "b")])
+    slurm = leased(fake)
+    slurm.jobs()
+    slurm.release([1])
+    assert slurm.renew(slurm.jobs(), fake.now, []) == []  # job 2's lease is fresh; job 1 was let go
+    fake.now += 400
+    assert slurm.renew(slurm.jobs(), fake.now, []) == [2]
+    slurm.hold([1])  # held again (a start that timed out): from now on renewed like any other
+    fake.now += 400
+    assert 1 in slurm.renew(slurm.jobs(), fake.now, [])
