@@ -1,11 +1,11 @@
 """`make demo`: bring up the real Slurm test cluster and show what slurmx sees and does on it.
 
-Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first
-time), the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all
-waiting under a lease for slurmxd) and in race mode (one runs, the siblings cancel themselves); then slurmxd with AlloX choosing the cpu or
-gpu variant of six groups, and slurmxd with FitGpp preempting one of eight example training loops that fill the
-cpu partition for a TE job: the victim checkpoints in its grace period, is requeued, resumes from its checkpoint
-and finishes with every step counted once.
+Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first time),
+the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all waiting under a
+lease for slurmxd) and in race mode (one runs, the siblings cancel themselves); then slurmxd with AlloX choosing
+the cpu or gpu variant of six groups, and slurmxd with FitGpp preempting one of eight example training loops that
+fill the cpu partition for a TE job: the victim checkpoints in its grace period, is requeued, resumes from its
+checkpoint and finishes with every step counted once.
 """
 
 from __future__ import annotations
