@@ -149,12 +149,13 @@ def doctor(ctx: Context) -> None:
 @click.option("--variants", metavar="KIND,...", help="Resource kinds to submit (default: the spec's, else all).")
 @click.option("--mode", type=click.Choice(["managed", "race", "pick"]), help="Default: the site's submit.mode.")
 @click.option("--pick", metavar="KIND", help="Submit only this variant.")
-@click.option("--dry-run", is_flag=True, help="Print each variant's options and script; submit nothing.")
+@click.option("--dry-run", is_flag=True, help="Print each variant's sbatch options; submit nothing.")
+@click.option("--scripts", is_flag=True, help="With --dry-run: print each variant's whole script too.")
 @click.option("--parsable", is_flag=True, help="Print the group id only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted group as JSON.")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
-def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool,
+def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool, scripts: bool,
            parsable: bool, as_json: bool, words: tuple[str, ...]) -> None:
     """Submit a job spec (.yaml) or an sbatch script as one group of variants.
 
@@ -166,6 +167,8 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     from slurmx.submit.entry import build_spec
     from slurmx.submit.submitter import plan_group, submit_group
 
+    if scripts and not dry_run:
+        raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
     options, path, args = split_command_line(words)
     if path is None:
         raise click.UsageError("give a job spec (.yaml) or a batch script to submit")
@@ -178,7 +181,8 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
         gid, chosen, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=path)
         for variant in rendered:
             click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
-            click.echo(variant.script)
+            if scripts:  # tens of KB each (the hook is embedded): only on request
+                click.echo(variant.script)
         return
     group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
     if parsable:
