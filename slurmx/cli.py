@@ -12,19 +12,18 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from slurmx.cli_context import Context, site_path_or_default
-from slurmx.core.config import ConfigError, SiteConfig, load_site_config
-from slurmx.core.units import UnitError, format_mem
-from slurmx.daemon.errors import DaemonError
-from slurmx.slurm import SlurmError
-from slurmx.slurm.versions import shape_for
-from slurmx.submit.submitter import SubmitError
+from slurmx.cli_lazy import LazyGroup
+from slurmx.core.units import format_mem
+
+if TYPE_CHECKING:
+    from slurmx.core.config import SiteConfig
 
 __all__ = ["daemon_main", "main"]
 
@@ -36,7 +35,7 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
 @click.option("--container", metavar="NAME", help="Reach Slurm through `docker exec NAME` (overrides transport).")
@@ -102,6 +101,8 @@ def _job_dict(job: Any) -> dict[str, Any]:
 @pass_ctx
 def doctor(ctx: Context) -> None:
     """Check the site config against the live cluster: version, partitions, GRES, accounting."""
+    from slurmx.slurm.versions import shape_for
+
     site = ctx.site()
     adapter = ctx.adapter()
     console = _console()
@@ -148,12 +149,13 @@ def doctor(ctx: Context) -> None:
 @click.option("--variants", metavar="KIND,...", help="Resource kinds to submit (default: the spec's, else all).")
 @click.option("--mode", type=click.Choice(["managed", "race", "pick"]), help="Default: the site's submit.mode.")
 @click.option("--pick", metavar="KIND", help="Submit only this variant.")
-@click.option("--dry-run", is_flag=True, help="Print each variant's options and script; submit nothing.")
+@click.option("--dry-run", is_flag=True, help="Print each variant's sbatch options; submit nothing.")
+@click.option("--scripts", is_flag=True, help="With --dry-run: print each variant's whole script too.")
 @click.option("--parsable", is_flag=True, help="Print the group id only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted group as JSON.")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
-def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool,
+def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool, scripts: bool,
            parsable: bool, as_json: bool, words: tuple[str, ...]) -> None:
     """Submit a job spec (.yaml) or an sbatch script as one group of variants.
 
@@ -165,6 +167,8 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     from slurmx.submit.entry import build_spec
     from slurmx.submit.submitter import plan_group, submit_group
 
+    if scripts and not dry_run:
+        raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
     options, path, args = split_command_line(words)
     if path is None:
         raise click.UsageError("give a job spec (.yaml) or a batch script to submit")
@@ -177,7 +181,8 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
         gid, chosen, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=path)
         for variant in rendered:
             click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
-            click.echo(variant.script)
+            if scripts:  # tens of KB each (the hook is embedded): only on request
+                click.echo(variant.script)
         return
     group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
     if parsable:
@@ -343,24 +348,59 @@ def config() -> None:
 @click.argument("path", type=click.Path(dir_okay=False))
 def config_check(path: str) -> None:
     """Validate a site config file; prints the first problem as FILE: KEY: what to fix."""
+    from slurmx.core.config import load_site_config
+
     site = load_site_config(path)
     click.echo(f"{path}: ok ({len(site.resources)} resource kinds: {', '.join(site.kind_names())}; "
                f"policy {site.policy.name}; transport {site.transport.kind})")
 
 
-def _register_subcommands() -> None:
-    """Commands that live with their packages (kept out of this module so it stays a thin front)."""
-    from slurmx.daemon.preempt_cli import preempt_command
-    from slurmx.daemon.shadow_cli import shadow_report_command
+def _fidelity() -> click.Command:
     from slurmx.fidelity.cli import fidelity_command
+
+    return fidelity_command
+
+
+def _preempt() -> click.Command:
+    from slurmx.daemon.preempt_cli import preempt_command
+
+    return preempt_command
+
+
+def _reproduce() -> click.Command:
     from slurmx.reproduce.cli import reproduce_command
+
+    return reproduce_command
+
+
+def _shadow_report() -> click.Command:
+    from slurmx.daemon.shadow_cli import shadow_report_command
+
+    return shadow_report_command
+
+
+def _sim() -> click.Command:
     from slurmx.sim.cli import sim_group
 
-    cli.add_command(fidelity_command)
-    cli.add_command(preempt_command)
-    cli.add_command(reproduce_command)
-    cli.add_command(shadow_report_command)
-    cli.add_command(sim_group)
+    return sim_group
+
+
+def _register_subcommands() -> None:
+    """Commands that live with their packages (kept out of this module so it stays a thin front).
+
+    Imported only when run: sim, reproduce and fidelity pull in numpy, scipy and the simulator, which
+    `slurmx --help` and `slurmx submit` must not pay for. The summaries are what `--help` lists.
+    """
+    cli.add_lazy("fidelity", _fidelity, "Run one small workload live (slurmxd's cycle in this process) and in "
+                 "the simulator; compare them.")
+    cli.add_lazy("preempt", _preempt, "Preempt running jobs: grace signal to the batch shell, wait for the "
+                 "checkpoint, requeue.")
+    cli.add_lazy("reproduce", _reproduce, "Run PAPER's experiments with slurmx's policies and print the paper's "
+                 "numbers beside ours.")
+    cli.add_lazy("shadow-report", _shadow_report, "Compare what `slurmxd --shadow` would have done with what "
+                 "Slurm did, group by group.")
+    cli.add_lazy("sim", _sim, "Simulate scheduling policies on workloads and traces (the daemon's policies, "
+                 "unchanged).")
 
 
 _register_subcommands()
@@ -370,9 +410,6 @@ def _run(entry: Callable[..., Any], prog: str) -> None:
     """Turn expected failures into one line on stderr and exit status 1."""
     try:
         entry(prog_name=prog, standalone_mode=False)
-    except (ConfigError, SlurmError, UnitError, SubmitError, DaemonError) as exc:
-        click.echo(f"{prog}: {exc}", err=True)
-        sys.exit(1)
     except click.ClickException as exc:
         click.echo(f"{prog}: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
@@ -381,6 +418,20 @@ def _run(entry: Callable[..., Any], prog: str) -> None:
         sys.exit(130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except _expected_errors() as exc:  # evaluated only once something was raised
+        click.echo(f"{prog}: {exc}", err=True)
+        sys.exit(1)
+
+
+def _expected_errors() -> tuple[type[Exception], ...]:
+    """The failures `_run` reports in one line; imported here, when an exception is raised, not at every start."""
+    from slurmx.core.config import ConfigError
+    from slurmx.core.units import UnitError
+    from slurmx.daemon.errors import DaemonError
+    from slurmx.slurm import SlurmError
+    from slurmx.submit.submitter import SubmitError
+
+    return ConfigError, SlurmError, UnitError, SubmitError, DaemonError
 
 
 def main() -> None:
@@ -407,6 +458,7 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
     `slurmxd drain` hands every managed group to Slurm now (one variant per group runs) and makes any running
     slurmxd on this state directory decide nothing; `slurmxd resume` undoes it.
     """
+    from slurmx.core.config import load_site_config
     from slurmx.daemon.main import run_daemon, run_drain
 
     site = load_site_config(Path(site_path_or_default(site_path)))

@@ -1,19 +1,21 @@
 """The `slurmx` command group's context: the site config and the Slurm adapter, read once per command.
 
 Its own module so command modules that live with their packages (`slurmx preempt`, `slurmx sim sweep`) can
-build one without importing `slurmx.cli`, which imports them to register their commands.
+build one without importing `slurmx.cli`, which imports them when one of them runs. The site config and
+the adapter are imported when first asked for: `slurmx --help` builds a Context and must stay quick.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from slurmx.core.config import SiteConfig, load_site_config
-from slurmx.slurm import SlurmAdapter, adapter_from_config
+if TYPE_CHECKING:
+    from slurmx.core.config import SiteConfig
+    from slurmx.slurm import SlurmAdapter
 
 __all__ = ["DEFAULT_SITE", "Context", "site_path_or_default"]
 
@@ -42,10 +44,14 @@ class Context:
 
     def adapter(self) -> SlurmAdapter:
         if self._adapter is None:
+            from slurmx.slurm import adapter_from_config
+
             self._adapter = adapter_from_config(self.site().transport)
         return self._adapter
 
     def _load_site(self) -> SiteConfig:
+        from slurmx.core.config import load_site_config
+
         site = load_site_config(site_path_or_default(self.site_path))
         update: dict[str, Any] = {}
         if self.container:

@@ -25,7 +25,7 @@ def test_version_and_short_help() -> None:
 def test_log_level_reaches_the_daemon(given: list[str], level: int | None, tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli, "load_site_config", lambda path: SITE)
+    monkeypatch.setattr("slurmx.core.config.load_site_config", lambda path: SITE)  # imported when run
     monkeypatch.setattr("slurmx.daemon.main.run_daemon", lambda site, **kw: seen.update(kw))
     result = CliRunner().invoke(cli._daemon, ["--site", str(tmp_path / "site.yaml"), "--once", *given])
     assert result.exit_code == 0, result.output
