@@ -292,6 +292,9 @@ def settle(ticket: PreemptionTicket, job: SlurmJob | None, now: float) -> Decisi
         return Decision(Action.GONE, "no longer in squeue")
     if job.restart_count > ticket.restart_count:
         # Checked before the state: right after a requeue Slurm shows the new count with the old state.
+        if job.exit_code == ticket.requeue_exit_code:  # the previous run's code: it checkpointed and exited
+            return Decision(Action.ALREADY_REQUEUED, f"checkpointed and exited {job.exit_code}; Slurm requeued it "
+                            f"(RequeueExit, restart {job.restart_count})")
         return Decision(Action.ALREADY_REQUEUED, f"already requeued (restart {job.restart_count})")
     state = job.state
     if state in (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED):

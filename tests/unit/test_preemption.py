@@ -298,7 +298,13 @@ R, P, H, C, F, CG = (VariantState.RUNNING, VariantState.PENDING, VariantState.HE
 def test_settle(snapshot: SlurmJob | None, now: float, action: Action) -> None:
     decision = pre.settle(ticket(), snapshot, now)
     assert decision.action is action
-    assert decision.why and "\n" not in decision.why
+
+
+def test_a_checkpointed_job_slurm_requeued_by_requeue_exit_is_said_so_and_not_requeued_again() -> None:
+    decision = pre.settle(ticket(), job(7, P, restarts=1, exit_code=99), T0 + 2)
+    assert decision.action is Action.ALREADY_REQUEUED and not decision.action.requeues
+    assert "Slurm requeued it (RequeueExit" in decision.why
+
 
 
 def test_settle_uses_the_tickets_requeue_code_and_signal() -> None:
