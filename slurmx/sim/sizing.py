@@ -25,6 +25,9 @@ from slurmx.sim.jobs import SimJob
 
 __all__ = ["SizedCluster", "partitions_from_machines", "sized_for_load"]
 
+# Past this a sized cluster is a typo in `load` or the node shape, not a cluster the engine could run.
+_MAX_NODES = 1_000_000
+
 
 @dataclass(frozen=True)
 class SizedCluster:
@@ -91,6 +94,9 @@ def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: 
     for kind, capacity in node.items():
         cap = _vector(capacity)
         need = max((demand[kind].get(d, 0.0) / span / (load * c) for d, c in cap.items() if c > 0), default=0.0)
+        if not math.isfinite(need) or need > _MAX_NODES:
+            raise ValueError(f"cluster.from_trace: sizing {kind} for load {load:g} needs more than {_MAX_NODES:,} "
+                             "nodes; raise load or give bigger node shapes")
         count = max(1, math.ceil(need))
         partitions.append(PartitionShape(kind, kind, (NodeShape(count, capacity, kind[0]),)))
         notes.append(f"{count:,} {kind} nodes of {capacity}: offered load {load:g} over the {span / 86400:.1f}-day "

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from slurmx.core.validation import ConfigError
+from slurmx.core.validation import ConfigError, parse_yaml
 from slurmx.sim.config import SimConfig, load_run_document, load_workload, parse_sim_config
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.runner import run_config
@@ -50,8 +48,8 @@ def parse_param(text: str) -> tuple[str, list[Any]]:
     parsed = []
     for raw in values.split(","):
         try:
-            parsed.append(yaml.safe_load(raw.strip()))
-        except yaml.YAMLError:
+            parsed.append(parse_yaml(raw.strip(), f"--param {key}"))  # the caps of every user-YAML load
+        except ConfigError:
             raise ConfigError([f"--param {key}: cannot read value {raw.strip()!r}"]) from None
     return key, parsed
 
