@@ -47,10 +47,13 @@ def parse_param(text: str) -> tuple[str, list[Any]]:
         raise ConfigError([f"--param {text!r}: expected KEY=VALUE[,VALUE...], e.g. policy=fifo,fitgpp"])
     parsed = []
     for raw in values.split(","):
+        value = raw.strip()
         try:
-            parsed.append(parse_yaml(raw.strip(), f"--param {key}"))  # the caps of every user-YAML load
-        except ConfigError:
-            raise ConfigError([f"--param {key}: cannot read value {raw.strip()!r}"]) from None
+            parsed.append(parse_yaml(value, f"--param {key}"))  # the caps of every user-YAML load
+        except ConfigError as exc:
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            reason = str(exc).removeprefix(f"--param {key}: ").removeprefix("line 1, ")
+            raise ConfigError([f"--param {key}: cannot read value {shown!r}: {reason}"]) from None
     return key, parsed
 
 

@@ -19,6 +19,7 @@ from slurmx.core.validation import ConfigError
 from slurmx.sim.config import load_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.sizing import sized_for_load
+from slurmx.sim.sweep import parse_param
 from slurmx.submit.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,3 +109,10 @@ def test_sizing_for_a_vanishing_load_is_refused_in_one_line_not_overflowed() -> 
     job = SimJob("j0", "u", 0.0, {"gpu": SimVariant("gpu", Resources(2, 1000, {"gpu": 1}), 1000.0)})
     with pytest.raises(ValueError, match=r"^cluster.from_trace: sizing gpu for load 1e-300 needs more than "):
         sized_for_load([job], {"gpu": Resources(32, 256_000, {"gpu": 8})}, 1e-300)
+
+
+def test_a_sweep_param_value_goes_through_the_same_caps_in_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_param(f"seed={HUGE}")
+    assert str(info.value) == (f"--param seed: cannot read value '{HUGE[:37]}...': column 1: number {HUGE[:20]}... "
+                               f"{TOO_LARGE}")
