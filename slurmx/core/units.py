@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem"]
+__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem", "short_repr"]
 
 
 class UnitError(ValueError):
@@ -27,17 +27,17 @@ _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNOREC
 def parse_mem(value: str | int | float) -> int:
     """Memory in whole megabytes. A bare number is megabytes, as in `sbatch --mem`."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise UnitError(f"expected a memory size like 32G or 1500M, got {_shown(value)}")
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {short_repr(value)}")
     if isinstance(value, int | float):
         if not _finite_non_negative(value):
-            raise UnitError(f"expected a finite, non-negative memory size, got {_shown(value)}")
+            raise UnitError(f"expected a finite, non-negative memory size, got {short_repr(value)}")
         return _capped(int(value), value, "memory size")
     match = _MEM_RE.match(value)
     if not match:
-        raise UnitError(f"expected a memory size like 32G or 1500M, got {_shown(value)}")
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {short_repr(value)}")
     megabytes = float(match.group(1)) * _MEM_FACTORS_MB[(match.group(2) or "M").upper()]
     if not math.isfinite(megabytes):
-        raise UnitError(f"memory size {_shown(value)} is too large")
+        raise UnitError(f"memory size {short_repr(value)} is too large")
     return _capped(round(megabytes), value, "memory size")
 
 
@@ -63,10 +63,10 @@ def parse_duration(value: str | int | float) -> int:
     an int or float given programmatically is seconds.
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {_shown(value)}")
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {short_repr(value)}")
     if isinstance(value, int | float):
         if not _finite_non_negative(value):
-            raise UnitError(f"expected a finite, non-negative duration, got {_shown(value)}")
+            raise UnitError(f"expected a finite, non-negative duration, got {short_repr(value)}")
         return _capped(int(value), value, "duration")
     text = value.strip()
     if text.upper() in {"UNLIMITED", "INFINITE"}:
@@ -75,13 +75,13 @@ def parse_duration(value: str | int | float) -> int:
     if suffixed:
         seconds = float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2).lower()]
         if not math.isfinite(seconds):
-            raise UnitError(f"duration {_shown(value)} is too large")
+            raise UnitError(f"duration {short_repr(value)} is too large")
         return _capped(round(seconds), value, "duration")
     match = _SLURM_TIME_RE.match(text)
     if not match:
-        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {_shown(value)}")
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {short_repr(value)}")
     if len(text) > 40:  # int() of a long digit string is slow, then refused
-        raise UnitError(f"duration {_shown(value)} is too large")
+        raise UnitError(f"duration {short_repr(value)} is too large")
     days_s, first, second, third = match.groups()
     a, b, c = int(first), int(second or 0), int(third or 0)
     if days_s is not None:
@@ -103,11 +103,11 @@ def _finite_non_negative(value: int | float) -> bool:
 
 def _capped(number: int, given: object, what: str) -> int:
     if number > MAX_QUANTITY:
-        raise UnitError(f"{what} {_shown(given)} is too large")
+        raise UnitError(f"{what} {short_repr(given)} is too large")
     return number
 
 
-def _shown(value: object) -> str:
+def short_repr(value: object) -> str:
     """`repr`, cut short: the value may be a 400-digit number or a whole YAML subtree."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

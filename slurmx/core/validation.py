@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from slurmx.core.units import short_repr
+
 __all__ = ["ConfigError", "load_yaml", "model_keys", "parse_yaml", "validate_model"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -25,7 +27,7 @@ class ConfigError(Exception):
     """An invalid file. `str()` is the first problem on one line; `.errors` holds all of them."""
 
     def __init__(self, errors: list[str]) -> None:
-        self.errors = [" ".join(e.splitlines()) for e in errors] or ["invalid configuration"]
+        self.errors = [_bounded(" ".join(e.splitlines())) for e in errors] or ["invalid configuration"]
         super().__init__(self.errors[0])
 
     def __str__(self) -> str:
@@ -36,9 +38,17 @@ class ConfigError(Exception):
 # Caps on user YAML. A spec, site or run config is a page of keys; anything far larger is a mistake or an attack
 # (481 bytes of nested aliases expand to hundreds of millions of values and hang validation).
 MAX_YAML_BYTES = 1 << 20
-MAX_YAML_VALUES = 200_000  # after alias expansion
+MAX_YAML_VALUES = 20_000  # after alias expansion; also keeps the pure-Python parser well under a second
 MAX_YAML_DEPTH = 64
 MAX_WHOLE_NUMBER = 2**63 - 1  # Slurm's own counters are 64-bit
+
+
+def _bounded(message: str) -> str:
+    """A message that quotes a huge value keeps its head (the place) and its tail (the fix)."""
+    return message if len(message) <= _MAX_MESSAGE else f"{message[:240]} ... {message[-150:]}"
+
+
+_MAX_MESSAGE = 400
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -195,21 +205,21 @@ def _message(root: type[BaseModel], err: ErrorDetails, loc: tuple[int | str, ...
     if kind == "missing":
         return "required key is missing"
     if kind == "literal_error":
-        return f"expected {ctx.get('expected')}, got {value!r}"
+        return f"expected {ctx.get('expected')}, got {short_repr(value)}"
     if kind in ("model_type", "dict_type"):
-        return f"expected a mapping, got {value!r}"
+        return f"expected a mapping, got {short_repr(value)}"
     if kind in ("tuple_type", "list_type"):
-        return f"expected a list, got {value!r}"
+        return f"expected a list, got {short_repr(value)}"
     if kind == "string_type":
-        return f"expected a string, got {value!r}"
+        return f"expected a string, got {short_repr(value)}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected a whole number, got {value!r}"
+        return f"expected a whole number, got {short_repr(value)}"
     if kind in _BOUND_OPS:
         op = _BOUND_OPS[kind]
         bound = next(iter(ctx.values()), "?")
-        return f"must be {op} {bound}, got {value!r}"
+        return f"must be {op} {bound}, got {short_repr(value)}"
     if kind == "string_pattern_mismatch":
-        return f"expected a name matching {ctx.get('pattern')}, got {value!r}"
+        return f"expected a name matching {ctx.get('pattern')}, got {short_repr(value)}"
     return str(err["msg"])
 
 

@@ -70,9 +70,9 @@ CASES: list[tuple[str, str, bytes, str]] = [
     ("sim-string", "sim", b"fifo\n", "expected a mapping of keys at top level, got str"),
     ("sim-list", "sim", b"[1, 2]\n", "expected a mapping of keys at top level, got list"),
     ("spec-alias-bomb", "spec", BOMB.encode(),
-     "line 6: more than 200,000 values once aliases are expanded; write the values out or shorten the file"),
+     "line 5: more than 20,000 values once aliases are expanded; write the values out or shorten the file"),
     ("site-alias-bomb", "site", BOMB.encode(),
-     "line 6: more than 200,000 values once aliases are expanded; write the values out or shorten the file"),
+     "line 5: more than 20,000 values once aliases are expanded; write the values out or shorten the file"),
     ("spec-deep", "spec", ("a: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
      "line 1: nested more than 64 levels deep; flatten it"),
     ("spec-list-key", "spec", b"? [1]\n: 2\n", "line 1, column 3: a list or mapping cannot be a key; write a name"),
@@ -116,3 +116,14 @@ def test_a_sweep_param_value_goes_through_the_same_caps_in_one_line() -> None:
         parse_param(f"seed={HUGE}")
     assert str(info.value) == (f"--param seed: cannot read value '{HUGE[:37]}...': column 1: number {HUGE[:20]}... "
                                f"{TOO_LARGE}")
+
+
+@pytest.mark.parametrize("value", ["[" + "1," * 19_000 + "1]", "x" * 1_000_000])
+def test_a_huge_value_is_refused_fast_and_quoted_short(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"name: {value}\n")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_spec(path)
+    assert time.monotonic() - started < 2.0
+    assert str(info.value).startswith(f"{path}: name: expected ") and len(str(info.value)) <= 400
