@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,8 @@ def jobs(ctx: Context, as_json: bool, user: str | None) -> None:
 
 
 def _job_dict(job: Any) -> dict[str, Any]:
-    data = asdict(job)
+    """A shallow field walk, not `asdict`: `asdict` deep-copies the read-only `gres` mapping and cannot."""
+    data = {f.name: getattr(job, f.name) for f in fields(job)}
     data["state"] = job.state.value
     data["request"] = job.request.dims()
     data["allocated"] = job.allocated.dims()

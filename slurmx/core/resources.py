@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from slurmx.core.units import UnitError, parse_mem
+from slurmx.core.units import MAX_QUANTITY, UnitError, parse_mem
 
 __all__ = ["Resources", "parse_gres"]
 
@@ -26,7 +26,10 @@ def parse_gres(text: str | None) -> dict[str, int]:
         match = _GRES_ITEM_RE.match(item.strip())
         if not match:
             raise UnitError(f"expected NAME:COUNT (e.g. gpu:2), got {item.strip()!r}")
-        name, count = match.group(1), int(match.group(3))
+        digits = match.group(3)
+        if len(digits) > 16 or int(digits) > MAX_QUANTITY:  # no int() of a 5,000-digit string, no int64 overflow
+            raise UnitError(f"GRES count in {item.strip()[:40]!r} is too large")
+        name, count = match.group(1), int(digits)
         counts[name] = counts.get(name, 0) + count
     return counts
 

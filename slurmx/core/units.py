@@ -10,12 +10,15 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem"]
+__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem", "short_repr"]
 
 
 class UnitError(ValueError):
     """A quantity that cannot be read; the message says what was expected."""
 
+
+# Past this a quantity is a typo, and larger ones stop fitting Slurm's 64-bit fields or a float.
+MAX_QUANTITY = 2**53
 
 _MEM_FACTORS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -23,19 +26,19 @@ _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNOREC
 
 def parse_mem(value: str | int | float) -> int:
     """Memory in whole megabytes. A bare number is megabytes, as in `sbatch --mem`."""
-    if isinstance(value, bool):
-        raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {short_repr(value)}")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise UnitError(f"expected a finite, non-negative memory size, got {value!r}")
-        return int(value)
+        if not _finite_non_negative(value):
+            raise UnitError(f"expected a finite, non-negative memory size, got {short_repr(value)}")
+        return _capped(int(value), value, "memory size")
     match = _MEM_RE.match(value)
     if not match:
-        raise UnitError(f"expected a memory size like 32G or 1500M, got {value!r}")
-    number, suffix = float(match.group(1)), (match.group(2) or "M").upper()
-    if not math.isfinite(number * _MEM_FACTORS_MB[suffix]):
-        raise UnitError(f"memory size {value!r} is too large")
-    return round(number * _MEM_FACTORS_MB[suffix])
+        raise UnitError(f"expected a memory size like 32G or 1500M, got {short_repr(value)}")
+    megabytes = float(match.group(1)) * _MEM_FACTORS_MB[(match.group(2) or "M").upper()]
+    if not math.isfinite(megabytes):
+        raise UnitError(f"memory size {short_repr(value)} is too large")
+    return _capped(round(megabytes), value, "memory size")
 
 
 def format_mem(mb: int) -> str:
@@ -59,12 +62,12 @@ def parse_duration(value: str | int | float) -> int:
     `D-HH:MM`, `D-HH:MM:SS`. A bare number is minutes, exactly as `sbatch --time=30` reads it;
     an int or float given programmatically is seconds.
     """
-    if isinstance(value, bool):
-        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {short_repr(value)}")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise UnitError(f"expected a finite, non-negative duration, got {value!r}")
-        return int(value)
+        if not _finite_non_negative(value):
+            raise UnitError(f"expected a finite, non-negative duration, got {short_repr(value)}")
+        return _capped(int(value), value, "duration")
     text = value.strip()
     if text.upper() in {"UNLIMITED", "INFINITE"}:
         raise UnitError(f"expected a finite duration, got {value!r}")
@@ -72,21 +75,42 @@ def parse_duration(value: str | int | float) -> int:
     if suffixed:
         seconds = float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2).lower()]
         if not math.isfinite(seconds):
-            raise UnitError(f"duration {value!r} is too large")
-        return round(seconds)
+            raise UnitError(f"duration {short_repr(value)} is too large")
+        return _capped(round(seconds), value, "duration")
     match = _SLURM_TIME_RE.match(text)
     if not match:
-        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {value!r}")
+        raise UnitError(f"expected a duration like 90s, 5m or 2-00:00:00, got {short_repr(value)}")
+    if len(text) > 40:  # int() of a long digit string is slow, then refused
+        raise UnitError(f"duration {short_repr(value)} is too large")
     days_s, first, second, third = match.groups()
     a, b, c = int(first), int(second or 0), int(third or 0)
     if days_s is not None:
-        # D-HH, D-HH:MM, D-HH:MM:SS
-        return int(days_s) * 86400 + a * 3600 + b * 60 + c
-    if third is not None:
-        return a * 3600 + b * 60 + c  # HH:MM:SS
-    if second is not None:
-        return a * 60 + b  # MM:SS
-    return a * 60  # MM
+        seconds_total = int(days_s) * 86400 + a * 3600 + b * 60 + c  # D-HH, D-HH:MM, D-HH:MM:SS
+    elif third is not None:
+        seconds_total = a * 3600 + b * 60 + c  # HH:MM:SS
+    elif second is not None:
+        seconds_total = a * 60 + b  # MM:SS
+    else:
+        seconds_total = a * 60  # MM
+    return _capped(seconds_total, value, "duration")
+
+
+def _finite_non_negative(value: int | float) -> bool:
+    if isinstance(value, int):
+        return value >= 0  # no float(): a huge int would overflow it
+    return math.isfinite(value) and value >= 0
+
+
+def _capped(number: int, given: object, what: str) -> int:
+    if number > MAX_QUANTITY:
+        raise UnitError(f"{what} {short_repr(given)} is too large")
+    return number
+
+
+def short_repr(value: object) -> str:
+    """`repr`, cut short: the value may be a 400-digit number or a whole YAML subtree."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def format_duration(seconds: int) -> str:

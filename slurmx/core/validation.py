@@ -6,6 +6,7 @@ unknown keys are errors and every error names the file and the dotted key path o
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +16,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-__all__ = ["ConfigError", "load_yaml", "model_keys", "validate_model"]
+from slurmx.core.units import short_repr
+
+__all__ = ["ConfigError", "load_yaml", "model_keys", "parse_yaml", "validate_model"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -24,7 +27,7 @@ class ConfigError(Exception):
     """An invalid file. `str()` is the first problem on one line; `.errors` holds all of them."""
 
     def __init__(self, errors: list[str]) -> None:
-        self.errors = [" ".join(e.splitlines()) for e in errors] or ["invalid configuration"]
+        self.errors = [_bounded(" ".join(e.splitlines())) for e in errors] or ["invalid configuration"]
         super().__init__(self.errors[0])
 
     def __str__(self) -> str:
@@ -32,43 +35,139 @@ class ConfigError(Exception):
 
 
 
+# Caps on user YAML. A spec, site or run config is a page of keys; anything far larger is a mistake or an attack
+# (481 bytes of nested aliases expand to hundreds of millions of values and hang validation).
+MAX_YAML_BYTES = 256 * 1024  # real ones are under 8 KiB; the pure-Python scanner reads ~1 MiB/s
+MAX_YAML_VALUES = 20_000  # after alias expansion; also keeps the pure-Python parser well under a second
+MAX_YAML_DEPTH = 64
+MAX_WHOLE_NUMBER = 2**63 - 1  # Slurm's own counters are 64-bit
+
+
+def _bounded(message: str) -> str:
+    """A message that quotes a huge value keeps its head (the place) and its tail (the fix)."""
+    return message if len(message) <= _MAX_MESSAGE else f"{message[:240]} ... {message[-150:]}"
+
+
+_MAX_MESSAGE = 400
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+    """SafeLoader that rejects duplicate keys and numbers no field could hold, instead of passing them on."""
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
+        try:
+            duplicate = key in seen
+        except TypeError:
+            raise yaml.constructor.ConstructorError(None, None, "a list or mapping cannot be a key; write a name",
+                                                    key_node.start_mark) from None
+        if duplicate:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    shown = node.value if len(node.value) <= 20 else node.value[:20] + "..."
+    problem = f"number {shown} is too large; the largest is {MAX_WHOLE_NUMBER}"
+    if len(node.value) > 40:  # also keeps int() off digit strings long enough to be slow or refused
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+    value: int = loader.construct_yaml_int(node)
+    if abs(value) > MAX_WHOLE_NUMBER:
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+    return value
+
+
+def _construct_float(loader: _StrictLoader, node: yaml.ScalarNode) -> float:
+    value: float = loader.construct_yaml_float(node)
+    if not math.isfinite(value):
+        raise yaml.constructor.ConstructorError(None, None, f"number {node.value[:20]!r} is not finite; write a "
+                                                "finite number", node.start_mark)
+    return value
+
+
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
 def load_yaml(path: str | Path, root: type[BaseModel], missing_hint: str) -> Any:
-    """Read a YAML file strictly (duplicate keys rejected); every failure is a `ConfigError` naming the file."""
+    """Read a YAML file strictly (duplicate keys rejected, size capped); every failure is a `ConfigError` naming
+    the file."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError([f"{source}: file not found; {missing_hint}"]) from None
     except OSError as exc:
         raise ConfigError([f"{source}: cannot read: {exc.strerror or exc}"]) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError([f"{source}: larger than {MAX_YAML_BYTES // 1024} KiB; a config this large is a "
+                           "mistake, keep data in files it names"])
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError([f"{source}: line {line}: byte 0x{raw[exc.start]:02x} is not UTF-8; save the file as "
+                           "UTF-8"]) from None
+    data = parse_yaml(text, source)
+    if data is None:
+        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(model_keys(root))}"])
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
+    return data
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text -> data with every user-YAML cap applied (values after aliases, nesting, numbers, duplicate
+    keys); every failure is a one-line `ConfigError` starting with `source`."""
+    try:
+        _check_shape(text, source)
+        return yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ConfigError([f"{source}: {where}{exc.problem or exc.context or 'invalid YAML'}"]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([f"{source}: invalid YAML: {exc}"]) from None
-    if data is None:
-        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(model_keys(root))}"])
-    return data
+
+
+def _line(event: yaml.Event) -> str:
+    return f"line {event.start_mark.line + 1}: " if event.start_mark is not None else ""
+
+
+def _check_shape(text: str, source: str) -> None:
+    """Count values as aliases would expand them, and nesting, from the event stream: cheap and not recursive,
+    so a bomb is refused before anything is built."""
+    stack: list[tuple[int, str | None]] = []
+    sizes: dict[str, int] = {}
+    total = 0
+    for event in yaml.parse(text, Loader=_StrictLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            stack.append((total, event.anchor))
+            total += 1
+            if len(stack) > MAX_YAML_DEPTH:
+                raise ConfigError([f"{source}: {_line(event)}nested more than {MAX_YAML_DEPTH} "
+                                   "levels deep; flatten it"])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            start, anchor = stack.pop()
+            if anchor is not None:
+                sizes[anchor] = total - start
+        elif isinstance(event, yaml.ScalarEvent):
+            total += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            total += sizes.get(event.anchor or "", 1)
+        else:
+            continue
+        if total > MAX_YAML_VALUES:
+            raise ConfigError([f"{source}: {_line(event)}more than {MAX_YAML_VALUES:,} values "
+                               "once aliases are expanded; write the values out or shorten the file"])
 
 
 def validate_model(root: type[M], data: Any, source: str) -> M:
@@ -106,21 +205,21 @@ def _message(root: type[BaseModel], err: ErrorDetails, loc: tuple[int | str, ...
     if kind == "missing":
         return "required key is missing"
     if kind == "literal_error":
-        return f"expected {ctx.get('expected')}, got {value!r}"
+        return f"expected {ctx.get('expected')}, got {short_repr(value)}"
     if kind in ("model_type", "dict_type"):
-        return f"expected a mapping, got {value!r}"
+        return f"expected a mapping, got {short_repr(value)}"
     if kind in ("tuple_type", "list_type"):
-        return f"expected a list, got {value!r}"
+        return f"expected a list, got {short_repr(value)}"
     if kind == "string_type":
-        return f"expected a string, got {value!r}"
+        return f"expected a string, got {short_repr(value)}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected a whole number, got {value!r}"
+        return f"expected a whole number, got {short_repr(value)}"
     if kind in _BOUND_OPS:
         op = _BOUND_OPS[kind]
         bound = next(iter(ctx.values()), "?")
-        return f"must be {op} {bound}, got {value!r}"
+        return f"must be {op} {bound}, got {short_repr(value)}"
     if kind == "string_pattern_mismatch":
-        return f"expected a name matching {ctx.get('pattern')}, got {value!r}"
+        return f"expected a name matching {ctx.get('pattern')}, got {short_repr(value)}"
     return str(err["msg"])
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any
 import click
 
 from slurmx.cli_context import Context
+from slurmx.cli_output import checked_output_file
 from slurmx.core.config import SiteConfig
 from slurmx.core.tag import readable_fields
 from slurmx.core.validation import ConfigError
@@ -57,7 +57,7 @@ def fidelity_command(obj: Any, workload: str, site_path: str | None, policy: str
     slurmx fidelity mixed --site admin-site.yaml --policy fitgpp --json fitgpp.json
     """
     if json_path is not None:
-        _check_writable(Path(json_path))
+        checked_output_file(json_path, "--json")
     ctx = Context(site_path, getattr(obj, "container", None), getattr(obj, "host", None)) \
         if obj is None or site_path is not None else obj
     with contextlib.ExitStack() as held:
@@ -142,12 +142,6 @@ def _check_no_other_groups(adapter: SlurmAdapter) -> None:
         raise click.ClickException(f"{len(others)} slurmx group(s) are in the queue ({', '.join(others[:3])}"
                                    f"{', ...' if len(others) > 3 else ''}); the live run decides for every managed "
                                    "group, so run it when no other is queued")
-
-
-def _check_writable(path: Path) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise click.BadParameter(f"{folder} is not a folder you can write to", param_hint="--json")
 
 
 class _Progress:

@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slurmx.cli_output import checked_output_dir, checked_output_file
 from slurmx.reproduce import PAPERS, Reproduction, ReproOptions, UnknownPaper, run
 
 __all__ = ["render", "reproduce_command"]
@@ -76,6 +77,10 @@ def reproduce_command(paper: str | None, list_papers: bool, quick: bool, seeds: 
         if paper is None and not list_papers:
             raise click.UsageError("name a paper: slurmx reproduce PAPER (see the list above)")
         return
+    if json_path and json_path != "-":
+        checked_output_file(json_path, "--json")
+    if plot_dir:
+        checked_output_dir(plot_dir, "--plot")
     defaults = ReproOptions()
     options = ReproOptions(quick=quick, seeds=seeds, workers=workers or defaults.workers,
                            plot_dir=Path(plot_dir) if plot_dir else None,

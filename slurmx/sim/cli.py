@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from slurmx.cli_output import checked_output_dir, checked_output_file
 from slurmx.core.validation import ConfigError
 from slurmx.sim.cluster import SimulationError
 from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster
@@ -43,6 +44,10 @@ def sim_group() -> None:
 def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_path: str | None) -> None:
     """Run the simulation CONFIG describes; print a summary table and write the metrics as JSON."""
     config = load_sim_config(config_path)
+    out = None if json_path == "-" else checked_output_file(
+        json_path or Path(config_path).with_suffix(".result.json"), "--json" if json_path else "default --json")
+    if plot_dir:
+        checked_output_dir(plot_dir, "--plot")
     try:
         workload = load_workload(config.workload, config.seed, trace_path)
     except ValueError as exc:  # a trace the loader rejects (TraceError: file, row, column) or a bad generator
@@ -67,14 +72,13 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
             raise click.ClickException(f"{config_path}: simulation failed: {exc}") from None
     metrics = compute_metrics(result, config.report.util_bins)
     text = result_json(result_document(config, metrics, workload))
-    if json_path == "-":
+    if out is None:
         click.echo(text, nl=False)
     else:
-        out = Path(json_path) if json_path else Path(config_path).with_suffix(".result.json")
         out.write_text(text, encoding="utf-8")
     title = f"{Path(config_path).name}: policy {config.policy.name}, {config.mode} mode, {len(jobs):,} jobs"
     console.print(summary_table(metrics, title, result.stats.wall_s))
-    if json_path != "-":
+    if out is not None:
         console.print(f"result: {out}")
     if plot_dir:
         try:
@@ -131,6 +135,8 @@ def sweep(obj: Any, config_path: str, params: tuple[str, ...], workers: int | No
     slurmx sim sweep examples/sim/fitgpp.yaml --param policy=fifo,fitgpp,lrtp,rand --param seed=1,2
     slurmx --site site.yaml sim sweep run.yaml --param load=1,1.5,2 --slurm
     """
+    if json_path and json_path != "-":
+        checked_output_file(json_path, "--json")
     base = load_base(config_path)
     points = expand_grid(base, [parse_param(p) for p in params], Path(config_path).name)
     console = Console(stderr=True) if json_path == "-" else (

@@ -22,6 +22,7 @@ from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 
 __all__ = [
+    "MAX_NODES",
     "ModelCluster",
     "NodeShape",
     "PartitionShape",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 Vector = tuple[int, ...]
+
+# The model builds every node: past this a node count is a typo (or a sizing gone wrong), not a cluster to run.
+MAX_NODES = 1_000_000
 
 
 class SimulationError(Exception):

@@ -32,7 +32,7 @@ from slurmx.core.config import PolicyConfig
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import parse_duration, parse_mem
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
-from slurmx.sim.cluster import NodeShape, PartitionShape
+from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.sizing import SizedCluster, partitions_from_machines, sized_for_load
 
@@ -104,7 +104,7 @@ class NodeSpecConfig(_Capacity):
 class NodeGroupConfig(NodeSpecConfig):
     """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
 
-    nodes: int = Field(ge=1)
+    nodes: int = Field(ge=1, le=MAX_NODES)
     prefix: str | None = None
 
 
@@ -113,7 +113,7 @@ class PartitionConfig(_Capacity):
 
     name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
     kind: str | None = None
-    nodes: int | None = Field(None, ge=1)
+    nodes: int | None = Field(None, ge=1, le=MAX_NODES)
     cpus: int | None = Field(None, ge=1)
     mem_mb: int | None = Field(None, alias="mem", ge=1)
     gres: dict[str, int] = Field(default_factory=dict)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmx.core.resources import Resources
-from slurmx.sim.cluster import NodeShape, PartitionShape
+from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 
 __all__ = ["SizedCluster", "partitions_from_machines", "sized_for_load"]
@@ -91,6 +91,9 @@ def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: 
     for kind, capacity in node.items():
         cap = _vector(capacity)
         need = max((demand[kind].get(d, 0.0) / span / (load * c) for d, c in cap.items() if c > 0), default=0.0)
+        if not math.isfinite(need) or need > MAX_NODES:
+            raise ValueError(f"cluster.from_trace: sizing {kind} for load {load:g} needs more than {MAX_NODES:,} "
+                             "nodes; raise load or give bigger node shapes")
         count = max(1, math.ceil(need))
         partitions.append(PartitionShape(kind, kind, (NodeShape(count, capacity, kind[0]),)))
         notes.append(f"{count:,} {kind} nodes of {capacity}: offered load {load:g} over the {span / 86400:.1f}-day "

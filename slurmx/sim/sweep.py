@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from slurmx.core.validation import ConfigError
+from slurmx.core.validation import ConfigError, parse_yaml
 from slurmx.sim.config import SimConfig, load_run_document, load_workload, parse_sim_config
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.runner import run_config
@@ -49,10 +47,13 @@ def parse_param(text: str) -> tuple[str, list[Any]]:
         raise ConfigError([f"--param {text!r}: expected KEY=VALUE[,VALUE...], e.g. policy=fifo,fitgpp"])
     parsed = []
     for raw in values.split(","):
+        value = raw.strip()
         try:
-            parsed.append(yaml.safe_load(raw.strip()))
-        except yaml.YAMLError:
-            raise ConfigError([f"--param {key}: cannot read value {raw.strip()!r}"]) from None
+            parsed.append(parse_yaml(value, f"--param {key}"))  # the caps of every user-YAML load
+        except ConfigError as exc:
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            reason = str(exc).removeprefix(f"--param {key}: ").removeprefix("line 1, ")
+            raise ConfigError([f"--param {key}: cannot read value {shown!r}: {reason}"]) from None
     return key, parsed
 
 

@@ -49,7 +49,9 @@ def test_the_model_of_the_live_cluster_and_the_comparison() -> None:
 def test_an_output_path_is_checked_before_the_long_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(fidelity_command, ["mixed", "--site", str(tmp_path / "none.yaml"),
                                                    "--json", str(tmp_path / "missing" / "x.json")])
-    assert result.exit_code == 2 and "is not a folder you can write to" in result.output
+    assert result.exit_code == 1
+    assert result.output == (f"Error: --json {tmp_path / 'missing' / 'x.json'}: {tmp_path / 'missing'} does not "
+                             "exist; create the folder or pass another path\n")
 
 
 def test_the_live_run_refuses_to_run_beside_a_slurmxd(tmp_path: Path) -> None:
