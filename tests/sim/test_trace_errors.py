@@ -220,6 +220,20 @@ def test_philly_deep_nesting(tmp_path: Path, nested: str) -> None:
     )
 
 
+def test_philly_number_too_long_for_python(tmp_path: Path) -> None:
+    path = write(tmp_path, "log.json", f'[{json.dumps(PHILLY_LOG[0])}, {{"vc": {"9" * 5000}}}]')
+    assert one_line(lambda: load_trace(path), path) == (
+        "row 2: a number with thousands of digits; no job value is that long"
+    )
+
+
+def test_path_with_a_newline_stays_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "two\nlines.swf", "; header\n1 2\n")
+    with pytest.raises(TraceError) as exc:
+        load_trace(path)
+    assert str(exc.value) == f"{tmp_path}/two\\nlines.swf: row 2: expected the 18 SWF fields, got 2"
+
+
 # --- CSV the csv module refuses ----------------------------------------------------------------------------
 
 

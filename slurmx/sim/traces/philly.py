@@ -129,6 +129,10 @@ def _json_array_items(path: str | Path, chunk_chars: int = 1 << 20) -> Iterator[
                 if more():
                     continue
                 raise TraceError(path, f"invalid JSON: {exc.msg}", row=n + 1) from None
+            except ValueError:  # not a JSONDecodeError: an integer past Python's 4300-digit limit
+                raise TraceError(
+                    path, "a number with thousands of digits; no job value is that long", row=n + 1
+                ) from None
             except RecursionError:
                 message = "JSON nested too deeply; a job is an object of strings, lists and placement objects"
                 raise TraceError(path, message, row=n + 1) from None
