@@ -48,6 +48,9 @@ def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
 # --- loader options: misspelt, mistyped, out of range (a TypeError or taken silently before) ------------------
 
 SWF_OPTIONS = "limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions"
+DEEP: list[Any] = []
+for _ in range(100_000):  # a value whose plain repr() would be a RecursionError
+    DEEP = [DEEP]
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,10 @@ SWF_OPTIONS = "limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partition
         ("alibaba_pods.csv", {"be_qos": "BE"}, "option be_qos: expected a list of strings, got 'BE'"),
         ("alibaba_pods.csv", {"gpu_share": "mili"}, "option gpu_share: expected one of whole, milli, got 'mili'"),
         ("alibaba_pods.csv", {"user": 5}, "option user: expected a string, got 5"),
+        ("helios_cluster_log.csv", {"job_class": DEEP},
+         "option job_class: expected one of te, be, got [[[[[[[...]]]]]]]"),
+        ("helios_cluster_log.csv", {"limit": "9" * 500},
+         f"option limit: expected a whole number >= 0 or null, got '{'9' * 12}...{'9' * 13}'"),
         ("philly.csv", {"fmt": ["x"]},
          "unknown trace format ['x']; expected one of alibaba, philly-csv, philly-log, swf, helios"),
     ],

@@ -11,6 +11,7 @@ import difflib
 import enum
 import functools
 import inspect
+import reprlib
 import types
 import typing
 from collections.abc import Callable, Collection
@@ -68,7 +69,7 @@ def _check(path: str | Path, loader: str, kinds: dict[str, Any], name: str, valu
         raise TraceError(path, f"unknown option {name!r} for {loader}; {hint}its options are {', '.join(kinds)}")
     converted, expected = _convert(kinds[name], value, _AT_LEAST.get(name, 1))
     if expected:
-        raise TraceError(path, f"option {name}: expected {expected}, got {value!r:.80}")
+        raise TraceError(path, f"option {name}: expected {expected}, got {reprlib.repr(value)}")
     return converted
 
 
@@ -92,7 +93,8 @@ def _convert(kind: Any, value: Any, low: int | None) -> tuple[Any, str]:
         return tuple(converted for converted, _ in items), ""
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         by_value = {str(m.value).lower(): m for m in kind}
-        found = by_value.get(str(value.value if isinstance(value, kind) else value).lower())
+        text = value.value if isinstance(value, kind) else value
+        found = by_value.get(text.lower()) if isinstance(text, str) else None
         return (found, "") if found is not None else (None, f"one of {', '.join(by_value)}")
     if kind is int:
         ok = isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
