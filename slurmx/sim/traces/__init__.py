@@ -13,7 +13,9 @@ from typing import Any, Literal
 from slurmx.sim.traces.alibaba import ALIBABA_COLUMNS, TraceNode, load_alibaba, load_alibaba_nodes
 from slurmx.sim.traces.common import LoadedTrace, TraceError, open_text
 from slurmx.sim.traces.helios import HELIOS_COLUMNS, load_helios
+from slurmx.sim.traces.options import check_path
 from slurmx.sim.traces.philly import PHILLY_CSV_COLUMNS, load_philly_csv, load_philly_job_log
+from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 from slurmx.sim.traces.swf import load_swf
 
 __all__ = [
@@ -51,11 +53,14 @@ _CSV_FORMATS: tuple[tuple[TraceFormat, tuple[str, ...]], ...] = (
 
 def detect_format(path: str | Path) -> TraceFormat:
     """Recognise a trace by its first bytes; a `TraceError` lists the formats when none matches."""
-    name = Path(path).name.lower()
+    name = Path(check_path(path)).name.lower()
     if name.endswith((".swf", ".swf.gz")):
         return "swf"
-    with open_text(path) as fh:
-        head = fh.read(4096)
+    try:
+        with open_text(path) as fh:
+            head = fh.read(4096)
+    except READ_ERRORS as exc:
+        raise read_failure(path, exc) from None
     text = head.lstrip("\ufeff \t\r\n")
     if text.startswith(";"):
         return "swf"
@@ -76,6 +81,6 @@ def detect_format(path: str | Path) -> TraceFormat:
 def load_trace(path: str | Path, fmt: TraceFormat | None = None, **options: Any) -> LoadedTrace:
     """Load any supported trace; `fmt` overrides detection, `options` go to the loader (e.g. `limit=1000`)."""
     chosen = fmt or detect_format(path)
-    if chosen not in LOADERS:
+    if not isinstance(chosen, str) or chosen not in LOADERS:
         raise TraceError(path, f"unknown trace format {chosen!r}; expected one of {', '.join(LOADERS)}")
     return LOADERS[chosen](path, **options)

@@ -16,6 +16,7 @@ from typing import Literal, NamedTuple
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, assemble
+from slurmx.sim.traces.options import checked_options
 
 __all__ = ["ALIBABA_COLUMNS", "TraceNode", "load_alibaba", "load_alibaba_nodes"]
 
@@ -26,6 +27,7 @@ ALIBABA_COLUMNS = (
 _PHASES = frozenset({"Running", "Succeeded", "Failed", "Pending"})
 
 
+@checked_options
 def load_alibaba(
     path: str | Path,
     *,
@@ -129,6 +131,7 @@ class TraceNode(NamedTuple):
     gpu_model: str
 
 
+@checked_options
 def load_alibaba_nodes(path: str | Path) -> tuple[TraceNode, ...]:
     """The cluster of the v2023 trace (`openb_node_list_all_node.csv`: sn, cpu_milli, memory_mib, gpu, model).
 

@@ -21,6 +21,8 @@ from typing import IO, Any, NamedTuple, NoReturn
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.traces.errors import TraceError
+from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
 __all__ = [
     "CsvRows",
@@ -34,25 +36,6 @@ __all__ = [
     "open_text",
     "parse_datetime",
 ]
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be read. `str()` is one line: `<file>: row <n>: column <c>: <problem>`.
-
-    Rows count physical lines from 1 (a CSV header is row 1); for the JSON Philly log the row is the job's
-    position in the array. `path`, `row` and `column` are kept as attributes for callers that want them.
-    """
-
-    def __init__(self, path: str | Path, message: str, *, row: int | None = None, column: str | None = None) -> None:
-        self.path, self.row, self.column = str(path), row, column
-        self.message = " ".join(message.split())
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = "".join(
-            [f": row {self.row}" if self.row is not None else "", f": column {self.column}" if self.column else ""]
-        )
-        return f"{self.path}{where}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +157,10 @@ class CsvRows:
                 header = [h.strip().lstrip("\ufeff") for h in next(reader)]
             except StopIteration:
                 raise TraceError(self.path, f"empty file; expected a header with {', '.join(self.required)}") from None
-            except (csv.Error, UnicodeDecodeError) as exc:
-                raise TraceError(self.path, f"unreadable header: {exc}", row=1) from None
+            except csv.Error as exc:
+                raise TraceError(self.path, f"unreadable CSV header ({exc}); check its quoting", row=1) from None
+            except READ_ERRORS as exc:
+                raise read_failure(self.path, exc) from None
             index = {name: i for i, name in enumerate(header)}
             for name in self.required:
                 if name not in index:
@@ -194,8 +179,10 @@ class CsvRows:
                         )
                     row.values = values
                     yield row
-            except (csv.Error, UnicodeDecodeError) as exc:
-                raise TraceError(self.path, f"unreadable CSV: {exc}", row=reader.line_num + 1) from None
+            except csv.Error as exc:
+                raise TraceError(self.path, f"unreadable CSV ({exc}); check the quoting", row=reader.line_num) from None
+            except READ_ERRORS as exc:
+                raise read_failure(self.path, exc) from None
 
 
 class ResourceCache:

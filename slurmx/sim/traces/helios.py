@@ -12,6 +12,7 @@ from pathlib import Path
 
 from slurmx.core.model import JobClass
 from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, assemble, iso
+from slurmx.sim.traces.options import checked_options
 
 __all__ = ["HELIOS_COLUMNS", "load_helios"]
 
@@ -20,6 +21,7 @@ HELIOS_COLUMNS = (
 )  # fmt: skip
 
 
+@checked_options
 def load_helios(
     path: str | Path,
     *,

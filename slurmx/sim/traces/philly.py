@@ -25,6 +25,8 @@ from slurmx.sim.traces.common import (
     open_text,
     parse_datetime,
 )
+from slurmx.sim.traces.options import checked_options
+from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
 __all__ = ["PHILLY_CSV_COLUMNS", "load_philly_csv", "load_philly_job_log"]
 
@@ -43,6 +45,7 @@ def _per_gpu_assumptions(cpus_per_gpu: int, mem_per_gpu_mb: int, job_class: JobC
     ]
 
 
+@checked_options
 def load_philly_csv(
     path: str | Path,
     *,
@@ -96,7 +99,10 @@ def _json_array_items(path: str | Path, chunk_chars: int = 1 << 20) -> Iterator[
             nonlocal buf, pos, eof
             if eof:
                 return False
-            data = fh.read(chunk_chars)
+            try:
+                data = fh.read(chunk_chars)
+            except READ_ERRORS as exc:
+                raise read_failure(path, exc) from None
             eof = not data
             buf, pos = buf[pos:] + data, 0
             return bool(data)
@@ -123,6 +129,13 @@ def _json_array_items(path: str | Path, chunk_chars: int = 1 << 20) -> Iterator[
                 if more():
                     continue
                 raise TraceError(path, f"invalid JSON: {exc.msg}", row=n + 1) from None
+            except ValueError:  # not a JSONDecodeError: an integer past Python's 4300-digit limit
+                raise TraceError(
+                    path, "a number with thousands of digits; no job value is that long", row=n + 1
+                ) from None
+            except RecursionError:
+                message = "JSON nested too deeply; a job is an object of strings, lists and placement objects"
+                raise TraceError(path, message, row=n + 1) from None
             if end == len(buf) and not eof and more():  # a number may continue into the next chunk
                 continue
             n += 1
@@ -148,6 +161,27 @@ def _require(path: str | Path, n: int, job: Mapping[str, Any], key: str, kind: t
     return value
 
 
+def _placed_gpus(path: str | Path, n: int, where: str, detail: Any) -> int:
+    """GPUs of an attempt's `detail`: a list of {"ip": machine, "gpus": [names]}; any other shape is an error."""
+    shape = 'a list of placements like [{"ip": "m47", "gpus": ["gpu0"]}]'
+    if not isinstance(detail, list):
+        raise TraceError(path, f"expected {shape}, got {type(detail).__name__}", row=n, column=where)
+    count = 0
+    for i, placement in enumerate(detail):
+        if not isinstance(placement, dict):
+            got = type(placement).__name__
+            raise TraceError(path, f"expected {shape}, got {got}", row=n, column=f"{where}[{i}]")
+        gpus = placement.get("gpus")
+        if not isinstance(gpus, list | None):
+            got = type(gpus).__name__
+            raise TraceError(
+                path, f'expected a list of GPU names like ["gpu0"], got {got}', row=n, column=f"{where}[{i}].gpus"
+            )
+        count += len(gpus or ())
+    return count
+
+
+@checked_options
 def load_philly_job_log(
     path: str | Path,
     *,
@@ -187,12 +221,10 @@ def load_philly_job_log(
             start = _attempt_time(path, n, f"attempts[{a}].start_time", attempt.get("start_time"))
             end = _attempt_time(path, n, f"attempts[{a}].end_time", attempt.get("end_time"))
             spans.append((start, end))
-            detail = attempt.get("detail") or []
-            if not isinstance(detail, list):
-                raise TraceError(path, "expected a list of placements", row=n, column=f"attempts[{a}].detail")
-            count = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
+            detail = attempt.get("detail")
+            count = _placed_gpus(path, n, f"attempts[{a}].detail", detail) if detail is not None else 0
             if count:
-                gpus, machines = count, len(detail)
+                gpus, machines = count, len(detail or ())
         if spans[-1][1] is None and spans[-1][0] is not None:
             skipped["running_at_snapshot"] += 1
             continue

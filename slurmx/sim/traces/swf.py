@@ -16,6 +16,8 @@ from typing import NoReturn
 
 from slurmx.core.model import JobClass
 from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceError, assemble, open_text
+from slurmx.sim.traces.options import checked_options
+from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
 __all__ = ["SWF_FIELDS", "load_swf"]
 
@@ -25,11 +27,13 @@ SWF_FIELDS = (
     "group_id", "executable", "queue", "partition", "preceding_job", "think_time",
 )  # fmt: skip
 _HEADER_RE = re.compile(r"^;\s*([A-Za-z][\w ]*?)\s*:\s*(.*?)\s*$")
-_PARTITION_RE = re.compile(r"^(\d+)\s+(.*)$")
+_PARTITION_RE = re.compile(r"^(\d{1,9})\s+(.*)$")
 _GPU_NAME_RE = re.compile(r"hybrid|gpu", re.IGNORECASE)
 _NO_LIMIT = 2**31 - 1  # some logs write INT_MAX for "no requested time"
+_HUGE = float(2**53)  # beyond this a float is no longer an exact whole number: no count, id or time in a log
 
 
+@checked_options
 def load_swf(
     path: str | Path,
     *,
@@ -55,63 +59,68 @@ def load_swf(
     skipped = {"no_run_time": 0, "no_processors": 0}
     mem_from = {"requested": 0, "used": 0, "assumed": 0}
     gpu_parts: set[int] | None = None if gpu_partitions is None else set(gpu_partitions)
-    with open_text(path) as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if line.startswith(";"):
-                match = _HEADER_RE.match(line)
-                if match:
-                    key, value = match.group(1), match.group(2)
-                    part = _PARTITION_RE.match(value) if key == "Partition" else None
-                    if part:
-                        partitions[int(part.group(1))] = part.group(2)
-                    elif key not in header:
-                        header[key] = value
-                continue
-            fields = line.split()
-            if not fields:
-                continue
-            if limit is not None and len(rows) >= limit:
-                break
-            if gpu_parts is None:  # the header is complete once the first job line appears
-                gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
-            if len(fields) != 18:
-                raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
-            try:
-                v = list(map(float, fields))
-            except ValueError:
-                _bad_field(path, line_no, fields)
-            run = v[3]
-            if run <= 0:
-                skipped["no_run_time"] += 1
-                continue
-            procs = int(v[7]) if v[7] > 0 else int(v[4])
-            if procs <= 0:
-                skipped["no_processors"] += 1
-                continue
-            if v[9] > 0:
-                mem_mb, source = round(v[9] * procs / 1024), "requested"
-            elif v[6] > 0:
-                mem_mb, source = round(v[6] * procs / 1024), "used"
-            else:
-                mem_mb, source = mem_per_cpu_mb * procs, "assumed"
-            mem_from[source] += 1
-            partition = int(v[15])
-            if partition in gpu_parts:
-                gpus = -(-procs // cpus_per_gpu)
-                kind, request = "gpu", cache.get(procs, mem_mb, "gpu", gpus)
-            else:
-                kind, request = "cpu", cache.get(procs, mem_mb)
-            estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
-            job_class = JobClass.TE if partition in te_partitions else JobClass.BE
-            meta = {
-                "status": int(v[10]),
-                "wait_s": v[2],
-                "queue": int(v[14]),
-                "partition": partition,
-                "partition_name": partitions.get(partition, ""),
-            }
-            job_id = f"swf-{int(v[0])}"
-            rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta))
+    try:
+        with open_text(path) as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if line.startswith(";"):
+                    match = _HEADER_RE.match(line)
+                    if match:
+                        key, value = match.group(1), match.group(2)
+                        part = _PARTITION_RE.match(value) if key == "Partition" else None
+                        if part:
+                            partitions[int(part.group(1))] = part.group(2)
+                        elif key not in header:
+                            header[key] = value
+                    continue
+                fields = line.split()
+                if not fields:
+                    continue
+                if limit is not None and len(rows) >= limit:
+                    break
+                if gpu_parts is None:  # the header is complete once the first job line appears
+                    gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
+                if len(fields) != 18:
+                    raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
+                try:
+                    v = list(map(float, fields))
+                except ValueError:
+                    _bad_field(path, line_no, fields)
+                if not sum(map(abs, v)) < _HUGE:  # nan, inf (1e400) and absurd magnitudes, in one pass over C floats
+                    _check_magnitudes(path, line_no, fields, v)
+                run = v[3]
+                if run <= 0:
+                    skipped["no_run_time"] += 1
+                    continue
+                procs = int(v[7]) if v[7] > 0 else int(v[4])
+                if procs <= 0:
+                    skipped["no_processors"] += 1
+                    continue
+                if v[9] > 0:
+                    mem_mb, source = round(v[9] * procs / 1024), "requested"
+                elif v[6] > 0:
+                    mem_mb, source = round(v[6] * procs / 1024), "used"
+                else:
+                    mem_mb, source = mem_per_cpu_mb * procs, "assumed"
+                mem_from[source] += 1
+                partition = int(v[15])
+                if partition in gpu_parts:
+                    gpus = -(-procs // cpus_per_gpu)
+                    kind, request = "gpu", cache.get(procs, mem_mb, "gpu", gpus)
+                else:
+                    kind, request = "cpu", cache.get(procs, mem_mb)
+                estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
+                job_class = JobClass.TE if partition in te_partitions else JobClass.BE
+                meta = {
+                    "status": int(v[10]),
+                    "wait_s": v[2],
+                    "queue": int(v[14]),
+                    "partition": partition,
+                    "partition_name": partitions.get(partition, ""),
+                }
+                job_id = f"swf-{int(v[0])}"
+                rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta))
+    except READ_ERRORS as exc:
+        raise read_failure(path, exc) from None
     jobs, base = assemble(rows)
     gpu_names = ", ".join(f"{p} ({partitions.get(p, '?')})" for p in sorted(gpu_parts or ()))
     assumptions = [
@@ -144,3 +153,15 @@ def _bad_field(path: str | Path, line: int, fields: list[str]) -> NoReturn:
                 path, f"expected a number (-1 if unknown), got {text!r}", row=line, column=SWF_FIELDS[i]
             ) from None
     raise TraceError(path, "expected 18 numbers", row=line)  # unreachable: some field failed to parse
+
+
+def _check_magnitudes(path: str | Path, line: int, fields: list[str], values: list[float]) -> None:
+    """Name the first field that is nan, infinite or too large; a line whose sum alone overflowed passes."""
+    for i, value in enumerate(values):
+        if not abs(value) < _HUGE:
+            raise TraceError(
+                path,
+                f"expected a number of magnitude below 2^53 (-1 if unknown), got {fields[i]!r}",
+                row=line,
+                column=SWF_FIELDS[i],
+            )
