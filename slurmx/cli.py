@@ -186,14 +186,18 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
                 click.echo(variant.script)
         return
     group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
+    if group.note:
+        click.echo(f"slurmx: note: {group.note}", err=True)
     if parsable:
         click.echo(group.group_id)
     elif as_json:
         click.echo(json.dumps({"group": group.group_id, "name": group.name, "mode": group.mode,
-                               "variants": dict(group.variants), "spool": group.spool_dir}))
+                               "variants": dict(group.variants), "samples": list(group.samples),
+                               "spool": group.spool_dir}))
     else:
         jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
-        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}")
+        queued = f"; {len(group.samples)} profiling sample(s) queued held for slurmxd" if group.samples else ""
+        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}{queued}")
 
 
 def _status_rows(groups: list[Any]) -> Table:
