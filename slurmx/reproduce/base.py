@@ -201,7 +201,7 @@ def _measured(kind: ClaimKind, what: str, paper: str, ours: str, band: Band | No
 
 
 def band_claim(what: str, paper: str, ours: str, *, value: float, paper_value: float | None, unit: str,
-               direction: Direction, tolerance: float | None = None, band: Band | None = None,
+               direction: Direction | None, tolerance: float | None = None, band: Band | None = None,
                neutral: float | None = 0.0, seeds: Sequence[int] = (), per_seed: Sequence[float] | None = None,
                check: str = "") -> Claim:
     """Ours against a band around the paper's number: `paper_value ± tolerance` (cut at `neutral`, see
