@@ -16,6 +16,7 @@ from slurmx.reproduce.mlfs.experiment import Run as MlfsRun
 from slurmx.reproduce.mlfs.experiment import run_one as mlfs_run_one
 from slurmx.reproduce.synergy.experiment import QUICK as SYNERGY_QUICK
 from slurmx.reproduce.synergy.experiment import base_spec, run_one
+from tests.sim.claims import assert_machine_checkable
 
 
 def _claim(rep: Reproduction, what: str) -> Claim:
@@ -32,6 +33,7 @@ def test_allox_beats_es_and_drfa_on_mean_jct_in_every_seed(allox: Reproduction) 
     """Measured: AlloX's change vs ES -36 / -28 / -24 / -27%, vs DRFA -37 / -31 / -29 / -22%. At this size the
     rest of Fig. 13's chain does not hold (SRPT and the DRF variants need the paper's 1,000 jobs per user to
     separate), so only these two links are guarded."""
+    assert_machine_checkable(allox)  # a full-size (not quick) report: its claims are judged
     for base in ("ES", "DRFA"):
         claim = _claim(allox, f"main: AlloX's JCT reduction vs {base}")
         assert claim.seeds == (0, 1, 2, 3) and len(claim.per_seed) == 4

@@ -142,7 +142,7 @@ def _main(rep: Reproduction, results: Results, scale: Scale) -> None:
                                  direction="lower"))
     rep.claims.append(band_claim(
         "FIFO load (running + queued demand / capacity while submitting, engine replay)", "2.0", f"{fifo.load:.3f}",
-        value=fifo.load, paper_value=2.0, unit="", direction=None, tolerance=0.05, neutral=None, seeds=seeds,
+        value=fifo.load, paper_value=2.0, unit="x", direction=None, tolerance=0.05, neutral=None, seeds=seeds,
         per_seed=[x.load for x in sets["fifo"]]))
     rep.data["table1"] = {p: dict(zip(("te_p50", "te_p95", "te_p99", "be_p50", "be_p95", "be_p99"),
                                       pooled[p].row(), strict=True)) for p in POLICIES}
