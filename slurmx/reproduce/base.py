@@ -179,7 +179,7 @@ def _seed_text(claim: Claim) -> str:
     parts = []
     if claim.interval is not None:
         parts.append(f"95% CI [{_num(claim.interval[0])}, {_unit(claim.interval[1], claim.unit)}]")
-    if claim.seeds_holding is not None and len(claim.per_seed) > 1:
+    if claim.seeds_holding is not None and (len(claim.per_seed) > 1 or claim.kind == "ordering"):
         parts.append(f"{'holds' if claim.kind == 'ordering' else 'in band'} in {claim.seeds_holding}/"
                      f"{len(claim.per_seed)} seeds" + (" (on the mean only)" if claim.mean_only else ""))
     return "; ".join(parts)
@@ -190,6 +190,8 @@ def _measured(kind: ClaimKind, what: str, paper: str, ours: str, band: Band | No
               per_seed: Sequence[float] | None) -> Claim:
     """A claim with its numbers filled in and `holds` judged from them; the seed summary is appended to `ours`."""
     values = tuple(float(v) for v in per_seed) if per_seed is not None else ()
+    if not values and len(seeds) == 1:
+        values = (float(value),)  # one seed: its value is the value
     claim = Claim(what, paper, ours, None, check, kind, float(value), paper_value, unit, direction,
                   tuple(int(s) for s in seeds), values, t_interval(values) if values else None, band)
     if band is not None and values:
