@@ -159,7 +159,10 @@ def paper_band(paper_value: float, tolerance: float, neutral: float | None = 0.0
 
 
 def _num(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 100 else f"{x:,.0f}"
+    """Three significant digits without exponents: 1,234 / 12.3 / 1.23 / 0.012."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) >= 1 else f"{x:.3f}"
 
 
 def _unit(x: float, unit: str) -> str:

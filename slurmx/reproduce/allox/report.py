@@ -90,7 +90,7 @@ def _main(rep: Reproduction, results: Results, scale: Scale, seeds: range) -> No
     for base, paper in PAPER_REDUCTION.items():
         change = change_pct(jct["allox"], jct[base])
         rep.claims.append(band_claim(
-            f"main: AlloX's JCT reduction vs {base.upper()}", f"{paper:.0%} (§5.2.2)", pct(-change / 100),
+            f"main: AlloX's JCT reduction vs {base.upper()}", f"{paper:.0%} (§5.2.2)", f"{change / 100:+.1%}",
             value=change, paper_value=-100 * paper, unit="%", direction="lower", tolerance=REDUCTION_TOLERANCE,
             seeds=seeds, per_seed=[change_pct(by_seed["allox"][i], by_seed[base][i]) for i in range(len(seeds))]))
     gap = change_pct(jct["allox"], jct["srpt"])
