@@ -74,6 +74,10 @@ def _finite(value: Any) -> Any:
 def _document(result: Reproduction) -> str:
     data = asdict(result)
     data["figures"] = [str(p) for p in result.figures]
+    judged = [c for c in result.claims if c.holds is not None]
+    data["summary"] = {"judged": len(judged), "failed": len(result.failed()),
+                       "mean_only": sum(c.mean_only for c in result.claims),
+                       "all_hold": bool(judged) and not result.failed()}
     return json.dumps(_finite(data), indent=1, sort_keys=True, default=str, allow_nan=False) + "\n"
 
 

@@ -121,3 +121,4 @@ def test_json_carries_the_numbers_and_is_strict_json(monkeypatch: pytest.MonkeyP
     assert (cut["seeds"], cut["per_seed"], cut["band"], cut["holds"]) == ([0, 1], [-40.0, -42.0], [-98.0, -78.0],
                                                                          False)
     assert len(cut["interval"]) == 2 and none["value"] is None
+    assert json.loads(text)["summary"] == {"judged": 1, "failed": 1, "mean_only": 0, "all_hold": False}
