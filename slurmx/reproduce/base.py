@@ -162,7 +162,10 @@ def _num(x: float) -> str:
     """Three significant digits without exponents: 1,234 / 12.3 / 1.23 / 0.012."""
     if abs(x) >= 100:
         return f"{x:,.0f}"
-    return f"{x:.3g}" if abs(x) >= 1 else f"{x:.3f}"
+    if abs(x) >= 1:
+        return f"{x:.3g}"
+    text = f"{x:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
 
 
 def _unit(x: float, unit: str) -> str:
