@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
-from slurmx.core.units import UnitError, parse_duration, parse_mem
+from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.submit.directives import canonical_long_option
 
@@ -52,6 +52,16 @@ def _duration(value: Any) -> Any:
         return value
     try:
         return parse_duration(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _time_limit(value: Any) -> Any:
+    """`time:`: a bare number is minutes, as in `sbatch --time=30`; `grace` and `estimates` stay durations."""
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return parse_time_limit(value)
     except UnitError as exc:
         raise ValueError(str(exc)) from None
 
@@ -158,7 +168,7 @@ class VariantOverride(_Model):
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
     _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
-    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
 
     @field_validator("modules")
@@ -199,7 +209,8 @@ class JobSpec(_Model):
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
-    _v_time = field_validator("time_s", "grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
+    _v_grace = field_validator("grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
 
     @field_validator("name")
