@@ -8,7 +8,6 @@ An option sbatch does not know is an error naming the line.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -118,19 +117,61 @@ def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | Non
     return parsed
 
 
+_C_SPACE = " \t\n\v\f\r"  # C's isspace(), which sbatch uses; str.isspace() also takes \x1c-\x1f, \x85, U+2028 ...
+
+
 def _directive_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, options text) of each `#SBATCH` line, found exactly as sbatch finds them (src/sbatch/opt.c):
+    lines end only at `\n`; `#SBATCH` counts at column 0 only; reading stops at the first line holding anything
+    but C whitespace before a `#`."""
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if number == 1 and stripped.startswith("#!"):
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("#SBATCH"):
+            found.append((number, line[len("#SBATCH"):]))
             continue
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
+        stripped = line.lstrip(_C_SPACE)
+        if stripped and not stripped.startswith("#"):
             break  # sbatch stops reading directives at the first command
-        if line.startswith("#SBATCH"):  # only at the start of the line, as sbatch matches it
-            found.append((number, line[len("#SBATCH"):].strip()))
     return found
+
+
+def _sbatch_words(body: str, where: str) -> list[str]:
+    """An `#SBATCH` line's words as sbatch's _get_argument() reads them: C whitespace separates words; single
+    and double quotes group them; a backslash takes the next character as it is, inside quotes too; an unquoted,
+    unescaped `#` ends the line."""
+    words: list[str] = []
+    i, n = 0, len(body)
+    while True:
+        while i < n and body[i] in _C_SPACE:
+            i += 1
+        if i >= n:
+            return words
+        word: list[str] = []
+        quote = ""
+        escaped = False
+        while i < n and (escaped or quote or body[i] not in _C_SPACE):
+            char = body[i]
+            i += 1
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+                continue
+            elif quote:
+                if char == quote:
+                    quote = ""
+                    continue
+            elif char in "\"'":
+                quote = char
+                continue
+            elif char == "#":
+                if word:
+                    words.append("".join(word))
+                return words
+            word.append(char)
+        if quote:
+            raise ConfigError([f"{where}: cannot read #SBATCH line (No closing quotation)"])
+        words.append("".join(word))
 
 
 def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None) -> Directives:
@@ -151,10 +192,7 @@ def parse_directives(text: str, source: str) -> Directives:
     result = Directives()
     for number, body in _directive_lines(text):
         where = f"{source}:{number}"
-        try:
-            words = shlex.split(body, comments=True)
-        except ValueError as exc:
-            raise ConfigError([f"{where}: cannot read #SBATCH line ({exc})"]) from None
+        words = _sbatch_words(body, where)
         sort_options(split_options(words, where), result)
     return result
 

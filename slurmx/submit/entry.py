@@ -39,6 +39,31 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
     return fields
 
 
+def _read_script(file: Path, path: str) -> str:
+    """The script exactly as it is on disk (bytes decoded, no newline translation), refused where sbatch would
+    refuse it."""
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: no such file; pass a batch script or a job spec (.yaml)"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError([f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8; save the script as "
+                           "UTF-8"]) from None
+    if not text.startswith("#!"):
+        raise ConfigError([f"{path}:1: a batch script starts with #! and its interpreter (e.g. #!/bin/bash), as "
+                           "sbatch requires"])
+    if "\r\n" in text:
+        line = text.count("\n", 0, text.index("\r\n")) + 1
+        raise ConfigError([f"{path}:{line}: the script has DOS line breaks (\\r\\n), which sbatch refuses too; "
+                           f"convert it with `dos2unix {path}`"])
+    return text
+
+
 def _name_from(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)[:64] or "job"
 
@@ -61,12 +86,7 @@ def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: Sit
             data["variants"] = list(variants)
         notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
         return parse_spec(data, path), notes
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{path}: no such file; pass a batch script or a job spec (.yaml)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{path}: cannot read: {exc}"]) from None
+    text = _read_script(file, path)
     directives = parse_directives(text, path)
     fields = {"name": _name_from(file), **_fields(directives, site, path), **_fields(cli, site, "command line")}
     data = {**fields, "script": text, "args": list(args), "sbatch": directives.passthrough + cli.passthrough}

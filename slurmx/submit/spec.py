@@ -171,6 +171,12 @@ class VariantOverride(_Model):
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
 
+    @model_validator(mode="after")
+    def _payload(self) -> VariantOverride:
+        if self.command is not None and self.script is not None:
+            raise ValueError("give one of 'command' or 'script', not both")
+        return self
+
     @field_validator("modules")
     @classmethod
     def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:

@@ -106,3 +106,119 @@ def test_a_config_error_is_raised_for_a_bad_time_in_a_spec() -> None:
     with pytest.raises(ConfigError) as info:
         parse_spec({"name": "j", "command": "true", "time": -3}, "job.yaml")
     assert str(info.value) == "job.yaml: time: expected a finite, non-negative time limit, got -3"
+
+
+# ---------------------------------------------------------------------------------------------- grace < time
+
+
+def _render_error(data: dict[str, object], kind: str = "cpu") -> str:
+    from slurmx.submit.render import variant_options
+
+    with pytest.raises(ConfigError) as info:
+        variant_options(parse_spec(data, "job.yaml"), site(), kind, "j-000000", "race", "job.yaml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_grace_as_long_as_the_time_limit_is_refused_naming_both() -> None:
+    assert _render_error({"name": "j", "command": "true", "grace": "2h", "time": "5m"}) == (
+        "job.yaml: grace (02:00:00) must be shorter than time (00:05:00) of variant cpu, or the grace signal comes "
+        "at once; shorten grace: or raise time:")
+
+
+def test_the_site_s_grace_against_a_variant_s_time() -> None:
+    assert _render_error({"name": "j", "command": "true", "overrides": {"gpu": {"time": "30s"}}}, "gpu") == (
+        "job.yaml: the site's preemption.grace (00:00:30) must be shorter than overrides.gpu.time (00:00:30) of "
+        "variant gpu, or the grace signal comes at once; set a shorter grace: or raise time:")
+
+
+def test_grace_is_free_for_te_jobs_and_below_the_limit() -> None:
+    from slurmx.submit.render import variant_options
+
+    for data in ({"name": "j", "command": "true", "grace": "2h", "time": "5m", "class": "te"},
+                 {"name": "j", "command": "true", "grace": "4m", "time": 5}):
+        assert variant_options(parse_spec(data), site(), "cpu", "j-000000", "race")
+
+
+# ---------------------------------------------------------------------------------------------- #SBATCH reading
+
+
+def _directives(text: str) -> dict[str, str]:
+    from slurmx.submit.directives import parse_directives
+
+    return parse_directives(text, "job.sh").fields
+
+
+@pytest.mark.parametrize("separator", ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_lines_end_only_at_newline(separator: str) -> None:
+    # Python's splitlines() would end the line at the separator and read a second #SBATCH line; sbatch does not.
+    assert _directives(f"#!/bin/bash\n#SBATCH -c 2 #x{separator}#SBATCH --mem=9G\ntrue\n") == {"cpus-per-task": "2"}
+
+
+@pytest.mark.parametrize("blank", ["\v", "\f", "\r", " \t"])
+def test_a_line_of_c_whitespace_is_blank_to_sbatch(blank: str) -> None:
+    assert _directives(f"#!/bin/bash\n{blank}\n#SBATCH -c 2\ntrue\n") == {"cpus-per-task": "2"}
+
+
+@pytest.mark.parametrize("command", ["\x85", "\u2028", "\xa0", "\x1c"])
+def test_a_line_of_other_unicode_space_is_a_command_to_sbatch(command: str) -> None:
+    assert _directives(f"#!/bin/bash\n{command}\n#SBATCH -c 2\ntrue\n") == {}
+
+
+@pytest.mark.parametrize(("line", "value"), [
+    (r"#SBATCH --job-name=a\ b", "a b"),
+    (r"#SBATCH --job-name='a\'b'", "a'b"),  # sbatch's backslash escapes inside quotes too
+    (r"#SBATCH --job-name=a\#b", "a#b"),
+    ("#SBATCH\v--job-name=x\f", "x"),
+])
+def test_words_are_split_as_sbatch_splits_them(line: str, value: str) -> None:
+    assert _directives(f"#!/bin/bash\n{line}\ntrue\n") == {"job-name": value}
+
+
+def test_a_script_is_submitted_byte_for_byte(tmp_path: Path) -> None:
+    from slurmx.submit.render import render_variant
+
+    body = b"#!/bin/bash\n#SBATCH -c 2\nprintf 'a\\rb\\n'  # a lone \r stays\r\necho\xc2\x85x\n\n\n"
+    path = tmp_path / "job.sh"
+    path.write_bytes(body.replace(b"\r\n", b"\r "))
+    spec, _ = build_spec(str(path), [], [], site())
+    assert spec.script is not None and spec.script.encode() == path.read_bytes()
+    script = render_variant(spec, site(), "cpu", "j-000000", "race").script
+    assert spec.script in script  # the payload's here-document holds the whole file, every byte
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"#!/bin/bash\r\n#SBATCH -c 2\r\ntrue\r\n",
+     ":1: the script has DOS line breaks (\\r\\n), which sbatch refuses too; convert it with `dos2unix "),
+    (b"#!/bin/bash\ntrue\n# caf\xe9\n", ":3: byte 0xe9 is not UTF-8; save the script as UTF-8"),
+    (b"#SBATCH -c 2\ntrue\n", ":1: a batch script starts with #! and its interpreter (e.g. #!/bin/bash), as sbatch "
+                              "requires"),
+])
+def test_a_script_sbatch_would_refuse_is_one_line(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / "job.sh"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as info:
+        build_spec(str(path), [], [], site())
+    assert str(info.value).startswith(f"{path}{message}")
+    assert "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------- per-variant payload
+
+
+def test_a_variant_s_command_replaces_a_top_level_script() -> None:
+    from slurmx.submit.render import _payload
+
+    spec = parse_spec({"name": "j", "script": "#!/bin/bash\necho cpu\n",
+                       "overrides": {"gpu": {"command": "echo gpu"}, "accel": {"script": "echo accel\n"}}})
+    assert _payload(spec, "cpu", "job.yaml") == "#!/bin/bash\necho cpu"
+    assert _payload(spec, "gpu", "job.yaml") == "#!/bin/bash\necho gpu"
+    assert _payload(spec, "accel", "job.yaml") == "#!/bin/bash\necho accel"
+
+
+def test_a_variant_with_both_command_and_script_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_spec({"name": "j", "command": "true", "overrides": {"gpu": {"command": "a", "script": "b"}}},
+                   "job.yaml")
+    assert str(info.value) == "job.yaml: overrides.gpu: give one of 'command' or 'script', not both"
