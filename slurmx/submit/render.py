@@ -23,7 +23,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
-from slurmx.submit.spec import JobSpec
+from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
 
@@ -54,8 +54,14 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     """
     cfg = site.kind(kind)
     cpus = spec.variant_field(kind, "cpus") or cfg.cpus
-    mem_mb = spec.variant_field(kind, "mem_mb") or cfg.mem_mb
+    mem_mb = spec.variant_field(kind, "mem_mb") or (
+        spec.mem_per_cpu_mb * cpus if spec.mem_per_cpu_mb else cfg.mem_mb)  # --mem-per-cpu: per CPU of this kind
     gres = spec.variant_field(kind, "gres") or cfg.gres
+    if spec.gpus is not None and not (spec.overrides.get(kind) and spec.overrides[kind].gres):
+        if gpu_gres(cfg.gres) is None:
+            raise ConfigError([f"{source}: gpus: {spec.gpus} asks for GPUs, which kind {kind} has none of; choose "
+                               "kinds with GPUs or leave gpus out"])
+        gres = gres_with_gpus(cfg.gres or "", spec.gpus)
     time_s = spec.variant_field(kind, "time_s") or cfg.time_s
     options = [
         f"--job-name={spec.name}@{kind}",

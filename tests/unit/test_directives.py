@@ -91,9 +91,8 @@ def test_quotes_and_trailing_comments(line: str, value: str) -> None:
 def test_sorts_modelled_passthrough_and_variant_owned_options() -> None:
     got = parse("#!/bin/bash\n#SBATCH -p gpu --gres=gpu:1 -o out.log -e err.log --requeue -H\n"
                 "#SBATCH --signal=B:USR1@60 --comment=x --account=proj --nice=5 --mail-type=END\n")
-    assert got.fields == {}
-    assert got.dropped == ["--partition", "--gres", "--output", "--error", "--requeue", "--hold", "--signal",
-                           "--comment"]
+    assert got.fields == {"partition": "gpu"}  # a partition names resource kinds (entry.py)
+    assert got.dropped == ["--gres", "--output", "--error", "--requeue", "--hold", "--signal", "--comment"]
     assert got.passthrough == ["--account=proj", "--nice=5", "--mail-type=END"]
 
 
@@ -180,8 +179,7 @@ def test_build_spec_from_a_script_command_line_wins(tmp_path: Path) -> None:
     assert spec.job_class is JobClass.TE
     assert spec.script == SCRIPT and spec.args == ("--epochs", "5") and spec.variants == ("cpu",)
     assert spec.sbatch == ("--account=proj", "--exclusive")
-    assert notes == [f"ignoring --partition from {path}: each variant sets it",
-                     f"ignoring --gres from {path}: each variant sets it",
+    assert notes == [f"ignoring --gres from {path}: each variant sets it",
                      "ignoring --output from the command line: each variant sets it"]
 
 
@@ -205,7 +203,7 @@ def test_build_spec_qos_that_is_no_class(tmp_path: Path) -> None:
     path.write_text("#!/bin/bash\n#SBATCH --qos=normal\ntrue\n")
     with pytest.raises(ConfigError) as info:
         build_spec(str(path), [], [], site())
-    assert str(info.value) == (f"{path}: --qos=normal is not a slurmx class QOS; use --qos=short (te) "
+    assert str(info.value) == (f"{path}:2: --qos=normal is not a slurmx class QOS; use --qos=short (te) "
                                "or --qos=scavenger (be)")
 
 
@@ -222,7 +220,7 @@ def test_build_spec_from_yaml_with_command_line_options(tmp_path: Path) -> None:
     spec, notes = build_spec(str(path), ["--time=30", "--exclusive", "-p", "cpu"], ["a b"], site(), ("gpu",))
     assert (spec.time_s, spec.args, spec.variants) == (1800, ("a b",), ("gpu",))
     assert spec.sbatch == ("--account=proj", "--exclusive")
-    assert notes == ["ignoring --partition from the command line: each variant sets it"]
+    assert notes == []  # -p cpu chose the cpu kind; --variants gpu, later and slurmx's own, chose gpu
 
 
 def test_build_spec_bad_time_from_a_directive(tmp_path: Path) -> None:

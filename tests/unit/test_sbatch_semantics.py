@@ -222,3 +222,163 @@ def test_a_variant_with_both_command_and_script_is_refused() -> None:
         parse_spec({"name": "j", "command": "true", "overrides": {"gpu": {"command": "a", "script": "b"}}},
                    "job.yaml")
     assert str(info.value) == "job.yaml: overrides.gpu: give one of 'command' or 'script', not both"
+
+
+# ---------------------------------------------------------------------------------------------- resource options
+
+
+def _options(tmp_path: Path, directives: str, cli: list[str] | None = None,
+             variants: tuple[str, ...] | None = None) -> dict[str, tuple[str, ...]]:
+    """Each variant's sbatch options for a script with these #SBATCH lines."""
+    from slurmx.submit.submitter import plan_group
+
+    path = tmp_path / "job.sh"
+    path.write_text(f"#!/bin/bash\n{directives}\ntrue\n")
+    spec, _ = build_spec(str(path), cli or [], [], site(), variants)
+    _, _, rendered = plan_group(spec, site(), mode="race", only=variants, source=str(path))
+    return {r.kind: r.options for r in rendered}
+
+
+def _script_error(tmp_path: Path, directives: str, cli: list[str] | None = None,
+                  variants: tuple[str, ...] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        _options(tmp_path, directives, cli, variants)
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message.replace(str(tmp_path / "job.sh"), "job.sh")
+
+
+def test_mem_per_cpu_becomes_each_variant_s_memory_and_replaces_slurmx_s_mem(tmp_path: Path) -> None:
+    got = _options(tmp_path, "#SBATCH --mem-per-cpu=4G")
+    assert "--mem=4096M" in got["cpu"] and "--mem=8192M" in got["gpu"]  # the gpu kind has 2 CPUs
+    assert not any(o.startswith("--mem-per-cpu") for options in got.values() for o in options)
+    assert "--mem=8192M" in _options(tmp_path, "#SBATCH --mem-per-cpu=2G -c 4")["cpu"]
+
+
+def test_the_command_line_s_memory_replaces_the_script_s_in_either_form(tmp_path: Path) -> None:
+    assert "--mem=1024M" in _options(tmp_path, "#SBATCH --mem-per-cpu=4G", ["--mem=1G"])["cpu"]
+    assert "--mem=3072M" in _options(tmp_path, "#SBATCH --mem=9G", ["--mem-per-cpu=3G"])["cpu"]
+
+
+def test_mem_and_mem_per_cpu_together_are_refused_as_sbatch_refuses_them(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=2G") == (
+        "job.sh:3: --mem-per-cpu and --mem (at job.sh:2) ask for memory twice, and sbatch refuses the pair; keep one")
+    with pytest.raises(ConfigError, match=r"^job.yaml: give one of 'mem' \(the job's\) or 'mem_per_cpu', not both"):
+        parse_spec({"name": "j", "command": "true", "mem": "1G", "mem_per_cpu": "1G"}, "job.yaml")
+
+
+@pytest.mark.parametrize("line", ["#SBATCH --gpus=2", "#SBATCH -G 2", "#SBATCH -G2", "#SBATCH --gpus-per-task=2",
+                                  "#SBATCH --gpus-per-node=2", "#SBATCH --gpus 2"])
+def test_gpus_mean_the_kinds_with_gpus_each_asking_for_that_many(tmp_path: Path, line: str) -> None:
+    got = _options(tmp_path, line)
+    assert list(got) == ["gpu"]  # not the cpu variant, nor accel (whose GRES is no GPU)
+    assert "--gres=gpu:2" in got["gpu"]
+    assert not any(o.startswith("--gpus") for o in got["gpu"])
+
+
+def test_a_gpu_type_replaces_the_kind_s(tmp_path: Path) -> None:
+    assert "--gres=gpu:a100:3" in _options(tmp_path, "#SBATCH --gpus=a100:3")["gpu"]
+
+
+def test_gpus_with_a_kind_that_has_none_is_refused(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "#SBATCH --gpus=2", variants=("cpu", "gpu")) == (
+        "job.sh: gpus: 2 asks for GPUs, which kind cpu has none of; choose kinds with GPUs (gpu) or leave gpus out")
+    assert _script_error(tmp_path, "#SBATCH --gpus=0") == (
+        "job.sh: gpus: expected a GPU count like 2 or a100:2 (at least 1), got '0'")
+
+
+@pytest.mark.parametrize(("line", "kinds"), [
+    ("#SBATCH -p gpu", ["gpu"]), ("#SBATCH --partition=cpu,accel", ["cpu", "accel"]),
+    ("#SBATCH --parti=accel", ["accel"]),
+])
+def test_a_partition_names_the_kinds_on_it(tmp_path: Path, line: str, kinds: list[str]) -> None:
+    assert list(_options(tmp_path, line)) == kinds
+
+
+def test_the_command_line_partition_and_variants_win_over_the_script_s(tmp_path: Path) -> None:
+    assert list(_options(tmp_path, "#SBATCH -p gpu", ["-p", "cpu"])) == ["cpu"]
+    assert list(_options(tmp_path, "#SBATCH -p gpu", [], ("accel",))) == ["accel"]
+
+
+def test_a_partition_that_is_no_kind_s_names_the_known_ones(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "#SBATCH -c 1\n#SBATCH -p debug") == (
+        "job.sh:3: --partition=debug: 'debug' is the partition of no resource kind; known partitions (kind): "
+        "cpu (cpu), gpu (gpu), accel (accel); or choose kinds with --variants")
+
+
+@pytest.mark.parametrize("line", ["#SBATCH -n 1", "#SBATCH --ntasks=1", "#SBATCH -N 1", "#SBATCH --nodes=1-1",
+                                  "#SBATCH --ntasks-per-node=1"])
+def test_one_task_on_one_node_is_what_a_variant_is(tmp_path: Path, line: str) -> None:
+    assert list(_options(tmp_path, line)) == ["cpu", "gpu", "accel"]
+
+
+REFUSED = [
+    ("#SBATCH -n 4", "job.sh:2: --ntasks=4: a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in "
+                     "a spec) and start the processes inside the script"),
+    ("#SBATCH --ntasks-per-node=2", "job.sh:2: --ntasks-per-node=2: a variant is one task; ask for its CPUs with "
+                                    "--cpus-per-task (cpus: in a spec) and start the processes inside the script"),
+    ("#SBATCH -N 2", "job.sh:2: --nodes=2: a variant runs on one node; ask for what one node gives "
+                     "(--cpus-per-task, --mem, --gpus)"),
+    ("#SBATCH --mem-per-gpu=8G", "job.sh:2: --mem-per-gpu is not supported: write the job's whole memory as --mem "
+                                 "(mem: in a spec)"),
+    ("#SBATCH --cpus-per-gpu=4", "job.sh:2: --cpus-per-gpu is not supported: write the job's whole CPU count as "
+                                 "--cpus-per-task (cpus: in a spec)"),
+    ("#SBATCH --ntasks-per-gpu=1", "job.sh:2: --ntasks-per-gpu is not supported: a variant is one task; ask for its "
+                                   "GPUs with --gpus and its CPUs with --cpus-per-task"),
+    ("#SBATCH --gpus-per-socket=1", "job.sh:2: --gpus-per-socket is not supported: write the job's GPUs as --gpus "
+                                    "(gpus: in a spec)"),
+    ("#SBATCH --tres-per-task=cpu:2", "job.sh:2: --tres-per-task is not supported: write --cpus-per-task and --gpus "
+                                      "(cpus: and gpus: in a spec)"),
+    ("#SBATCH --array=1-3", "job.sh:2: --array is not supported: array tasks would split a group's variants apart; "
+                            "submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
+    ("#SBATCH -a 1-3", "job.sh:2: --array is not supported: array tasks would split a group's variants apart; "
+                       "submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
+    ("#SBATCH --dependency=afterok:12", "job.sh:2: --dependency is not supported: it would name one variant's job "
+                                        "id, which never completes when a sibling variant runs instead; chain groups "
+                                        "with `slurmx submit --wait first.sh && slurmx submit next.sh`"),
+    ("#SBATCH -d afterany:12", "job.sh:2: --dependency is not supported: it would name one variant's job id, which "
+                               "never completes when a sibling variant runs instead; chain groups with "
+                               "`slurmx submit --wait first.sh && slurmx submit next.sh`"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), REFUSED, ids=[r[0].split()[1] for r in REFUSED])
+def test_an_option_a_group_cannot_keep_is_refused_in_one_line(tmp_path: Path, line: str, message: str) -> None:
+    assert _script_error(tmp_path, line) == message
+
+
+def test_the_same_refusal_from_the_command_line(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "", ["--array=1-3"]).startswith("command line: --array is not supported: ")
+
+
+def test_slurmx_s_own_option_after_an_sbatch_one_says_where_it_goes(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "", ["-G", "1", "--variants", "gpu"]) == (
+        "command line: --variants is an option of slurmx submit itself: give it before the sbatch options "
+        "(slurmx submit --variants ... --time=... job.sh)")
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.lists(st.sampled_from(["--mem-per-cpu=1G", "--mem=2G", "-G1", "--gpus=a100:2", "-pgpu", "-pcpu",
+                                 "-n1", "-n3", "-N2", "--array=1-2", "-d", "afterok:1", "-c2", "--time=5",
+                                 "--gpus-per-task=1", "--mem-per-gpu=1G", "-pnone", "--ntasks-per-node=1",
+                                 "--wait", "--parsable", "--account=p"]), max_size=6),
+       st.sampled_from([None, ("cpu",), ("gpu",), ("cpu", "gpu")]))
+def test_property_any_mix_of_resource_options_maps_or_is_refused_in_one_line(
+        words: list[str], variants: tuple[str, ...] | None) -> None:
+    from slurmx.submit.submitter import plan_group
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
+    try:
+        spec, _ = build_spec(str(path), words, [], site(), variants)
+        _, _, rendered = plan_group(spec, site(), mode="race", only=variants, source=str(path))
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(("command line: ", f"{path}: "))
+        return
+    for variant in rendered:
+        names = [o.split("=")[0] for o in variant.options]
+        assert names.count("--mem") == 1 and "--mem-per-cpu" not in names and "--gpus" not in names
+        assert not {"--array", "--dependency", "--mem-per-gpu"} & set(names)
+        assert {o for o in variant.options if o.startswith(("--ntasks", "--nodes"))} <= {"--ntasks=1",
+                                                                                         "--ntasks-per-node=1"}
+        if spec.gpus is not None:
+            assert any(o.startswith("--gres=gpu:") for o in variant.options), variant.options
