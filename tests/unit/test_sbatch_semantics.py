@@ -382,3 +382,104 @@ def test_property_any_mix_of_resource_options_maps_or_is_refused_in_one_line(
                                                                                          "--ntasks-per-node=1"}
         if spec.gpus is not None:
             assert any(o.startswith("--gres=gpu:") for o in variant.options), variant.options
+
+
+# ---------------------------------------------------------------------------------------------- --wait, --parsable
+
+
+class _GroupSlurm:
+    """Enough of a SlurmAdapter for `slurmx submit`: sbatch hands out ids; squeue shows the group's jobs, which
+    end with `final` states after `polls` looks."""
+
+    def __init__(self, final: dict[str, str], polls: int = 1) -> None:
+        self.final = final
+        self.polls = polls
+        self.submitted: list[tuple[int, str]] = []
+
+    def make_private_folder(self, path: str, files: object) -> None:
+        pass
+
+    def submit(self, script: str, options: object) -> int:
+        job_id = 100 + len(self.submitted)
+        self.submitted.append((job_id, script))
+        return job_id
+
+    def jobs(self, job_ids: object = None, user: object = None) -> list[object]:
+        import os
+        import re
+
+        from slurmx.core.model import VariantState
+        from slurmx.core.resources import Resources
+        from slurmx.slurm.records import SlurmJob
+
+        self.polls -= 1
+        found = []
+        for job_id, script in self.submitted:
+            comment = re.search(r"#SBATCH --comment=(\S+)", script)
+            kind = re.search(r"#SBATCH --job-name=\S+@(\w+)", script)
+            assert comment is not None and kind is not None
+            state = VariantState(self.final[kind.group(1)]) if self.polls < 0 else VariantState.PENDING
+            found.append(SlurmJob(job_id=job_id, name=f"j@{kind.group(1)}", user="alice", user_id=os.getuid(),
+                                  state=state, state_text=state.value.upper(), reason="", partition=kind.group(1),
+                                  qos="be", comment=comment.group(1), nodes="", request=Resources(),
+                                  allocated=Resources(), priority=1, nice=0, held=False, restart_count=0,
+                                  time_limit_s=60, submit_time=1, start_time=None, end_time=None))
+        return found
+
+    def accounting(self, job_ids: object = None, since: str = "") -> list[object]:
+        return []
+
+
+def _submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slurm: _GroupSlurm, *words: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from slurmx import cli as cli_module
+    from slurmx.cli_context import Context
+    from slurmx.submit.api import GroupHandle
+
+    site_path = tmp_path / "site.yaml"
+    site_path.write_text("cluster: {name: t}\nresources:\n  cpu: {partition: cpu, cpus: 1, mem: 1G}\n"
+                         "  gpu: {partition: gpu, cpus: 1, mem: 1G, gres: 'gpu:1'}\n"
+                         f"submit: {{spool_dir: {tmp_path}, mode: race}}\n")
+    monkeypatch.setattr(Context, "adapter", lambda self: slurm)
+    wait = GroupHandle.wait
+    monkeypatch.setattr(GroupHandle, "wait", lambda self, timeout=None, poll=2.0: wait(self, timeout, 0.0))
+    result = CliRunner().invoke(cli_module.cli, ["--site", str(site_path), "submit", *words])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _script(tmp_path: Path, directives: str = "") -> str:
+    path = tmp_path / "job.sh"
+    path.write_text(f"#!/bin/bash\n{directives}\ntrue\n")
+    return str(path)
+
+
+def test_parsable_prints_the_group_id_a_script_feeds_to_the_next_command(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    slurm = _GroupSlurm({"cpu": "completed", "gpu": "cancelled"})
+    code, out, _ = _submit(monkeypatch, tmp_path, slurm, "--parsable", _script(tmp_path))
+    assert code == 0 and out.count("\n") == 1
+    assert out.strip().startswith("job-") and f"g={out.strip()}," in slurm.submitted[0][1]
+    code, out, _ = _submit(monkeypatch, tmp_path, _GroupSlurm({}), _script(tmp_path, "#SBATCH --parsable"))
+    assert code == 0 and out.strip().startswith("job-") and " " not in out.strip()  # from the script, as sbatch
+
+
+def test_wait_blocks_until_the_group_ends_whichever_variant_ran(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    slurm = _GroupSlurm({"cpu": "cancelled", "gpu": "completed"}, polls=3)
+    code, out, err = _submit(monkeypatch, tmp_path, slurm, "--wait", "--parsable", _script(tmp_path))
+    assert code == 0, err
+    assert slurm.polls < 0  # it looked until the jobs ended
+    assert f"Group {out.strip()} completed (variant gpu)" in err
+
+
+@pytest.mark.parametrize("where", ["cli", "script", "after-an-sbatch-option"])
+def test_wait_fails_like_sbatch_when_the_group_did_not_complete(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                where: str) -> None:
+    slurm = _GroupSlurm({"cpu": "failed", "gpu": "cancelled"})
+    script = _script(tmp_path, "#SBATCH -W" if where == "script" else "")
+    words = {"cli": ["--wait", script], "script": [script], "after-an-sbatch-option": ["-c", "1", "--wait", script]}
+    code, _, err = _submit(monkeypatch, tmp_path, slurm, *words[where])
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith("Error: group job-") and err.rstrip().endswith(
+        "ended failed (variant cpu)")
