@@ -148,7 +148,8 @@ def test_a_file_just_under_the_size_cap_is_read_within_2_s(tmp_path: Path, text:
 SBATCH_CASES: list[tuple[str, str, bytes, list[str], dict[str, list[str]] | str]] = [
     ("spec-time-30-is-minutes", "job.yaml", b"name: j\ncommand: 'true'\ntime: 30\n", [],
      {"cpu": ["--time=00:30:00"], "gpu": ["--time=00:30:00"], "accel": ["--time=00:30:00"]}),
-    ("cli-time-30-is-minutes", "job.sh", b"#!/bin/bash\ntrue\n", ["--time=30"], {"cpu": ["--time=00:30:00"], "gpu": [], "accel": []}),
+    ("cli-time-30-is-minutes", "job.sh", b"#!/bin/bash\ntrue\n", ["--time=30"],
+     {"cpu": ["--time=00:30:00"], "gpu": [], "accel": []}),
     ("directive-time-30-is-minutes", "job.sh", b"#!/bin/bash\n#SBATCH --time=30\ntrue\n", [],
      {"cpu": ["--time=00:30:00"], "gpu": [], "accel": []}),
     ("spec-grace-over-time", "job.yaml", b"name: j\ncommand: 'true'\ngrace: 2h\ntime: 5m\n", [],
