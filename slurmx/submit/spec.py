@@ -5,14 +5,19 @@ name: train
 command: python train.py --epochs 10       # or `script:` with a multi-line body
 variants: [cpu, gpu]                      # default: every kind the site defines
 class: be                                 # te | be -> the site's QOS
-grace: 2m
+grace: 2m                                 # a duration: an unquoted bare number is seconds
+time: 90                                  # a time limit: a bare number is MINUTES, as sbatch --time=90
+mem: 8G                                   # or mem_per_cpu: 2G (times each variant's CPUs)
+# gpus: 2                                 # (or a100:2) only the kinds with GPUs, each asking for 2
 work: 10000                               # amount of work (e.g. steps), for estimators
-estimates: {cpu: 2h, gpu: 20m}            # optional per-variant runtime estimates
+estimates: {cpu: 2h, gpu: 20m}            # optional per-variant runtime estimates (durations)
 env: {DATA: /scratch/data}
 overrides:
   gpu: {command: python train.py --cuda, cpus: 4, mem: 16G, gres: "gpu:1", time: 1h}
 sbatch: ["--account=proj"]
 ```
+
+docs/submit.md has what each sbatch option means to a group (and which are refused).
 """
 
 from __future__ import annotations
