@@ -9,7 +9,7 @@ a comment. Every option lands in one of five places:
 - the submitting command's own: `--wait` (wait for the group) and `--parsable` (print the group id);
 - refused, in one line saying what to write instead: options whose meaning a group of variants cannot keep
   (`--array`, `--dependency`, several tasks or nodes, per-GPU amounts);
-- dropped with a note: options each variant sets itself (output, signal, hold, GRES ...);
+- dropped with a note: options each variant sets itself (output, signal, hold, GRES other than GPUs ...);
 - passed through: every other valid option.
 
 An option sbatch does not know is an error naming the line.
@@ -58,11 +58,12 @@ _SHORT: dict[str, str] = {
     "S": "core-spec", "t": "time", "v": "verbose", "W": "wait", "w": "nodelist", "x": "exclude",
 }
 # Options each variant sets itself: dropped from a script's directives (with a note).
-# GRES belongs to the resource kind too: a script's `--gres=gpu:1` must not follow it onto the CPU variant.
+# GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
+# follow it onto a variant of another kind.
 _VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", "comment", "wrap", "test-only",
                   "gres", "begin"}
 # Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
-# the GPUs per task and per node are the job's GPUs.
+# the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus"}
@@ -235,6 +236,16 @@ def _sbatch_words(body: str, where: str) -> list[str]:
         words.append("".join(word))
 
 
+def _gpu_count(gres: str) -> str | None:
+    """`--gres=gpu[:type][:count]` -> the `--gpus` value it means on one node (`type:count` or `count`)."""
+    parts = gres.strip().split(":")
+    if parts[0] != "gpu" or len(parts) > 3 or "," in gres or (len(parts) == 3 and not parts[2].isdigit()):
+        return None
+    count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
+    gpu_type = parts[1] if len(parts) == 3 or (len(parts) == 2 and not parts[1].isdigit()) else ""
+    return f"{gpu_type}:{count}" if gpu_type else count
+
+
 def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None,
                  where: str = "command line") -> Directives:
     """Sort parsed options into spec fields, the command's own options, pass-through flags and dropped ones
@@ -245,6 +256,8 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
         if problem is not None:
             raise ConfigError([f"{where}: {problem}"])
         key = _MODELLED.get(name)
+        if name == "gres" and value is not None and _gpu_count(value) is not None:
+            name, value, key = "gpus", _gpu_count(value), "gpus"  # one node: its GPUs are the job's
         if key is not None and value is not None:
             if key in _MEMORY:
                 other = _MEMORY[1 - _MEMORY.index(key)]

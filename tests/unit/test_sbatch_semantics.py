@@ -483,3 +483,17 @@ def test_wait_fails_like_sbatch_when_the_group_did_not_complete(monkeypatch: pyt
     assert code == 1
     assert err.strip().splitlines()[-1].startswith("Error: group job-") and err.rstrip().endswith(
         "ended failed (variant cpu)")
+
+
+@pytest.mark.parametrize(("gres", "kinds", "option"), [
+    ("gpu", ["gpu"], "--gres=gpu:1"), ("gpu:2", ["gpu"], "--gres=gpu:2"), ("gpu:a100:2", ["gpu"], "--gres=gpu:a100:2"),
+    ("gpu:a100", ["gpu"], "--gres=gpu:a100:1"), ("accel:1", ["cpu", "gpu", "accel"], None),
+])
+def test_a_gpu_gres_is_gpus_and_another_gres_is_the_kind_s(tmp_path: Path, gres: str, kinds: list[str],
+                                                           option: str | None) -> None:
+    got = _options(tmp_path, f"#SBATCH --gres={gres}")
+    assert list(got) == kinds
+    if option is not None:
+        assert option in got["gpu"]
+    else:  # dropped with a note: each kind keeps its own GRES
+        assert "--gres=gpu:1" in got["gpu"] and "--gres=accel:1" in got["accel"]
