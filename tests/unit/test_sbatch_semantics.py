@@ -497,3 +497,41 @@ def test_a_gpu_gres_is_gpus_and_another_gres_is_the_kind_s(tmp_path: Path, gres:
         assert option in got["gpu"]
     else:  # dropped with a note: each kind keeps its own GRES
         assert "--gres=gpu:1" in got["gpu"] and "--gres=accel:1" in got["accel"]
+
+
+# ---------------------------------------------------------------------------------------------- the reader vs sbatch
+
+
+def _sbatch_reference(body: bytes) -> list[tuple[int, bytes]]:
+    """sbatch's own loop (src/sbatch/opt.c, _opt_batch_script and next_line), transliterated over bytes: lines end
+    at b"\\n" only; a line starting with the magic word is a directive; else a line with a non-isspace() byte before
+    any '#' stops the reading."""
+    found = []
+    for lineno, line in enumerate(body.split(b"\n"), start=1):
+        if line.startswith(b"#SBATCH"):
+            found.append((lineno, line[len(b"#SBATCH"):]))
+            continue
+        is_cmd = False
+        for byte in line:
+            if byte in b" \t\n\v\f\r":
+                continue
+            is_cmd = byte != ord("#")
+            break
+        if is_cmd:
+            break
+    return found
+
+
+PIECES = st.sampled_from(["#SBATCH -c 2", "#SBATCH --mem=1G", "#SBATCH", "  #SBATCH -c 9", "# note", "#!/bin/bash",
+                          "echo hi", "", " ", "\t", "\v", "\f", "\r", "\x85", "\u2028", "\x1c", "\xa0", "#SBATCH -J a",
+                          "#SBATCH\t-J b", "##SBATCH -c 7", "#SBATCHx"])
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.lists(st.tuples(PIECES, st.sampled_from(["\n", "\n", "\r\n", "\v", "\x85", "\u2028", "\f"])), max_size=8))
+def test_property_directive_lines_are_the_ones_sbatch_reads(pieces: list[tuple[str, str]]) -> None:
+    from slurmx.submit.directives import _directive_lines
+
+    text = "".join(piece + end for piece, end in pieces)
+    ours = [(n, body.encode()) for n, body in _directive_lines(text)]
+    assert ours == _sbatch_reference(text.encode())
