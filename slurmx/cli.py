@@ -164,8 +164,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     \b
     slurmx submit job.yaml
     slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5
-    gid=$(slurmx submit --parsable job.sh) && slurmx status "$gid"
-    slurmx submit --wait first.sh && slurmx submit next.sh
+    slurmx submit --wait first.sh && slurmx submit next.sh   (docs/submit.md)
     """
     from slurmx.submit.directives import split_command_line
     from slurmx.submit.entry import build_submission
@@ -179,9 +178,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     site = ctx.site()
     only = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
     submission = build_submission(path, options, args, site, only)
-    spec = submission.spec
-    parsable = parsable or submission.parsable
-    wait = wait or submission.wait
+    spec, parsable, wait = submission.spec, parsable or submission.parsable, wait or submission.wait
     for note in submission.notes:
         click.echo(f"slurmx: note: {note}", err=True)
     if dry_run:
@@ -200,23 +197,12 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     else:
         jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
         click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}")
-    if wait:
-        _wait_for_group(ctx, group)
-
-
-def _wait_for_group(ctx: Context, group: Any, poll: float = 5.0) -> None:
-    """`--wait`: block until the group ends, whichever variant ran; like sbatch, fail unless it completed."""
-    from slurmx.core.model import GroupState, VariantState
-    from slurmx.submit.api import GroupHandle
-
-    try:
-        final = GroupHandle(group, ctx.adapter()).wait(poll=poll)
-    except LookupError as exc:
-        raise click.ClickException(str(exc)) from None
-    ran = next((f" (variant {v.kind})" for v in final.variants if v.state is not VariantState.CANCELLED), "")
-    if final.state is not GroupState.COMPLETED:
-        raise click.ClickException(f"group {group.group_id} ended {final.state.value}{ran}")
-    click.echo(f"Group {group.group_id} completed{ran}", err=True)
+    if wait:  # as sbatch --wait: fail unless the group completed
+        from slurmx.submit.api import GroupHandle, wait_outcome
+        completed, outcome = wait_outcome(GroupHandle(group, ctx.adapter()))
+        if not completed:
+            raise click.ClickException(outcome)
+        click.echo(outcome, err=True)
 
 
 def _status_rows(groups: list[Any]) -> Table:
