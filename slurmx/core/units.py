@@ -110,6 +110,9 @@ class ClockNumber(int):
         number.text = text
         return number
 
+    def __getnewargs__(self) -> tuple[int, str]:  # type: ignore[override]  # pickle and copy pass the text too
+        return int(self), self.text
+
 
 def parse_time_limit(value: str | int | float) -> int:
     """A Slurm time limit (`time:`, `--time`) in whole seconds: a bare number is MINUTES, whether it is written

@@ -535,3 +535,12 @@ def test_property_directive_lines_are_the_ones_sbatch_reads(pieces: list[tuple[s
     text = "".join(piece + end for piece, end in pieces)
     ours = [(n, body.encode()) for n, body in _directive_lines(text)]
     assert ours == _sbatch_reference(text.encode())
+
+
+def test_a_clock_number_survives_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    number = ClockNumber(5400, "1:30:00")
+    for again in (pickle.loads(pickle.dumps(number)), copy.deepcopy(number), copy.copy(number)):
+        assert again == 5400 and isinstance(again, ClockNumber) and again.text == "1:30:00"
