@@ -179,6 +179,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     only = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
     submission = build_submission(path, options, args, site, only)
     spec, parsable, wait = submission.spec, parsable or submission.parsable, wait or submission.wait
+    dry_run = dry_run or submission.test_only  # sbatch --test-only submits nothing
     for note in submission.notes:
         click.echo(f"slurmx: note: {note}", err=True)
     if dry_run:

@@ -6,7 +6,8 @@ a comment. Every option lands in one of five places:
 - modelled: name, time, memory (`--mem`, `--mem-per-cpu`), CPUs, GPUs (`--gpus`/`-G`, `--gpus-per-task`,
   `--gpus-per-node`), QOS and partition become spec fields, applied per resource kind (`-p gpu` means the
   kinds on partition gpu; `--gpus=2` means the kinds with GPUs, each asking for two);
-- the submitting command's own: `--wait` (wait for the group) and `--parsable` (print the group id);
+- the submitting command's own: `--wait` (wait for the group), `--parsable` (print the group id) and
+  `--test-only` (submit nothing: `--dry-run`);
 - refused, in one line saying what to write instead: options whose meaning a group of variants cannot keep
   (`--array`, `--dependency`, several tasks or nodes, per-GPU amounts);
 - dropped with a note: options each variant sets itself (output, signal, hold, GRES other than GPUs ...);
@@ -60,15 +61,15 @@ _SHORT: dict[str, str] = {
 # Options each variant sets itself: dropped from a script's directives (with a note).
 # GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
 # follow it onto a variant of another kind.
-_VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", "comment", "wrap", "test-only",
-                  "gres", "begin"}
+_VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
 # Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus"}
-# Options of the submitting command itself, which `slurmx submit` applies to the whole group.
-CLIENT_OPTIONS = ("wait", "parsable")
+# Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
+# submits nothing: it is `--dry-run`).
+CLIENT_OPTIONS = ("wait", "parsable", "test-only")
 # Options a group of variants cannot honour: what to write instead.
 _REFUSED = {
     "array": "array tasks would split a group's variants apart; submit one group per index, e.g. "
@@ -173,6 +174,9 @@ def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | Non
                     i += 1
                     rest = words[i]
                 parsed.append((name_, rest.removeprefix("=")))
+        elif word in ("hetjob", "packjob"):
+            raise ConfigError([f"{where}: heterogeneous jobs ({word}) are not supported: a group runs one job of one "
+                               "kind; submit each component as a group of its own"])
         else:
             raise ConfigError([f"{where}: expected an sbatch option, got {word!r}"])
         i += 1

@@ -24,7 +24,7 @@ _SPEC_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True)
 class Submission:
-    """What `slurmx submit` was asked: the spec, notes for the user, and `--wait`/`--parsable` if given."""
+    """What `slurmx submit` was asked: the spec, notes for the user, and `--wait`, `--parsable`, `--test-only`."""
 
     spec: JobSpec
     notes: list[str]
@@ -37,6 +37,10 @@ class Submission:
     @property
     def parsable(self) -> bool:
         return "parsable" in self.client
+
+    @property
+    def test_only(self) -> bool:
+        return "test-only" in self.client
 
 
 def _job_class(qos: str, site: SiteConfig, where: str) -> str:

@@ -544,3 +544,16 @@ def test_a_clock_number_survives_pickle_and_copy() -> None:
     number = ClockNumber(5400, "1:30:00")
     for again in (pickle.loads(pickle.dumps(number)), copy.deepcopy(number), copy.copy(number)):
         assert again == 5400 and isinstance(again, ClockNumber) and again.text == "1:30:00"
+
+
+def test_test_only_submits_nothing_as_sbatch_s(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    slurm = _GroupSlurm({})
+    code, out, err = _submit(monkeypatch, tmp_path, slurm, _script(tmp_path, "#SBATCH --test-only"))
+    assert code == 0, err
+    assert slurm.submitted == [] and out.startswith("# ---- group job-")
+
+
+def test_a_heterogeneous_job_is_refused_in_one_line(tmp_path: Path) -> None:
+    assert _script_error(tmp_path, "#SBATCH -c 1\n#SBATCH hetjob\n#SBATCH -c 2") == (
+        "job.sh:3: heterogeneous jobs (hetjob) are not supported: a group runs one job of one kind; submit each "
+        "component as a group of its own")
