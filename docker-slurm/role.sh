@@ -39,6 +39,9 @@ else
   cp "$dir"/etc/*.conf "$dir"/etc/*.lua /etc/slurm/
   chmod 600 /etc/slurm/slurmdbd.conf
   export SLURM_CONF=/etc/slurm/slurm.conf
+  # slurmxd's own account (not root, not SlurmUser): a Slurm operator, in the lease plugin's daemon uids. It must
+  # exist wherever slurmctld resolves names and on the login node the daemon's commands run on.
+  id -u slurmxd >/dev/null 2>&1 || useradd --system --no-create-home --uid 2100 --shell /usr/sbin/nologin slurmxd
 fi
 
 start_munge() {

@@ -163,8 +163,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
 
     \b
     slurmx submit job.yaml
-    slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5
-    slurmx submit --wait first.sh && slurmx submit next.sh   (docs/submit.md)
+    slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5   (docs/submit.md)
     """
     from slurmx.submit.directives import split_command_line
     from slurmx.submit.entry import build_submission
@@ -190,20 +189,21 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
                 click.echo(variant.script)
         return
     group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
+    if group.note:
+        click.echo(f"slurmx: note: {group.note}", err=True)
     if parsable:
         click.echo(group.group_id)
     elif as_json:
         click.echo(json.dumps({"group": group.group_id, "name": group.name, "mode": group.mode,
-                               "variants": dict(group.variants), "spool": group.spool_dir}))
+                               "variants": dict(group.variants), "samples": list(group.samples),
+                               "spool": group.spool_dir}))
     else:
         jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
-        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}")
-    if wait:  # as sbatch --wait: fail unless the group completed
-        from slurmx.submit.api import GroupHandle, wait_outcome
-        completed, outcome = wait_outcome(GroupHandle(group, ctx.adapter()))
-        if not completed:
-            raise click.ClickException(outcome)
-        click.echo(outcome, err=True)
+        queued = f"; {len(group.samples)} profiling sample(s) queued held for slurmxd" if group.samples else ""
+        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}{queued}")
+    if wait:  # as sbatch --wait: SubmitError (one line, status 1) unless the group completed
+        from slurmx.submit.api import GroupHandle, wait_for
+        click.echo(wait_for(GroupHandle(group, ctx.adapter())), err=True)
 
 
 def _status_rows(groups: list[Any]) -> Table:

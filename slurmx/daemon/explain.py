@@ -40,12 +40,13 @@ def explain(group_id: str, entries: Sequence[AuditEntry]) -> list[str]:
         answers.append(f"not the daemon's choice: {unchosen[-1].detail}")
     answers += _estimates(entries)
     last = entries[-1]
-    profiling = [e for e in entries if e.event == "profile" and e.detail.startswith("submitted sample")]
+    profiling = [e for e in entries
+                 if e.event == "profile" and e.detail.startswith(("released sample", "submitted sample"))]
     done = any(e.event == "profile" and e.detail.startswith("profiling done") for e in entries)
     if ignored and not starts:
         pass  # an ignored group waits for nothing slurmxd does: the answer above says why
     elif profiling and not done and not starts:
-        answers.append(f"why waiting: profiling ({len(profiling)} sample(s) submitted); the policy sees the group "
+        answers.append(f"why waiting: profiling ({len(profiling)} sample(s) released); the policy sees the group "
                        "once its samples are done")
     elif last.event in ("note", "timeout", "requeue") or not starts:
         notes = [e for e in entries if e.event == "note"]

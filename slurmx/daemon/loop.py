@@ -119,8 +119,8 @@ class Daemon:
         self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
         if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
-            # The raw adapter: profiling submits samples as each group's user over its transport (runuser), which
-            # the counting wrapper does not carry; it runs after the follow-up, whose changes alone are counted.
+            # The raw adapter: the profiling QOS check runs sacctmgr over its transport, which the counting
+            # wrapper does not carry; sample releases and cancels are a few per group, not counted per cycle.
             self.profiling = ProfilingStage(self.site, self.adapter, self.store, dry_run=self.dry_run)
         self.backend = SlurmBackend(self.site, slurm, self.store, self.enforcer, self.profiling,
                                     on_observed=self._record_new)

@@ -1,13 +1,11 @@
 """What slurmxd's user may do beyond being a Slurm operator, as one line per missing privilege.
 
-Three privileges besides the operator's (docs/daemon.md, "Permissions"), each needed by one feature:
+Two privileges besides the operator's (docs/daemon.md, "Permissions"), each needed by one feature:
 
 - access to the users' group folders (mode 0700, owned by each user): the grace protocol writes its intent files
   there (preemption, running-job resize; without them a job falls back to its own grace period) and the profiler
-  reads sample scripts and progress files; root's CAP_DAC_OVERRIDE on the daemon's own host, where the spool is
-  mounted;
-- root where Slurm's commands run (the transport's user): profiling samples are submitted as each group's user
-  with `runuser`, which only root may call;
+  reads progress files; root's CAP_DAC_OVERRIDE on the daemon's own host, where the spool is mounted. Profiling
+  samples need nothing more: users queue them, the daemon releases them, they report their timings in comments;
 - CAP_NET_BIND_SERVICE for a metrics port below the kernel's first unprivileged port (1024 by default).
 
 A missing one disables its feature, not the daemon: each is logged at start-up, naming the feature and the fix.
@@ -73,12 +71,8 @@ def privilege_warnings(site: SiteConfig, privileges: Privileges) -> list[str]:
     if not privileges.has(CAP_DAC_OVERRIDE):
         lines.append("no access to the users' group folders (slurmxd is not root and lacks CAP_DAC_OVERRIDE): "
                      "preemptions and resizes are signalled without their intent files (jobs use their own grace "
-                     "period, not the daemon's deadline) and progress and sample files go unread; run slurmxd as "
+                     "period, not the daemon's deadline) and running jobs' progress files go unread; run slurmxd as "
                      "root (site-config/slurmxd.service)")
-    if site.profile.active_for(site.policy.name) and privileges.remote_uid != 0:
-        lines.append(f"Slurm's commands run as {privileges.remote_user!r}, not root: profiling samples cannot be "
-                     "submitted as each group's user (runuser), so groups keep their declared estimates; run "
-                     "slurmxd as root, or set profile.enabled: false")
     port = site.daemon.metrics_port
     if port and port < privileges.first_unprivileged_port and not privileges.has(CAP_NET_BIND_SERVICE):
         lines.append(f"daemon.metrics_port {port} is below {privileges.first_unprivileged_port} and slurmxd lacks "

@@ -4,15 +4,15 @@ Per cycle, between reconcile and decide (docs/profiler.md, "Wiring into slurmxd"
 
 1. new pending groups are registered with the profiler: history (sacct at start-up, completed runs seen since)
    answers where it can, and samples are planned for the rest, within the profiling QOS cap;
-2. samples are submitted **as the group's user** (`runuser`: the daemon never runs a user's script as itself),
-   from the sample script the submitter left in the spool, and only if its sha256 matches the `p=` tag the user's
-   own (Slurm-enforced) job carries;
-3. finished samples are read (spool timings, else Slurm's times), samples far slower than their siblings are cut,
-   running variants' progress files update their estimates;
+2. the samples the user's `slurmx submit` queued held beside the variants are released, after a check that each
+   is the planned sample of its variant (the daemon never submits or runs a user's script itself); queued samples
+   nothing will need are cancelled;
+3. finished samples are read (the timing each appended to its comment, else the spool, else Slurm's times),
+   samples far slower than their siblings are cut, running variants' progress files update their estimates;
 4. the policy's view gets the estimates, and a pending group stays hidden from the policy until its profiling is
    done (AlloX's "a job becomes ready when profiling is done").
 
-The sample lifecycle (submission as the user, following, cutting, crash-safe replay) is
+The sample lifecycle (release, following, cutting, crash-safe replay) is
 `profiling_samples.SampleLifecycle`; this module registers groups, feeds progress and builds the policy's view.
 """
 
@@ -20,26 +20,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, VariantState
-from slurmx.core.spool import group_spool, sample_script_path
-from slurmx.core.tag import readable_fields, script_hash, whole_number
-from slurmx.core.userfiles import read_user_text
+from slurmx.core.spool import group_spool
+from slurmx.core.tag import readable_fields, whole_number
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
-from slurmx.daemon.profiling_samples import (
-    WAITING,
-    AuditRow,
-    RunAsUser,
-    SampleLifecycle,
-    SubmitAs,
-    read_progress,
-    submit_as_user,
-)
+from slurmx.daemon.profiling_samples import WAITING, AuditRow, SampleLifecycle, read_progress
 from slurmx.daemon.store import EstimateRow, Store
 from slurmx.daemon.trust import TrustedGroup
 from slurmx.profile.estimator import Estimate, ProgressReport
@@ -47,17 +38,13 @@ from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.sampling import GroupToProfile, SampleRequest, SamplingParams, VariantToProfile
 from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.slurm.records import SlurmJob
 
-__all__ = ["AuditRow", "ProfilingStage", "RunAsUser", "SubmitAs", "submit_as_user"]
+__all__ = ["AuditRow", "ProfilingStage"]
 
 log = logging.getLogger("slurmxd")
 
 AUDIT_CHANGE = 0.05  # a progress estimate is audited again once it moved by more than this fraction
-
-
-def _read_text(path: str, owner: int) -> str | None:
-    """A file in a user's group folder: only if it and the folder are that user's alone (`userfiles`)."""
-    return read_user_text(path, owner=owner, folder_owner=owner)
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
@@ -69,8 +56,7 @@ def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
 class ProfilingStage(SampleLifecycle):
     """The profiler driven against Slurm: one per daemon; `cycle(obs, now, n)` -> (view for the policy, audit)."""
 
-    def __init__(self, site: SiteConfig, adapter: SlurmAdapter, store: Store, *, dry_run: bool = False,
-                 submit: SubmitAs | None = None, read_text: Callable[[str, int], str | None] = _read_text) -> None:
+    def __init__(self, site: SiteConfig, adapter: SlurmAdapter, store: Store, *, dry_run: bool = False) -> None:
         self.site = site
         self.adapter = adapter
         self.store = store
@@ -78,11 +64,9 @@ class ProfilingStage(SampleLifecycle):
         self.params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
         self.profiler = Profiler(History(HistoryParams(max_age_s=float(site.profile.history_max_age_s))),
                                  self.params)
-        self.submit = submit or submit_as_user(adapter)
-        self.read_text = read_text
         self.seeded = False
         self._seen_runs: set[int] = set()
-        self._scripts: dict[tuple[str, str], str] = {}  # (group, kind) -> verified sample script
+        self._variants: dict[tuple[str, str], SlurmJob] = {}  # (group, kind) -> the variant its samples match
         self._users: dict[str, str] = {}
         self._uids: dict[str, int] = {}
         self._unprofiled: set[str] = set()  # groups whose registration failed: never retried, never in the way
@@ -107,6 +91,7 @@ class ProfilingStage(SampleLifecycle):
         if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
             self._follow_samples(obs, now)
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan([], now), now)  # next samples
+        self.cancel_unneeded(obs, now)
         self._feed_progress(obs, now)
         self._record(obs.view, now)
         self._forget_gone(obs.view)
@@ -154,7 +139,7 @@ class ProfilingStage(SampleLifecycle):
             if tg is None or group.group_id in self._unprofiled:
                 continue
             try:
-                new.append(self._to_profile(group, tg))
+                new.append(self._to_profile(obs, group, tg))
             except Exception as exc:  # one group's hostile input or a bug: that group keeps its declared estimates
                 self._unprofiled.add(group.group_id)
                 log.exception("profiling: group %s not registered", group.group_id)
@@ -169,38 +154,28 @@ class ProfilingStage(SampleLifecycle):
                 if how == "history" and estimate is not None:
                     self._audit(g.group_id, "profile", f"{kind}: history replaces sampling ({estimate.detail})")
 
-    def _to_profile(self, group: Group, tg: TrustedGroup) -> GroupToProfile:
-        """What the profiler needs of a new group; its sample scripts verified (the user's own, the `p=` hash)."""
+    def _to_profile(self, obs: Observation, group: Group, tg: TrustedGroup) -> GroupToProfile:
+        """What the profiler needs of a new group; a variant is sampled only if its user queued its samples."""
         waiting = group.state in WAITING
+        self._users[group.group_id] = tg.user
+        self._uids[group.group_id] = tg.user_id
+        self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
         variants = []
         for variant in group.variants:
             job = tg.jobs.get(variant.kind)
             tags = readable_fields(job.comment) if job is not None else {}
             steps = _int_tag(tags, "n")
-            if waiting and steps and not self._sample_script(group.group_id, variant.kind, tags.get("p", ""),
-                                                                    tg.user_id):
-                steps = None  # nothing we may submit: history or the declared estimate
+            if job is not None:
+                self._variants[(group.group_id, variant.kind)] = job
+            if waiting and steps and not self.queued_samples(obs, group.group_id, variant.kind):
+                self._audit(group.group_id, "profile", f"{variant.kind}: no samples queued with the group: not "
+                            "sampled (history or the declared estimate)")
+                steps = None
             variants.append(VariantToProfile(variant.kind, variant.request, steps if waiting else None,
                                              tg.estimates.get(variant.kind),
                                              job.time_limit_s if job is not None else None,
                                              script_hash=tags.get("h", "")))
-        self._users[group.group_id] = tg.user
-        self._uids[group.group_id] = tg.user_id
-        self._qos[group.group_id] = next(iter(tg.jobs.values())).qos
         return GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time)
-
-    def _sample_script(self, group_id: str, kind: str, expected: str, owner: int) -> bool:
-        """Whether the submitter's sample script exists, is the user's own, and is the one the user's job names."""
-        if not expected:
-            return False
-        text = self.read_text(sample_script_path(self.site, group_id, kind), owner)
-        if text is None or script_hash(text) != expected:
-            self._audit(group_id, "profile", f"{kind}: no sample script matching p={expected} in the spool: "
-                        "not sampled" if text is None else
-                        f"{kind}: sample script in the spool does not match p={expected}: not sampled")
-            return False
-        self._scripts[(group_id, kind)] = text
-        return True
 
     def _feed_progress(self, obs: Observation, now: float) -> None:
         """A running variant's progress file (or, without one, its elapsed time) updates its estimate."""
@@ -279,7 +254,7 @@ class ProfilingStage(SampleLifecycle):
             self._uids.pop(gid, None)
             self._ready.discard(gid)
         self._audited = {k: v for k, v in self._audited.items() if k[0] in self._users}
-        self._scripts = {k: v for k, v in self._scripts.items() if k[0] in self._users}
+        self._variants = {k: v for k, v in self._variants.items() if k[0] in self._users}
         self._qos = {k: v for k, v in self._qos.items() if k in self._users}
         self._requests = {k: v for k, v in self._requests.items() if k.rsplit(".", 2)[0] in self._users}
 

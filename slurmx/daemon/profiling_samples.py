@@ -1,13 +1,20 @@
-"""The sample lifecycle of slurmxd's profiling stage: submit as the group's user, follow, cut, close.
+"""The sample lifecycle of slurmxd's profiling stage: release what the user queued, follow, cut, close.
 
-Crash safety: a sample's row is written (state `submitting`) before its `sbatch`; a daemon restarted before the
-job id was recorded finds the job by its `slurmx-sample:` comment in squeue instead of submitting it twice, and one
-restarted later replays finished samples from the store into a fresh profiler (the sample plan is deterministic).
+Samples are the user's code, so the user's own `slurmx submit` queues them, held, beside the variants
+(`slurmx.profile.sampling.sample_requests`, the plan the daemon's profiler makes too). The daemon only releases,
+reads and cancels them: it needs no root and runs nobody's script as anyone. Before a release it checks the
+queued job against the plan and the group's own variant (user, tag, steps, QOS, time limit, resources), so a user
+cannot get a bigger job started under the high-priority profiling QOS by faking a sample.
+
+Crash safety: a sample's row (with its job id) is written before the release; a daemon restarted after a lost
+answer sees the sample still held and releases it again, and one restarted later replays finished samples from
+the store into a fresh profiler (the sample plan is deterministic).
 """
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+import math
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from slurmx.core.config import SiteConfig
@@ -18,50 +25,48 @@ from slurmx.daemon.store import SampleRow, Store
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.readings import read_spool_json, sample_step_seconds, sample_wall_seconds
 from slurmx.profile.sampling import SAMPLE_TAG, SampleRequest, SamplingParams
-from slurmx.slurm import CliSlurm, SlurmAdapter, SlurmError
+from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
-from slurmx.slurm.transport import CommandResult, Transport
 
-__all__ = ["WAITING", "AuditRow", "RunAsUser", "SampleLifecycle", "SubmitAs", "read_progress", "submit_as_user"]
+__all__ = ["WAITING", "AuditRow", "SampleLifecycle", "read_progress", "reported_timing", "sample_fields"]
 
 log = logging.getLogger("slurmxd")
 
 AuditRow = tuple[float, int, str, str, str]
-SubmitAs = Callable[[str, str, Sequence[str]], int]  # (user, script, sbatch options) -> job id
 _OPEN = ("submitting", "submitted", "cutting")
 WAITING = (GroupState.PENDING, GroupState.REQUEUED)
-VISIBLE_AFTER_S = 30.0  # a sample missing from squeue this soon after sbatch was submitted after the snapshot
+VISIBLE_AFTER_S = 30.0  # a sample missing from squeue this soon after its release or submission is not gone yet
 
 
-@dataclass(frozen=True, slots=True)
-class RunAsUser:
-    """A transport that runs each command as another user (`runuser -u USER --`): needs the daemon to be root."""
+def sample_fields(comment: str) -> dict[str, str] | None:
+    """The `key=value` fields of a sample's comment (`slurmx-sample:g=…,v=…,s=…,n=…[,t=…,ps=…]`), else None."""
+    if not comment.startswith(SAMPLE_TAG) or len(comment) > 1024:
+        return None
+    fields: dict[str, str] = {}
+    for part in comment[len(SAMPLE_TAG):].split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key in fields:
+            return None
+        fields[key] = value
+    return fields
 
-    inner: Transport
-    user: str
 
-    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
-        return self.inner.run(["runuser", "-u", self.user, "--", *argv], stdin, timeout)
+def reported_timing(comment: str, limit_s: float) -> tuple[float | None, float | None]:
+    """(wall seconds, seconds per step) the sample appended to its comment when it ended (`slurmx.hooks.sample`):
+    the user's claim, like the files it replaces, so only finite values within the sample's time limit count."""
+    fields = sample_fields(comment) or {}
 
-    def describe(self) -> str:
-        return f"{self.inner.describe()} as {self.user} (runuser)"
+    def number(key: str) -> float | None:
+        try:
+            value = float(fields[key])
+        except (KeyError, ValueError, OverflowError):
+            return None
+        return value if math.isfinite(value) and 0 <= value <= limit_s else None
 
+    wall = number("t")
+    return wall, number("ps") if wall is not None else None
 
-def submit_as_user(adapter: SlurmAdapter) -> SubmitAs:
-    """sbatch as the group's user over the daemon's own transport. An adapter without a transport (pyslurm) cannot
-    run a command as another user, so it submits nothing: a sample is the user's code and never runs as the
-    daemon's own user (the group keeps its declared estimates)."""
-    transport = getattr(adapter, "transport", None)
-    retry = getattr(adapter, "retry", None)
-
-    def submit(user: str, script: str, options: Sequence[str]) -> int:
-        if transport is None:
-            raise SlurmError(["sbatch"], None, f"cannot submit as {user}: this Slurm adapter has no transport to run "
-                             "runuser over, and a sample never runs as the daemon's own user")
-        return CliSlurm(RunAsUser(transport, user), retry).submit(script, options)
-
-    return submit
 
 def _sample_tag(request_id: str) -> str:
     group_id, kind, index = request_id.rsplit(".", 2)
@@ -74,7 +79,7 @@ def read_progress(path: Path, owner: int | None) -> Mapping[str, object] | None:
 
 
 class SampleLifecycle:
-    """Submitting and following samples: the half of `ProfilingStage` that talks to Slurm about samples."""
+    """Releasing and following samples: the half of `ProfilingStage` that talks to Slurm about samples."""
 
     site: SiteConfig
     adapter: SlurmAdapter
@@ -82,13 +87,12 @@ class SampleLifecycle:
     dry_run: bool
     params: SamplingParams
     profiler: Profiler
-    submit: SubmitAs
     qos_missing: bool
     _users: dict[str, str]
     _uids: dict[str, int]  # group -> its submitter's uid (Slurm's UserId): who its spool files must belong to
     _qos: dict[str, str]
+    _variants: dict[tuple[str, str], SlurmJob]  # (group, kind) -> the variant a sample must match
     _requests: dict[str, SampleRequest]
-    _scripts: dict[tuple[str, str], str]
     _rows: list[AuditRow]
     _cycle: int
     _now: float
@@ -98,7 +102,7 @@ class SampleLifecycle:
 
     def _replay_and_submit(self, obs: Observation, rows: Mapping[str, SampleRow], requests: list[SampleRequest],
                            now: float) -> None:
-        """Submit what the profiler asks for, except samples the store already knows (an earlier life): those
+        """Release what the profiler asks for, except samples the store already knows (an earlier life): those
         finished are replayed into the profiler, which may then ask for the next ones."""
         while requests:
             replayed = False
@@ -106,7 +110,7 @@ class SampleLifecycle:
                 self._requests[request.sample_id] = request
                 row = rows.get(request.sample_id)
                 if row is None:
-                    self._submit(obs, request, now)
+                    self._release(obs, request, now)
                 elif row.state == "done" and row.seconds is not None:
                     self.profiler.observe(row.sample_id, row.seconds, step_seconds=row.step_seconds)
                     replayed = True
@@ -118,38 +122,93 @@ class SampleLifecycle:
                     replayed = True
             requests = self.profiler.plan([], now) if replayed else []
 
-    def _submit(self, obs: Observation, request: SampleRequest, now: float) -> None:
-        user = self._users.get(request.group_id, "")
-        script = self._scripts.get((request.group_id, request.kind))
-        options = self._overrides(request)
-        what = f"sample {request.index} of {request.kind} ({request.steps} steps, QOS {options[0].split('=', 1)[1]})"
-        if self.dry_run:
-            self._audit(request.group_id, "profile", f"would submit {what}")
-            return
-        row = SampleRow(request.sample_id, request.group_id, request.kind, request.steps, None, "submitting", now)
-        self.store.put_sample(row, now)  # the intent, durable before sbatch
-        try:
-            if script is None or not user:
-                raise SlurmError(["sbatch"], None, "no verified sample script")
-            job_id = self.submit(user, script, options)
-        except SlurmUnavailable:
-            raise  # unknown whether it went through: the row stays `submitting`, squeue tells next cycle
-        except SlurmError as exc:
-            self.store.put_sample(replace(row, state="failed"), now)
-            self.profiler.abandon(request.sample_id)
-            self._audit(request.group_id, "error", f"{what} not submitted: {' '.join(str(exc).split())}; "
-                        f"{request.kind} keeps its declared estimate")
-            return
-        self.store.put_sample(replace(row, job_id=job_id, state="submitted"), now)
-        self._audit(request.group_id, "profile", f"submitted {what} as job {job_id}")
+    def queued_samples(self, obs: Observation, group_id: str, kind: str) -> list[SlurmJob]:
+        """The held samples the group's user queued for this variant (`slurmx submit`), lowest index first."""
+        user = self._users.get(group_id)
+        found = []
+        for job in obs.jobs.values():
+            fields = sample_fields(job.comment)
+            if fields is not None and fields.get("g") == group_id and fields.get("v") == kind \
+                    and job.user == user and job.state is VariantState.HELD:
+                found.append(job)
+        return sorted(found, key=lambda j: j.comment)
 
-    def _overrides(self, request: SampleRequest) -> list[str]:
-        """The sample's sbatch overrides; without the profiling QOS on this site, the group's own QOS (no cap)."""
-        options = request.sbatch_overrides()
-        if self.qos_missing:
-            qos = self._qos.get(request.group_id)
-            options = [f"--qos={qos}" if o.startswith("--qos=") and qos else o for o in options]
-        return options
+    def _release(self, obs: Observation, request: SampleRequest, now: float) -> None:
+        what = f"sample {request.index} of {request.kind} ({request.steps} steps, QOS {self._qos_of(request)})"
+        tag = request.comment
+        job = next((j for j in self.queued_samples(obs, request.group_id, request.kind) if j.comment == tag), None)
+        if job is None:
+            self._fail(SampleRow(request.sample_id, request.group_id, request.kind, request.steps, None, "failed",
+                                 now), f"no queued {what} (`slurmx submit` queues it held beside the variants): "
+                                 f"{request.kind} keeps its declared estimate")
+            return
+        problem = self._mismatch(job, request)
+        if problem:
+            if not self.dry_run:
+                self.adapter.cancel([job.job_id])
+            self._fail(SampleRow(request.sample_id, request.group_id, request.kind, request.steps, job.job_id,
+                                 "failed", now), f"cancelled queued {what}, job {job.job_id}: {problem}; "
+                                 f"{request.kind} keeps its declared estimate")
+            return
+        if self.dry_run:
+            self._audit(request.group_id, "profile", f"would release {what}, job {job.job_id}")
+            return
+        row = SampleRow(request.sample_id, request.group_id, request.kind, request.steps, job.job_id, "submitted",
+                        now)
+        self.store.put_sample(row, now)  # the intent, durable before the release (a lost answer: released again)
+        self.adapter.release([job.job_id])
+        self._audit(request.group_id, "profile", f"released {what}, job {job.job_id}")
+
+    def _fail(self, row: SampleRow, why: str) -> None:
+        if not self.dry_run:
+            self.store.put_sample(row, self._now)
+        self.profiler.abandon(row.sample_id)
+        self._audit(row.group_id, "error", why)
+
+    def _qos_of(self, request: SampleRequest) -> str:
+        """The profiling QOS; without it on this site, the group's own QOS (no cap)."""
+        return self._qos.get(request.group_id, request.qos) if self.qos_missing else request.qos
+
+    def _mismatch(self, job: SlurmJob, request: SampleRequest) -> str:
+        """Why a queued sample is not the one the plan and the group's variant say (empty: it is). The user made
+        it, so all of it is checked: a bigger or longer job must not start under the profiling QOS."""
+        variant = self._variants.get((request.group_id, request.kind))
+        if variant is None:
+            return "its variant is not in the queue"
+        if job.qos != self._qos_of(request):
+            return f"QOS {job.qos!r}, not {self._qos_of(request)!r}"
+        if job.time_limit_s is None or job.time_limit_s > request.time_limit_rounded_s:
+            return f"time limit {job.time_limit_s}s over the plan's {request.time_limit_rounded_s}s"
+        if job.partition != variant.partition:
+            return f"partition {job.partition!r}, not its variant's {variant.partition!r}"
+        if job.request != variant.request:
+            return f"request {job.request}, not its variant's {variant.request}"
+        return ""
+
+    def cancel_unneeded(self, obs: Observation, now: float) -> None:
+        """Cancel queued samples nothing will release: their group left the queue or was never a group, or the
+        profiler no longer wants them (history answered, a sibling was cut, profiling is done)."""
+        doomed: list[int] = []
+        for job in obs.jobs.values():
+            fields = sample_fields(job.comment)
+            if fields is None or job.state is not VariantState.HELD:
+                continue
+            gid = fields.get("g", "")
+            group = obs.view.groups.get(gid)
+            young = job.submit_time is not None and now - job.submit_time < VISIBLE_AFTER_S
+            if group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user):
+                if not young:  # `slurmx submit` queues samples before the variants
+                    doomed.append(job.job_id)
+            elif self.profiler.known(gid) and not self.profiler.wants(f"{gid}.{fields.get('v')}.{fields.get('s')}"):
+                doomed.append(job.job_id)
+        if doomed and not self.dry_run:
+            try:
+                self.adapter.cancel(doomed)
+            except SlurmUnavailable:
+                raise
+            except SlurmError as exc:
+                log.warning("profiling: cancelling %d unneeded sample(s) failed: %s", len(doomed), exc,
+                            extra={"event": "profile"})
 
     def check_qos(self) -> None:
         """Whether the site defines the profiling QOS (`sacctmgr show qos`); warn once and fall back if not."""
@@ -181,6 +240,10 @@ class SampleLifecycle:
             if job is None and now - row.created < VISIBLE_AFTER_S:
                 continue  # submitted after this cycle's snapshot was taken
             group = obs.view.groups.get(row.group_id)
+            if job is not None and job.state is VariantState.HELD and row.state == "submitted" \
+                    and row.created < now and group is not None and group.state in WAITING:
+                self.adapter.release([job.job_id])  # the release's answer was lost (or an admin held it)
+                continue
             if row.state == "cutting":
                 self._cut(row, job, now)
             elif job is not None and job.state.is_active:
@@ -196,7 +259,8 @@ class SampleLifecycle:
             self._cut(row, obs.jobs.get(row.job_id or 0), now)
 
     def _adopt(self, obs: Observation, row: SampleRow, now: float) -> SampleRow:
-        """A sample whose sbatch answer was lost: find it by its comment, else submit it again (once)."""
+        """A sample row without a job id (written by an older slurmxd before its sbatch): find the job by its
+        comment; if there is none, the sample is given up (the variant keeps its declared estimate)."""
         tag = _sample_tag(row.sample_id)
         user = self._users.get(row.group_id)
         found = [j for j in obs.jobs.values() if j.comment.startswith(tag) and (user is None or j.user == user)]
@@ -206,44 +270,45 @@ class SampleLifecycle:
             self.store.put_sample(adopted, now)
             self._audit(row.group_id, "profile", f"sample {row.sample_id} found in squeue as job {job.job_id}")
             return adopted
-        request = self._requests.get(row.sample_id)
-        if row.created >= now or self.dry_run or request is None:
-            return row  # written this cycle (sbatch unavailable just now): squeue decides next cycle
-        user = self._users.get(row.group_id, "")
-        script = self._scripts.get((row.group_id, row.kind))
+        if row.created >= now or self.dry_run:
+            return row
+        failed = replace(row, state="failed")
+        self.store.put_sample(failed, now)
+        self.profiler.abandon(row.sample_id)
+        self._audit(row.group_id, "error", f"sample {row.sample_id} is not in the queue: {row.kind} keeps its "
+                    "declared estimate")
+        return failed
+
+    def _timing(self, row: SampleRow, job: SlurmJob | None) -> tuple[float | None, float | None, str]:
+        """(wall s, s per step, where from): the sample's own report in its comment, else its spool files (a
+        daemon that may read the user's folder), else Slurm's whole seconds (squeue, or sacct once it is gone)."""
+        assert row.job_id is not None
+        if job is not None:
+            seconds, step_seconds = reported_timing(job.comment, float(job.time_limit_s or 0) + 60.0)
+            if seconds is not None:
+                return seconds, step_seconds, "reported by the sample"
+        spool, owner = group_spool(self.site, row.group_id), self._uids.get(row.group_id)
+        seconds = sample_wall_seconds(spool, row.job_id, owner)
+        if seconds is not None:
+            return seconds, sample_step_seconds(spool, row.job_id, owner), "from its spool files"
+        if job is not None:
+            done = job.state is VariantState.COMPLETED and job.start_time and job.end_time
+            return (float(job.end_time - job.start_time) if done else None), None, "Slurm's whole seconds"  # type: ignore[operator]
         try:
-            if script is None or not user:
-                raise SlurmError(["sbatch"], None, "no verified sample script")
-            job_id = self.submit(user, script, self._overrides(request))
-        except SlurmUnavailable:
-            raise
-        except SlurmError as exc:
-            failed = replace(row, state="failed")
-            self.store.put_sample(failed, now)
-            self.profiler.abandon(row.sample_id)
-            self._audit(row.group_id, "error", f"sample {row.sample_id} not resubmitted: {exc}")
-            return failed
-        submitted = replace(row, job_id=job_id, state="submitted", created=now)
-        self.store.put_sample(submitted, now)
-        self._audit(row.group_id, "profile", f"sample {row.sample_id} was never submitted: submitted as job {job_id}")
-        return submitted
+            records = self.adapter.accounting(job_ids=[row.job_id], since="now-7days")
+        except SlurmError:
+            records = []
+        for record in records:
+            if record.state is VariantState.COMPLETED:
+                seconds, step_seconds = reported_timing(record.comment, float(record.elapsed_s) + 60.0)
+                if seconds is not None:
+                    return seconds, step_seconds, "reported by the sample"
+                if record.elapsed_s > 0:
+                    return float(record.elapsed_s), None, "sacct's whole seconds"
+        return None, None, ""
 
     def _finished(self, row: SampleRow, job: SlurmJob | None, now: float) -> None:
-        spool = group_spool(self.site, row.group_id)
-        assert row.job_id is not None
-        owner = self._uids.get(row.group_id)
-        seconds = sample_wall_seconds(spool, row.job_id, owner)
-        step_seconds = sample_step_seconds(spool, row.job_id, owner)
-        if seconds is None and job is not None and job.state is VariantState.COMPLETED \
-                and job.start_time and job.end_time:
-            seconds = float(job.end_time - job.start_time)  # no spool timing: Slurm's whole seconds
-        if seconds is None and job is None:
-            try:
-                records = self.adapter.accounting(job_ids=[row.job_id], since="now-7days")
-            except SlurmError:
-                records = []
-            done = [r for r in records if r.state is VariantState.COMPLETED and r.elapsed_s > 0]
-            seconds = float(done[0].elapsed_s) if done else None
+        seconds, step_seconds, source = self._timing(row, job)
         if seconds is None:
             state = job.state_text if job is not None else "gone from squeue and sacct"
             self.profiler.abandon(row.sample_id)
@@ -254,7 +319,7 @@ class SampleLifecycle:
         self.profiler.observe(row.sample_id, seconds, step_seconds=step_seconds)
         self.store.put_sample(replace(row, state="done", seconds=seconds, step_seconds=step_seconds), now)
         self._audit(row.group_id, "profile", f"sample {row.sample_id} (job {row.job_id}, {row.steps} steps) took "
-                    f"{seconds:.2f}s" + (f", {step_seconds:.4g} s/step" if step_seconds else ""))
+                    f"{seconds:.2f}s" + (f", {step_seconds:.4g} s/step" if step_seconds else "") + f" ({source})")
 
     def _cut(self, row: SampleRow, job: SlurmJob | None, now: float) -> None:
         """Cancel a sample that already shows its variant is long; its time so far is a lower bound."""

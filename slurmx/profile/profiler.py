@@ -34,8 +34,7 @@ from slurmx.profile.sampling import (
     SampleRequest,
     SamplingParams,
     VariantToProfile,
-    sample_steps,
-    sample_time_limit,
+    sample_requests,
     within_cap,
 )
 
@@ -96,13 +95,8 @@ class Profiler:
             key = JobKey(group.user, group.name, script_hash, variant.kind)
             state = _VariantState(variant, key)
             state.estimate = self.history.estimate(key, now, variant.total_steps)
-            if state.estimate is None and variant.total_steps:
-                steps = sample_steps(variant.total_steps, len(group.variants), self.sampling)
-                if steps is not None:
-                    state.pending = [
-                        SampleRequest(group.group_id, variant.kind, i, n, self.sampling.qos,
-                                      sample_time_limit(variant, n, self.sampling), variant.request, group.name)
-                        for i, n in enumerate(steps)]
+            if state.estimate is None:
+                state.pending = sample_requests(group, variant, self.sampling)
             states[variant.kind] = state
         return states
 
@@ -147,6 +141,17 @@ class Profiler:
         if state is not None:
             state.pending.clear()
             state.abandoned = True
+
+    def wants(self, sample_id: str) -> bool:
+        """Whether the sample is still to run or running: a queued sample that is neither is not needed any more
+        (history answered, the variant was cut or abandoned, or the group was forgotten)."""
+        group_id, _, index = sample_id.rpartition(".")
+        group_id, _, kind = group_id.rpartition(".")
+        state = self._groups.get(group_id, {}).get(kind)
+        if state is None or not index.isdigit():
+            return False
+        i = int(index)
+        return any(r.index == i for r in state.pending) or (i in state.issued and i not in state.runs)
 
     def known(self, group_id: str) -> bool:
         """Whether `plan` has seen the group."""

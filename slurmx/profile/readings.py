@@ -13,11 +13,12 @@ when the daemon knows the group's uid, owned by it), so a planted file costs the
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from slurmx.core.userfiles import read_user_text
+from slurmx.hooks.sample import sample_step_seconds as step_seconds
+from slurmx.hooks.sample import sample_wall_seconds as wall_seconds
 
 __all__ = ["read_spool_json", "sample_step_seconds", "sample_wall_seconds"]
 
@@ -43,25 +44,10 @@ def sample_wall_seconds(spool_dir: str | Path, job_id: int | str, owner: int | N
     start_text = read_user_text(spool / f"profile-start-{job_id}", owner=owner, folder_owner=owner, max_bytes=64)
     if profile is None or progress is None or start_text is None:
         return None
-    try:
-        start = float(start_text.strip())
-        end = float(progress["time"])  # type: ignore[arg-type]
-        last = progress["step"] >= profile["steps"]  # type: ignore[operator]  # the profile, then the last progress
-    except (ValueError, KeyError, TypeError, OverflowError):
-        return None
-    if not (math.isfinite(start) and math.isfinite(end)):
-        return None
-    return end - start if last and end >= start else None
+    return wall_seconds(start_text, progress, profile)
 
 
 def sample_step_seconds(spool_dir: str | Path, job_id: int | str, owner: int | None = None) -> float | None:
     """Seconds per step inside the sample, from its first recorded step to its last (start-up excluded)."""
     profile = read_spool_json(Path(spool_dir) / f"profile-{job_id}.json", owner)
-    if profile is None:
-        return None
-    try:
-        times, steps = profile["times"], profile["at_steps"]
-        span = steps[-1] - steps[0]  # type: ignore[index]
-        return (float(times[-1]) - float(times[0])) / span if span > 0 else None  # type: ignore[index]
-    except (ValueError, KeyError, TypeError, IndexError, OverflowError, ZeroDivisionError):
-        return None
+    return step_seconds(profile) if profile is not None else None

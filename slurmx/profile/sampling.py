@@ -30,6 +30,7 @@ __all__ = [
     "SampleRequest",
     "SamplingParams",
     "VariantToProfile",
+    "sample_requests",
     "sample_steps",
     "sample_time_limit",
     "within_cap",
@@ -104,8 +105,33 @@ class SampleRequest:
         minutes = max(1, math.ceil(self.time_limit_s / 60))
         name = self.job_name or self.group_id
         return [f"--qos={self.qos}", f"--time={minutes}", f"--job-name={name}@{self.kind}~s{self.index}",
-                f"--comment={SAMPLE_TAG}g={self.group_id},v={self.kind},s={self.index},n={self.steps}",
-                f"--export=ALL,SLURMX_SAMPLE_STEPS={self.steps}", "--no-requeue"]
+                f"--comment={self.comment}", f"--export=ALL,SLURMX_SAMPLE_STEPS={self.steps}", "--no-requeue"]
+
+    @property
+    def comment(self) -> str:
+        """The sample's comment tag: how slurmxd finds the sample the user's `slurmx submit` queued for it."""
+        return f"{SAMPLE_TAG}g={self.group_id},v={self.kind},s={self.index},n={self.steps}"
+
+    @property
+    def time_limit_rounded_s(self) -> int:
+        """The time limit Slurm records for this sample (sbatch takes whole minutes)."""
+        return max(1, math.ceil(self.time_limit_s / 60)) * 60
+
+
+def sample_requests(group: GroupToProfile, variant: VariantToProfile,
+                    params: SamplingParams) -> list[SampleRequest]:
+    """The samples of one variant (short, then long), or none when the job is too short to sample within budget.
+
+    Pure and shared: `slurmx submit` queues exactly these (held) beside the variants, and slurmxd's profiler plans
+    exactly these, so the daemon only ever releases samples the user's own submission created.
+    """
+    if not variant.total_steps:
+        return []
+    steps = sample_steps(variant.total_steps, len(group.variants), params)
+    if steps is None:
+        return []
+    return [SampleRequest(group.group_id, variant.kind, i, n, params.qos, sample_time_limit(variant, n, params),
+                          variant.request, group.name) for i, n in enumerate(steps)]
 
 
 def sample_steps(total_steps: int, n_variants: int, params: SamplingParams) -> tuple[int, int] | None:

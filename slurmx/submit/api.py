@@ -14,9 +14,9 @@ from slurmx.core.model import GroupState, VariantState
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 from slurmx.submit.spec import JobSpec, load_spec, parse_spec
-from slurmx.submit.submitter import SubmittedGroup, submit_group
+from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group
 
-__all__ = ["GroupHandle", "submit", "wait_outcome"]
+__all__ = ["GroupHandle", "submit", "wait_for"]
 
 
 @dataclass
@@ -69,14 +69,14 @@ def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | st
     return GroupHandle(submitted, slurm)
 
 
-def wait_outcome(handle: GroupHandle, poll: float = 5.0) -> tuple[bool, str]:
-    """`slurmx submit --wait`: block until the group ends, whichever variant ran; (completed, one line saying how
-    it ended)."""
+def wait_for(handle: GroupHandle, poll: float = 5.0) -> str:
+    """`slurmx submit --wait`: block until the group ends, whichever variant ran. Returns the line saying so when
+    it completed; raises SubmitError (as sbatch --wait fails) when it failed or was cancelled."""
     try:
         final = handle.wait(poll=poll)
     except LookupError as exc:
-        return False, str(exc)
+        raise SubmitError(str(exc)) from None
     ran = next((f" (variant {v.kind})" for v in final.variants if v.state is not VariantState.CANCELLED), "")
     if final.state is not GroupState.COMPLETED:
-        return False, f"group {handle.group_id} ended {final.state.value}{ran}"
-    return True, f"Group {handle.group_id} completed{ran}"
+        raise SubmitError(f"group {handle.group_id} ended {final.state.value}{ran}")
+    return f"Group {handle.group_id} completed{ran}"

@@ -10,12 +10,13 @@ import secrets
 from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
-from slurmx.core.spool import group_spool, sample_script_path
+from slurmx.core.spool import group_spool
 from slurmx.core.validation import ConfigError
 from slurmx.core.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import FolderTaken
 from slurmx.submit.render import RenderedVariant, render_with_sample
+from slurmx.submit.samples import plan_samples, queue_samples
 from slurmx.submit.spec import JobSpec, resolve_variants
 
 __all__ = ["SubmitError", "SubmittedGroup", "new_group_id", "plan_group", "submit_group"]
@@ -34,6 +35,8 @@ class SubmittedGroup:
     mode: str
     variants: tuple[tuple[str, int], ...]  # (kind, Slurm job id), in the site's order
     spool_dir: str
+    samples: tuple[int, ...] = ()  # profiling samples queued held for slurmxd (managed mode)
+    note: str = ""  # one line on something that did not go as planned without failing the submission
 
     def job_ids(self) -> list[int]:
         return [job_id for _, job_id in self.variants]
@@ -68,15 +71,18 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
                  pick: str | None = None, only: tuple[str, ...] | None = None,
                  source: str = "<spec>") -> SubmittedGroup:
     gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source)
-    submitted: list[tuple[str, int]] = []
+    # Samples first: when slurmxd first sees the group's variants, the samples it may release are already queued.
+    samples = queue_samples(adapter, plan_samples(spec, site, gid, rendered) if mode == "managed" else [])
+    submitted: list[tuple[str, int]] = [("sample", job_id) for job_id in samples.job_ids]
     for variant in rendered:
         try:
             submitted.append((variant.kind, adapter.submit(variant.script, [])))
         except (SlurmError, UnicodeError) as exc:
             raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{_roll_back(adapter, submitted)}") from None
-    if mode == "managed":  # the variants wait held for slurmxd: wake it rather than wait for its next tick
+    if mode == "managed":  # the variants wait for slurmxd: wake it rather than wait for its next tick
         notify(site.daemon.socket)
-    return SubmittedGroup(gid, spec.name, mode, tuple(submitted), group_spool(site, gid))
+    variants = tuple(pair for pair in submitted if pair[0] != "sample")
+    return SubmittedGroup(gid, spec.name, mode, variants, group_spool(site, gid), samples.job_ids, samples.note)
 
 
 FOLDER_TRIES = 3  # a taken group folder means a new group id; three taken in a row is someone planting them
@@ -87,17 +93,15 @@ def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
                       source: str) -> tuple[str, str, list[RenderedVariant]]:
     """Plan the group and create its folder owner-only, as the submitting user, before any sbatch.
 
-    The folder holds everything the group's jobs trust (hooks, payloads, checkpoints, outputs, sample scripts),
+    The folder holds everything the group's jobs trust (hooks, payloads, checkpoints, outputs),
     and the spool root is writable by every user: a folder that already exists may be another user's plant, so
     it is never adopted; the group takes a new id instead.
     """
     for _ in range(FOLDER_TRIES):
         gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
         folder = group_spool(site, gid)
-        samples = {sample_script_path(site, gid, v.kind).rpartition("/")[2]: v.sample_script
-                   for v in rendered if v.sample_script is not None}
         try:
-            adapter.make_private_folder(folder, samples)
+            adapter.make_private_folder(folder, {})
         except FolderTaken:
             continue
         except SlurmError as exc:

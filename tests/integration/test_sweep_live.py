@@ -14,8 +14,10 @@ from slurmx.sim.parallel import parallel_map
 from slurmx.sim.sweep import expand_grid, run_point
 from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 from slurmx.slurm.adapter import CliSlurm
-from tests.integration.conftest import Cluster
+from slurmx.slurm.records import AccountingRecord
+from tests.integration.conftest import Cluster, wait_until
 
+ACTIVE = (VariantState.PENDING, VariantState.RUNNING, VariantState.REQUEUED)
 BASE = {
     "seed": 5,
     "cluster": {"partitions": [{"name": "gpu", "kind": "gpu", "nodes": 2, "cpus": 32, "mem": "256G",
@@ -36,7 +38,13 @@ def test_eight_points_on_a_job_array_give_the_local_numbers(cluster: Cluster, sl
     assert sorted(int(p.stem) for p in (sweep.directory / "results").glob("*.json")) == list(range(8))
     assert len({json.dumps(r, sort_keys=True) for r in remote}) == 8  # eight different runs, not one repeated
     name = f"slurmx-sweep-{sweep.directory.name}"
-    tasks = [r for r in slurm.accounting(since="now-1hour") if r.name == name]
+
+    def finished_tasks() -> list[AccountingRecord] | None:
+        # A task's result file is written before the task leaves Slurm, and slurmdbd records it later still
+        tasks = [r for r in slurm.accounting(since="now-1hour") if r.name == name]
+        return tasks if len(tasks) >= 8 and not any(r.state in ACTIVE for r in tasks) else None
+
+    tasks = wait_until(finished_tasks, 90, "8 array tasks in sacct")
     assert len(tasks) == 8 and all(r.state is VariantState.COMPLETED for r in tasks), tasks  # ran as 8 array tasks
 
 

@@ -89,40 +89,6 @@ def test_a_victim_requeued_at_its_deadline_is_the_only_victim_for_its_beneficiar
     assert daemon.backend.reads >= 2 + 5, "the requeueing cycle reads Slurm again"
 
 
-def test_profiling_submits_samples_as_the_groups_user_over_the_daemons_transport(tmp_path: Path) -> None:
-    """The cycle's counting wrapper must not hide the transport: samples run as their group's user, never as the
-    daemon's (root)."""
-    from slurmx.slurm import CliSlurm
-    from slurmx.slurm.transport import ReplayTransport
-
-    site = SITE.model_copy(update={"policy": SITE.policy.model_copy(update={"name": "allox"})})
-    transport = ReplayTransport({})
-    daemon = Daemon(site, CliSlurm(transport), Store(tmp_path / "s.sqlite"), make_policy("allox"))
-    assert daemon.profiling is not None
-    calls: list[tuple[str, ...]] = []
-    transport.run = lambda argv, stdin=None, timeout=30.0: calls.append(tuple(argv)) or _ok(argv)  # type: ignore[method-assign]
-    daemon.profiling.submit("alice", "#!/bin/bash\ntrue\n", ["--qos=slurmx-profile"])
-    assert calls and calls[0][:4] == ("runuser", "-u", "alice", "--"), calls
-
-
-def _ok(argv: Sequence[str]) -> Any:
-    from slurmx.slurm.transport import CommandResult
-    return CommandResult(tuple(argv), 0, "123\n", "")
-
-
-def test_an_adapter_that_cannot_run_as_the_user_submits_no_sample() -> None:
-    """No transport to run runuser over (pyslurm, a fake): the sample is refused, never run as the daemon's user."""
-    from slurmx.daemon.profiling_samples import submit_as_user
-    from slurmx.slurm import SlurmError
-
-    fake = FakeSlurm([])
-    submitted: list[str] = []
-    fake.submit = lambda script, options: submitted.append(script) or 1  # type: ignore[attr-defined]
-    with pytest.raises(SlurmError, match="cannot submit as alice: this Slurm adapter has no transport"):
-        submit_as_user(fake)("alice", "#!/bin/bash\ntrue\n", [])  # type: ignore[arg-type]
-    assert submitted == []
-
-
 @pytest.mark.parametrize("now", [1000.0, 1000.5])
 def test_a_zero_grace_migration_applies_in_one_plan_whatever_the_clocks_fraction(tmp_path: Path, now: float) -> None:
     """Preempt(grace 0) then Start of the same group: requeued and released in the same cycle, also when the clock

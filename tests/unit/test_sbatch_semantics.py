@@ -445,7 +445,8 @@ def _submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slurm: _GroupSlurm,
     wait = GroupHandle.wait
     monkeypatch.setattr(GroupHandle, "wait", lambda self, timeout=None, poll=2.0: wait(self, timeout, 0.0))
     result = CliRunner().invoke(cli_module.cli, ["--site", str(site_path), "submit", *words])
-    return result.exit_code, result.stdout, result.stderr
+    failure = f"slurmx: {result.exception}\n" if result.exit_code == 1 and result.exception else ""  # as _run
+    return result.exit_code, result.stdout, result.stderr + failure
 
 
 def _script(tmp_path: Path, directives: str = "") -> str:
@@ -481,7 +482,7 @@ def test_wait_fails_like_sbatch_when_the_group_did_not_complete(monkeypatch: pyt
     words = {"cli": ["--wait", script], "script": [script], "after-an-sbatch-option": ["-c", "1", "--wait", script]}
     code, _, err = _submit(monkeypatch, tmp_path, slurm, *words[where])
     assert code == 1
-    assert err.strip().splitlines()[-1].startswith("Error: group job-") and err.rstrip().endswith(
+    assert err.strip().splitlines()[-1].startswith("slurmx: group job-") and err.rstrip().endswith(
         "ended failed (variant cpu)")
 
 

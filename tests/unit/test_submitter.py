@@ -306,9 +306,7 @@ def test_the_group_folder_is_made_owner_only_by_the_user_before_any_sbatch() -> 
     group = submit_group(spec(work=100), site(), adapter, source="job.yaml")
     folder = f"/shared/spool/{group.group_id}"
     assert transport.folder_calls[0] == (("mkdir", "-m", "700", "--", folder), None)
-    writes = transport.folder_calls[1:]
-    assert [argv[-1] for argv, _ in writes] == [f"{folder}/sample-{k}.sh" for k in ("cpu", "gpu", "accel")]
-    assert all(argv[:2] == ("sh", "-c") and "set -C" in argv[2] and stdin for argv, stdin in writes)
+    assert transport.folder_calls[1:] == []  # nothing for slurmxd to read: samples are queued by sbatch instead
     script = transport.calls[0][1] or ""
     assert f"#SBATCH --output={folder}/cpu-%j.out\n" in script
 
@@ -339,3 +337,36 @@ def test_a_spool_that_does_not_exist_is_one_line_and_submits_nothing() -> None:
     assert str(info.value).startswith("cannot create the group folder /shared/spool/train-")
     assert "must exist on the cluster's shared storage" in str(info.value) and "\n" not in str(info.value)
     assert transport.calls == []
+
+
+# ---------------------------------------------------------------------------------------------- profiling samples
+
+
+def test_a_managed_group_under_allox_queues_its_samples_held_before_its_variants() -> None:
+    allox = site().model_copy(update={"policy": site().policy.model_copy(update={"name": "allox"})})
+    answers = [ok(f"{i}\n") for i in range(1, 10)]
+    adapter, transport = slurm({("sbatch",): answers})
+    group = submit_group(spec(work=10_000, time="1h"), allox, adapter, source="job.yaml")
+    sbatches = argvs(transport)
+    # 3 variants x (short, long), then the variants: the daemon finds the samples when it first sees the group.
+    assert group.samples == (1, 2, 3, 4, 5, 6) and group.job_ids() == [7, 8, 9] and group.note == ""
+    for argv in sbatches[:6]:
+        assert "--hold" in argv and "--qos=slurmx-profile" in argv and "--no-requeue" in argv
+        assert any(a.startswith("--comment=slurmx-sample:g=" + group.group_id + ",v=") for a in argv)
+    assert all("--hold" not in argv for argv in sbatches[6:])
+    assert "SLURMX_PROFILE_STEPS" in (transport.calls[0][1] or "")
+
+
+def test_samples_that_cannot_be_queued_leave_a_note_not_a_failed_submission() -> None:
+    allox = site().model_copy(update={"policy": site().policy.model_copy(update={"name": "allox"})})
+    adapter, _ = slurm({("sbatch",): [fail("sbatch: error: Batch job submission failed: Job violates accounting"),
+                                      ok("7\n"), ok("8\n"), ok("9\n")]})
+    group = submit_group(spec(work=10_000, time="1h"), allox, adapter, source="job.yaml")
+    assert group.samples == () and group.job_ids() == [7, 8, 9]
+    assert group.note.startswith("profiling samples not queued (") and "declared estimates" in group.note
+
+
+def test_no_samples_for_a_policy_that_reads_no_estimates_or_outside_managed_mode() -> None:
+    adapter, transport = slurm({("sbatch",): [ok("1\n"), ok("2\n"), ok("3\n")]})
+    group = submit_group(spec(work=10_000), site(), adapter)  # FIFO
+    assert group.samples == () and len(argvs(transport)) == 3

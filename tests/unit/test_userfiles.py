@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from slurmx.core.actions import Start
-from slurmx.core.spool import sample_script_path
 from slurmx.core.userfiles import MAX_READ_BYTES, UntrustedFile, read_user_file, read_user_text
 from slurmx.daemon.store import Store
 from slurmx.profile.readings import read_spool_json, sample_wall_seconds
-from tests.unit.test_profile_daemon import ProfilingSlurm, daemon, group_with_scripts, site
+from tests.unit.test_profile_daemon import ProfilingSlurm, daemon, group_with_samples
 
 OTHER_UID = 4242
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a file owned by another uid needs root to chown")
@@ -100,21 +99,25 @@ def test_deeply_nested_or_broken_json_is_no_reading(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("plant", ["fifo", "dev-zero-link", "sparse-10G"])
-def test_the_profiling_stage_finishes_its_cycle_with_a_planted_sample_script(tmp_path: Path, plant: str) -> None:
-    jobs = group_with_scripts(tmp_path)  # train-abc123, cpu 11 and gpu 12, each with its sample script
-    script = Path(sample_script_path(site(tmp_path), "train-abc123", "cpu"))
-    script.unlink()
-    if plant == "fifo":
-        os.mkfifo(script)
-    elif plant == "dev-zero-link":
-        script.symlink_to("/dev/zero")
-    else:
-        with script.open("wb") as f:
-            f.truncate(10 << 30)
-    fake = ProfilingSlurm(jobs)
+def test_the_profiling_stage_finishes_its_cycle_with_a_planted_sample_file(tmp_path: Path, plant: str) -> None:
+    fake = ProfilingSlurm(group_with_samples(tmp_path))  # train-abc123: cpu 11 and gpu 12, samples 501-504
     store = Store(":memory:")
-    report = reads_within(30, lambda: daemon(tmp_path, fake, store, [1000.0]).cycle())
+    clock = [1000.0]
+    d = daemon(tmp_path, fake, store, clock)
+    d.cycle()
+    fake.finish_sample(501, tmp_path, "train-abc123", report=False)  # no timing in its comment: the spool is read
+    path = tmp_path / "train-abc123" / "profile-501.json"
+    path.unlink()
+    if plant == "fifo":
+        os.mkfifo(path)
+    elif plant == "dev-zero-link":
+        path.symlink_to("/dev/zero")
+    else:
+        with path.open("wb") as f:
+            f.truncate(10 << 30)
+    clock[0] += 5
+    report = reads_within(30, d.cycle)
     assert not isinstance(report, BaseException), report
-    kinds = [opts for _, opts in fake.submitted]
-    assert len(kinds) == 1 and any("v=gpu" in o for o in kinds[0])  # the gpu variant is sampled, cpu is not
+    row = store.samples()["train-abc123.cpu.0"]
+    assert (row.state, row.seconds) == ("done", 10.0)  # Slurm's whole seconds: the planted file is no reading
     assert report.plan.of_type(Start) == ()  # type: ignore[attr-defined]

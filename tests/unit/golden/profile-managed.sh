@@ -68,11 +68,12 @@ export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 # variants (so may a bulk release): the one that started first (the lower job id on a tie) works, a later one
 # leaves without work, and a group that already completed never runs again. The winner cancels its waiting
 # siblings, so the group runs exactly once even if no daemon ever comes back.
-_slurmx_siblings() {  # "id state start" of this group's other jobs; fails when squeue does not answer
+_slurmx_siblings() {  # "id state start v|s" of this group's other variants and samples; fails without squeue
   local _out
   _out=$(squeue -h -u "$(id -un)" -t all -o '%i %T %S %k' 2>/dev/null) || return 1
-  printf '%s\n' "$_out" | awk -v tag="g=$SLURMX_GROUP," -v me="$SLURM_JOB_ID" \
-    'index($4, tag) && $1 != me {print $1, $2, $3}'
+  printf '%s\n' "$_out" | awk -v tag="g=$SLURMX_GROUP," -v me="$SLURM_JOB_ID" '$1 != me && index($4, tag) {
+    if (index($4, "slurmx:") == 1) print $1, $2, $3, "v"; else if (index($4, "slurmx-sample:") == 1) print $1, $2, $3, "s"
+  }'
 }
 _slurmx_guard() {
   local _try _list="" _my_start _known=0 _fails=0 _id _state _start _lost="" _waiting
@@ -94,8 +95,8 @@ _slurmx_guard() {
     echo "slurmx: job $SLURM_JOB_ID could not check its siblings (squeue); working anyway" >&2
     return 0
   fi
-  while read -r _id _state _start; do
-    [ -n "$_id" ] || continue
+  while read -r _id _state _start _type; do
+    [ -n "$_id" ] && [ "$_type" = v ] || continue  # a profiling sample never did the group's work
     case $_state in
       COMPLETED) _lost="$_id completed the group's work" ;;
       RUNNING|SUSPENDED|CONFIGURING|STOPPED|RESIZING|SIGNALING|STAGE_OUT)
@@ -110,7 +111,7 @@ _slurmx_guard() {
     scancel "$SLURM_JOB_ID" 2>/dev/null
     exit 0
   fi
-  _waiting=$(printf '%s\n' "$_list" | awk '$2 == "PENDING" {printf "%s ", $1}')
+  _waiting=$(printf '%s\n' "$_list" | awk '$2 == "PENDING" {printf "%s ", $1}')  # variants and queued samples
   # shellcheck disable=SC2086  # job ids, one word each
   [ -z "$_waiting" ] || scancel $_waiting 2>/dev/null || true
 }
@@ -140,4 +141,14 @@ mv -f "$_slurmx_payload.tmp.$$" "$_slurmx_payload"
 chmod +x "$_slurmx_payload"
 cd -- '/shared/work dir' || exit 1
 slurmx_run "$_slurmx_payload" --lr 0.1 'two words' '$HOME;`id`'
+# Report the sample's timing to slurmxd in its own comment (slurmx.hooks.sample): the daemon reads comments, not
+# the group folder, so it need not be root. Without python3 on the node it falls back to Slurm's whole seconds.
+_slurmx_rc=$?
+_slurmx_report=$(python3 -m slurmx.hooks.sample 2>/dev/null) || _slurmx_report=""
+if [ -n "$_slurmx_report" ]; then
+  _slurmx_comment=$(squeue -h -j "$SLURM_JOB_ID" -o %k 2>/dev/null) \
+    && scontrol update JobId="$SLURM_JOB_ID" Comment="$_slurmx_comment,$_slurmx_report" >/dev/null 2>&1 \
+    || echo "slurmx: sample timing not reported to slurmxd (scontrol update failed)" >&2
+fi
+exit "$_slurmx_rc"
 
