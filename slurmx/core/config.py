@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources, parse_gres
-from slurmx.core.units import parse_duration, parse_mem
+from slurmx.core.units import parse_duration, parse_mem, parse_time_limit
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 
 __all__ = [
@@ -52,6 +52,11 @@ _HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-
 def _duration(value: Any) -> Any:
     """Strings go through `parse_duration`; YAML numbers are seconds (`1:30` is read by YAML as 90)."""
     return parse_duration(value) if isinstance(value, str | int | float) else value
+
+
+def _time_limit(value: Any) -> Any:
+    """A Slurm time limit (`time:`): a bare number is minutes, quoted or not, as `sbatch --time=30` reads it."""
+    return parse_time_limit(value) if isinstance(value, str | int | float) else value
 
 
 class _Model(BaseModel):
@@ -121,7 +126,7 @@ class ResourceKindConfig(_Model):
     @field_validator("time_s", mode="before")
     @classmethod
     def _time(cls, value: Any) -> Any:
-        return _duration(value)
+        return _time_limit(value)
 
     @field_validator("extra_flags")
     @classmethod
@@ -288,7 +293,7 @@ class SweepConfig(_Model):
     @field_validator("time_s", mode="before")
     @classmethod
     def _time(cls, value: Any) -> Any:
-        return _duration(value)
+        return _time_limit(value)
 
 
 class TransportConfig(_Model):
