@@ -267,6 +267,8 @@ class Variant:
     priority: int | None = None
     submit_time: float | None = None
     start_time: float | None = None
+    # Measured CPU sensitivity (Synergy's search): (CPUs, steps/s) points at full memory; () when not measured.
+    cpu_rates: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))

@@ -25,18 +25,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from slurmx.core.config import SiteConfig
-from slurmx.core.model import ClusterView, Group, VariantState
+from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.core.spool import group_spool
 from slurmx.core.tag import readable_fields, whole_number
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.profiling_samples import WAITING, AuditRow, SampleLifecycle, read_progress
+from slurmx.daemon.profiling_search import SensitivitySearches
 from slurmx.daemon.store import EstimateRow, Store
 from slurmx.daemon.trust import TrustedGroup
 from slurmx.profile.estimator import Estimate, ProgressReport
 from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
-from slurmx.profile.sampling import GroupToProfile, SampleRequest, SamplingParams, VariantToProfile
+from slurmx.profile.sampling import (
+    SEARCH_INDEX,
+    GroupToProfile,
+    SampleRequest,
+    SamplingParams,
+    VariantToProfile,
+    search_kind,
+)
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.records import SlurmJob
 
@@ -67,6 +75,8 @@ class ProfilingStage(SampleLifecycle):
         self.params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
         self.profiler = Profiler(History(HistoryParams(max_age_s=float(site.profile.history_max_age_s))),
                                  self.params)
+        self.searches = SensitivitySearches(search_kind(site), self.params, adapter, store, dry_run=dry_run,
+                                            audit=self._audit)
         self.seeded = False
         self._seen_runs: set[int] = set()
         self._variants: dict[tuple[str, str], SlurmJob] = {}  # (group, kind) -> the variant its samples match
@@ -95,6 +105,7 @@ class ProfilingStage(SampleLifecycle):
         if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
             self._follow_samples(obs, now)
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan([], now), now)  # next samples
+        self.searches.cycle(obs, now, self._users, self._qos_of)
         self.cancel_unneeded(obs, now)
         self._feed_progress(obs, now)
         self._record(obs.view, now)
@@ -190,7 +201,8 @@ class ProfilingStage(SampleLifecycle):
         """Whether the variant has samples: queued in squeue (held, or released by an earlier life of this daemon)
         or already in the store."""
         return bool(self.queued_samples(obs, group_id, kind, held=False)) or \
-            any(row.kind == kind for row in self.store.samples(group_id).values())
+            any(row.kind == kind and not sid.endswith(f".{SEARCH_INDEX}")
+                for sid, row in self.store.samples(group_id).items())
 
     def _feed_progress(self, obs: Observation, now: float) -> None:
         """A running variant's progress file (or, without one, its elapsed time) updates its estimate."""
@@ -222,13 +234,11 @@ class ProfilingStage(SampleLifecycle):
             if not self.profiler.known(gid):
                 groups[gid] = group
                 continue
-            if group.state in WAITING and not self.profiler.ready(gid):
+            if (group.state in WAITING and not self.profiler.ready(gid)) or self.searches.hidden(group):
                 changed = True
                 continue
-            estimates = self.profiler.estimates(gid)
-            variants = tuple(replace(v, estimate_s=estimates[v.kind].seconds)
-                             if v.kind in estimates and v.estimate_s != estimates[v.kind].seconds else v
-                             for v in group.variants)
+            estimates, rates = self.profiler.estimates(gid), self.searches.rates(gid)
+            variants = tuple(self._profiled(v, estimates, rates) for v in group.variants)
             if any(a is not b for a, b in zip(variants, group.variants, strict=True)):
                 group = replace(group, variants=variants)
                 changed = True
@@ -237,6 +247,16 @@ class ProfilingStage(SampleLifecycle):
             return view
         return ClusterView(now=view.now, nodes=view.nodes, partitions=view.partitions, groups=groups,
                            kinds=view.kinds)
+
+    def _profiled(self, variant: Variant, estimates: Mapping[str, Estimate],
+                  rates: tuple[tuple[int, float], ...]) -> Variant:
+        """The variant with its estimate and, on Synergy's kind, its measured CPU sensitivity."""
+        estimate = estimates.get(variant.kind)
+        seconds = estimate.seconds if estimate is not None else variant.estimate_s
+        cpu_rates = rates if rates and variant.kind == self.searches.kind else variant.cpu_rates
+        if seconds == variant.estimate_s and cpu_rates == variant.cpu_rates:
+            return variant
+        return replace(variant, estimate_s=seconds, cpu_rates=cpu_rates)
 
     def _record(self, view: ClusterView, now: float) -> None:
         """Changed estimates into the store and the audit log; groups done profiling announced; gone ones forgotten."""
@@ -265,6 +285,7 @@ class ProfilingStage(SampleLifecycle):
         if not gone:
             return
         self.profiler.forget(gone)
+        self.searches.forget(set(gone))
         if not self.dry_run:
             self.store.forget_profiles(gone)  # the audit log keeps their story for `slurmx explain`
         for gid in gone:

@@ -24,7 +24,7 @@ from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.readings import read_spool_json, sample_step_seconds, sample_wall_seconds
-from slurmx.profile.sampling import SAMPLE_TAG, SampleRequest, SamplingParams, sample_fields
+from slurmx.profile.sampling import SAMPLE_TAG, SEARCH_INDEX, SampleRequest, SamplingParams, sample_fields
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
@@ -117,7 +117,8 @@ class SampleLifecycle:
         for job in obs.jobs.values():
             fields = sample_fields(job.comment)
             if fields is not None and fields.get("g") == group_id and fields.get("v") == kind \
-                    and job.user == user and (job.state is VariantState.HELD or not held):
+                    and fields.get("s") != str(SEARCH_INDEX) and job.user == user \
+                    and (job.state is VariantState.HELD or not held):
                 found.append(job)
         return sorted(found, key=lambda j: j.comment)
 
@@ -187,7 +188,8 @@ class SampleLifecycle:
                 continue  # `slurmx submit` queues samples before the variants: give it time to finish
             orphan = group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user)
             sample_id = f"{gid}.{fields.get('v')}.{fields.get('s')}"
-            unwanted = self.profiler.known(gid) and not self.profiler.wants(sample_id)
+            search = fields.get("s") == str(SEARCH_INDEX)  # released or given up by profiling_search
+            unwanted = self.profiler.known(gid) and not search and not self.profiler.wants(sample_id)
             if orphan or unwanted:
                 doomed.append(job.job_id)
         if doomed and not self.dry_run:
@@ -218,7 +220,8 @@ class SampleLifecycle:
     def _follow_samples(self, obs: Observation, now: float) -> None:
         """Adopt, read, cut and close the samples the store has open."""
         running: dict[str, float] = {}
-        open_rows = {sid: row for sid, row in self.store.samples().items() if row.state in _OPEN}
+        open_rows = {sid: row for sid, row in self.store.samples().items()
+                     if row.state in _OPEN and not sid.endswith(f".{SEARCH_INDEX}")}  # searches: profiling_search
         for sid, row in open_rows.items():
             if row.state == "submitting":
                 row = self._adopt(obs, row, now)

@@ -82,6 +82,9 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (group_id, kind)
     );
     """,
+    """
+    ALTER TABLE samples ADD COLUMN points TEXT NOT NULL DEFAULT '';  -- a CPU search's 'cpus:rate;...' (w= field)
+    """,
 )
 
 
@@ -124,6 +127,7 @@ class SampleRow:
     seconds: float | None = None
     step_seconds: float | None = None
     steps_done: int = 0
+    points: str = ""  # a sensitivity sample's measured `cpus:steps/s;...` (slurmx.hooks.search.format_points)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,20 +307,21 @@ class Store:
         """Create or replace a sample row; commits before returning (the intent precedes the sbatch)."""
         self._db.execute(
             "INSERT INTO samples (sample_id, group_id, kind, steps, job_id, state, created, started, seconds, "
-            "step_seconds, steps_done, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sample_id) DO UPDATE "
-            "SET job_id=excluded.job_id, state=excluded.state, started=excluded.started, seconds=excluded.seconds,"
-            " step_seconds=excluded.step_seconds, steps_done=excluded.steps_done, updated=excluded.updated",
+            "step_seconds, steps_done, points, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sample_id) "
+            "DO UPDATE SET job_id=excluded.job_id, state=excluded.state, started=excluded.started, "
+            "seconds=excluded.seconds, step_seconds=excluded.step_seconds, steps_done=excluded.steps_done, "
+            "points=excluded.points, updated=excluded.updated",
             (row.sample_id, row.group_id, row.kind, row.steps, row.job_id, row.state, row.created, row.started,
-             row.seconds, row.step_seconds, row.steps_done, now))
+             row.seconds, row.step_seconds, row.steps_done, row.points, now))
 
     def samples(self, group_id: str | None = None) -> dict[str, SampleRow]:
         """Sample id -> row, of one group or of all."""
         sql = ("SELECT sample_id, group_id, kind, steps, job_id, state, created, started, seconds, step_seconds, "
-               "steps_done FROM samples")
+               "steps_done, points FROM samples")
         rows = self._db.execute(sql + " WHERE group_id=?", (group_id,)) if group_id is not None else \
             self._db.execute(sql)
         return {r[0]: SampleRow(r[0], r[1], r[2], int(r[3]), None if r[4] is None else int(r[4]), r[5],
-                                float(r[6]), r[7], r[8], r[9], int(r[10])) for r in rows}
+                                float(r[6]), r[7], r[8], r[9], int(r[10]), r[11]) for r in rows}
 
     def put_estimates(self, rows: Sequence[EstimateRow]) -> None:
         if rows:

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from slurmx.core.config import SiteConfig
 from slurmx.core.resources import Resources
 
 __all__ = [
     "SAMPLE_TAG",
+    "SEARCH_INDEX",
     "GroupToProfile",
     "SampleRequest",
     "SamplingParams",
@@ -34,6 +36,8 @@ __all__ = [
     "sample_requests",
     "sample_steps",
     "sample_time_limit",
+    "search_kind",
+    "search_request",
     "within_cap",
 ]
 
@@ -54,6 +58,8 @@ class SamplingParams(BaseModel):
     max_gres: Mapping[str, int] = Field(default_factory=dict, description="GRES all samples may hold at once")
     time_limit_factor: float = Field(3.0, gt=1, description="a sample's time limit / its share of the job's")
     default_time_limit_s: int = Field(600, ge=60, description="a sample's time limit when the job declares none")
+    search_steps: int = Field(50, ge=2, description="steps per point of Synergy's CPU search (sensitivity sample)")
+    search_cpus: int = Field(0, ge=0, description="CPUs the search starts from (0: the variant's own request)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,8 @@ class SampleRequest:
     time_limit_s: int
     request: Resources
     job_name: str = field(default="")
+    search_cpus: int = 0  # a sensitivity sample (index SEARCH_INDEX): the CPUs its in-job search starts from
+    search_step: int = 1  # and its steep-region step (the variant's GPU count)
 
     @property
     def sample_id(self) -> str:
@@ -119,8 +127,12 @@ class SampleRequest:
         """sbatch command-line options that override the rendered script's `#SBATCH` lines for a sample run."""
         minutes = max(1, math.ceil(self.time_limit_s / 60))
         name = self.job_name or self.group_id
-        return [f"--qos={self.qos}", f"--time={minutes}", f"--job-name={name}@{self.kind}~s{self.index}",
-                f"--comment={self.comment}", f"--export=ALL,SLURMX_SAMPLE_STEPS={self.steps}", "--no-requeue"]
+        options = [f"--qos={self.qos}", f"--time={minutes}", f"--job-name={name}@{self.kind}~s{self.index}",
+                   f"--comment={self.comment}", f"--export=ALL,SLURMX_SAMPLE_STEPS={self.steps}", "--no-requeue"]
+        if self.search_cpus:
+            options[4] += f",SLURMX_SEARCH_STEP={self.search_step}"
+            options.append(f"--cpus-per-task={self.search_cpus}")
+        return options
 
     @property
     def comment(self) -> str:
@@ -131,6 +143,28 @@ class SampleRequest:
     def time_limit_rounded_s(self) -> int:
         """The time limit Slurm records for this sample (sbatch takes whole minutes)."""
         return max(1, math.ceil(self.time_limit_s / 60)) * 60
+
+
+SEARCH_INDEX = 2
+"""The sample index of a group's sensitivity sample (0 and 1 are the short and long run-time samples)."""
+
+
+def search_kind(site: SiteConfig) -> str | None:
+    """The kind whose variants get Synergy's CPU/memory sensitivity search: the synergy policy's `kind` (gpu by
+    default) when it profiles; None for every other policy (they read no sensitivity)."""
+    if site.policy.name != "synergy" or not site.profile.active_for(site.policy.name):
+        return None
+    kind = site.policy.params.get("kind", "gpu")
+    return kind if isinstance(kind, str) else None
+
+
+def search_request(group: GroupToProfile, variant: VariantToProfile, params: SamplingParams) -> SampleRequest:
+    """The one sensitivity sample of Synergy's kind: Synergy's CPU search runs inside it (`slurmx.hooks.search`),
+    from `search_cpus` (else the variant's own CPUs) down, `search_steps` steps per point."""
+    cpus = params.search_cpus or variant.request.cpus
+    return SampleRequest(group.group_id, variant.kind, SEARCH_INDEX, params.search_steps, params.qos,
+                         params.default_time_limit_s, variant.request, group.name, search_cpus=max(1, cpus),
+                         search_step=max(1, variant.request.gres_count("gpu")))
 
 
 def sample_requests(group: GroupToProfile, variant: VariantToProfile,

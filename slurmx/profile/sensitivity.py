@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+# The search itself runs inside a sample job too (`python3 -m slurmx.hooks.search`), so it lives with the
+# standard-library hooks; the daemon, the simulator and the tests use this one copy.
+from slurmx.hooks.search import Measure, SearchParams, cpu_search, knee, refine_knee
+
 __all__ = [
+    "Measure",
     "MemoryModel",
     "SearchParams",
     "SensitivityProfile",
@@ -31,78 +36,6 @@ __all__ = [
     "profile_sensitivity",
     "refine_knee",
 ]
-
-Measure = Callable[[int], float]
-"""Throughput (steps or samples per second) of the job at this many CPUs, memory at maximum."""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchParams:
-    """max_cpus: where the search starts (the server's CPUs); step: the steep-region step (the job's GPU count);
-    threshold: the 10% flat/steep boundary; warm_up: re-run the first point once (the released profiler does);
-    saturation: the knee is the fewest CPUs within this fraction of the best throughput; refine_knee: bisect."""
-
-    max_cpus: int
-    step: int = 1
-    threshold: float = 0.10
-    warm_up: bool = True
-    saturation: float = 0.05
-    refine_knee: bool = True
-
-    def __post_init__(self) -> None:
-        if self.max_cpus < 1 or self.step < 1:
-            raise ValueError(f"sensitivity search: max_cpus and step must be >= 1, got {self.max_cpus}, {self.step}")
-        if not 0 < self.threshold < 1 or not 0 <= self.saturation < 1:
-            raise ValueError("sensitivity search: threshold must be in (0, 1) and saturation in [0, 1)")
-
-
-def cpu_search(measure: Measure, params: SearchParams) -> tuple[dict[int, float], list[int]]:
-    """The released profiler's CPU search: throughputs by CPU count, and the order points were run (warm-up too).
-
-    Epoch time is 1/throughput, so "changed by less than threshold" compares 1/W of consecutive points.
-    """
-    points: dict[int, float] = {}
-    order: list[int] = []
-    cpu, prev = params.max_cpus, None
-    while cpu >= 1:
-        tput = measure(cpu)
-        if not tput > 0:
-            raise ValueError(f"sensitivity search: throughput at {cpu} CPUs must be > 0, got {tput}")
-        order.append(cpu)
-        points[cpu] = tput
-        cur = 1.0 / tput
-        prev = cur if prev is None else prev
-        next_cpu = cpu // 2 if abs(prev - cur) / prev < params.threshold else cpu - params.step
-        prev = cur
-        if params.warm_up and len(order) == 1:
-            next_cpu = params.max_cpus
-        cpu = next_cpu
-    return points, order
-
-
-def knee(points: Mapping[int, float], saturation: float) -> int:
-    """The fewest CPUs among `points` whose throughput is within `saturation` of the best."""
-    best = max(points.values())
-    return min(c for c, w in points.items() if w >= (1.0 - saturation) * best)
-
-
-def refine_knee(measure: Measure, points: dict[int, float], order: list[int], saturation: float) -> int:
-    """Bisect between the knee and the next profiled point below it until they are adjacent CPU counts.
-
-    Adds the points it measures to `points` and `order`; returns the knee.
-    """
-    while True:
-        hi = knee(points, saturation)
-        below = [c for c in points if c < hi]
-        if not below:
-            return hi
-        lo = max(below)
-        if hi - lo <= 1:
-            return hi
-        mid = (lo + hi) // 2
-        points[mid] = measure(mid)
-        order.append(mid)
-
 
 def interpolate_row(points: Mapping[int, float], max_cpus: int) -> NDArray[np.float64]:
     """Throughput at 1..max_cpus CPUs: linear between profiled points, flat beyond the ends."""

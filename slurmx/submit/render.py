@@ -23,6 +23,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
+from slurmx.profile.sampling import search_kind
 from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
@@ -37,7 +38,8 @@ class RenderedVariant:
     kind: str
     script: str
     options: tuple[str, ...]
-    sample_script: str | None = None  # the profile-template script slurmxd submits as this variant's samples
+    sample_script: str | None = None  # the profile-template script of this variant's samples
+    search_script: str | None = None  # the sensitivity-template script of its CPU search (Synergy's kind only)
 
 
 def payload_hash(spec: JobSpec, kind: str, source: str = "<spec>") -> str:
@@ -170,11 +172,13 @@ def _payload(spec: JobSpec, kind: str, source: str) -> str:
 
 def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
                    source: str = "<spec>", profile_steps: int | None = None,
-                   sample_hash: str | None = None) -> RenderedVariant:
-    """The full batch script of one variant (the profile template when `profile_steps` is set)."""
+                   sample_hash: str | None = None, search: bool = False) -> RenderedVariant:
+    """The full batch script of one variant (the profile template when `profile_steps` is set, the sensitivity
+    template, which runs Synergy's CPU search inside the job, when `search` is set too)."""
     options = variant_options(spec, site, kind, group_id, mode, source, sample_hash)
     cfg = site.kind(kind)
-    template_name = "profile.sh.j2" if profile_steps else (cfg.template or f"{kind}.sh.j2")
+    template_name = ("sensitivity.sh.j2" if search else "profile.sh.j2") if profile_steps else \
+        (cfg.template or f"{kind}.sh.j2")
     env = _environment(site.submit.templates_dir)
     try:
         template = env.get_template(template_name)
@@ -217,7 +221,9 @@ def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str
         return render_variant(spec, site, kind, group_id, mode, source)
     sample = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1).script
     main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=tag.script_hash(sample))
-    return RenderedVariant(main.kind, main.script, main.options, sample)
+    search = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1, search=True).script \
+        if kind == search_kind(site) else None
+    return RenderedVariant(main.kind, main.script, main.options, sample, search)
 
 
 def render_group(spec: JobSpec, site: SiteConfig, kinds: Sequence[str], group_id: str, mode: str,

@@ -15,9 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
-from slurmx.core.resources import Resources
+from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.validation import validate_model
-from slurmx.profile.sampling import GroupToProfile, SampleRequest, SamplingParams, VariantToProfile, sample_requests
+from slurmx.profile.sampling import (
+    GroupToProfile,
+    SampleRequest,
+    SamplingParams,
+    VariantToProfile,
+    sample_requests,
+    search_request,
+)
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.submit.render import RenderedVariant
 from slurmx.submit.spec import JobSpec
@@ -39,11 +46,21 @@ def plan_samples(spec: JobSpec, site: SiteConfig, group_id: str,
         return []
     params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
     steps = round(spec.work)
-    variants = {v.kind: VariantToProfile(v.kind, Resources(), steps, time_limit_s=_slurm_time_limit(spec, site, v.kind))
-                for v in rendered}
+    variants = {v.kind: VariantToProfile(v.kind, _request(spec, site, v.kind), steps,
+                                         time_limit_s=_slurm_time_limit(spec, site, v.kind)) for v in rendered}
     group = GroupToProfile(group_id, "", spec.name, "", tuple(variants.values()))
-    return [(request, v.sample_script) for v in rendered if v.sample_script is not None
-            for request in sample_requests(group, variants[v.kind], params)]
+    planned = [(request, v.sample_script) for v in rendered if v.sample_script is not None
+               for request in sample_requests(group, variants[v.kind], params)]
+    planned += [(search_request(group, variants[v.kind], params), v.search_script) for v in rendered
+                if v.search_script is not None]
+    return planned
+
+
+def _request(spec: JobSpec, site: SiteConfig, kind: str) -> Resources:
+    """The variant's CPUs, memory and GRES as its `#SBATCH` lines ask for them."""
+    cfg = site.kind(kind)
+    return Resources(spec.variant_field(kind, "cpus") or cfg.cpus, spec.variant_field(kind, "mem_mb") or cfg.mem_mb,
+                     parse_gres(spec.variant_field(kind, "gres") or cfg.gres))
 
 
 def _slurm_time_limit(spec: JobSpec, site: SiteConfig, kind: str) -> int | None:

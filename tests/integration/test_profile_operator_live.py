@@ -85,7 +85,7 @@ def test_a_non_root_operator_daemon_samples_new_groups_and_allox_starts_them_on_
     for gid, group in groups.items():
         rows = store.samples(gid)
         assert len(rows) == 4 and all(r.state == "done" for r in rows.values()), rows
-        assert sorted(r.job_id for r in rows.values()) == sorted(group.samples)  # the user's samples, released
+        assert sorted(r.job_id or 0 for r in rows.values()) == sorted(group.samples)  # the user's samples, released
         estimates = {r.kind: r for r in store.estimates(gid)}
         for kind, seconds in truth[gid].items():
             assert estimates[kind].source in ("sample", "progress"), estimates[kind]
@@ -95,3 +95,48 @@ def test_a_non_root_operator_daemon_samples_new_groups_and_allox_starts_them_on_
         # folders gets them all the same (this test's daemon process could read them, so the source is checked).
         took = [e.detail for e in store.history(gid) if e.event == "profile" and " took " in e.detail]
         assert len(took) == 4 and all(d.endswith("(reported by the sample)") for d in took), took
+
+
+def test_a_synergy_group_gets_its_sensitivity_search_and_a_sized_allocation_from_a_non_root_daemon(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
+    """A GPU job whose speed rises with CPUs up to 3 (the gpu nodes: 4 CPUs, 2 GPUs, so 2 CPUs is a GPU's
+    proportional share): the search sample finds the knee inside one allocation, and Synergy (TUNE) starts the
+    job with 3 CPUs."""
+    path = operator_site(cluster, tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["resources"] = {k: v for k, v in data["resources"].items() if k == "gpu"}
+    data["policy"] = {"name": "synergy", "params": {"mechanism": "tune"}}
+    data["profile"] = {"sampling": {"qos": "slurmx-profile", "overhead_budget": 0.005, "search_cpus": 4,
+                                    "search_steps": 40, "max_samples": 16}}
+    path.write_text(yaml.safe_dump(data))
+    site = load_site_config(path)
+    script = payload(cluster, tag)
+    steps = 60 * 600
+    spec = parse_spec({"name": f"{tag}-syn", "variants": ["gpu"], "time": "2h", "work": steps,
+                       "command": f"exec python3 {script} {steps} --rate gpu=60 --knee 3"})
+    group = submit_group(spec, site, slurm)
+    cleanup.extend([*group.job_ids(), *group.samples])
+    assert len(group.samples) == 3, group  # short and long run-time samples, and the one search sample
+    store = Store(tmp_path / "state" / "slurmxd.sqlite")
+    daemon = DaemonProcess(path, tmp_path / "slurmxd.log")
+    daemon.start()
+    try:
+        def started() -> str:
+            return next((e.detail for e in store.history(group.group_id)
+                         if e.event == "decide" and e.detail.startswith("start ")), "")
+        deadline = time.monotonic() + 300
+        while not started():
+            assert time.monotonic() < deadline, [e.detail for e in store.history(group.group_id)]
+            assert daemon.proc is not None and daemon.proc.poll() is None, daemon.text()[-3000:]
+            time.sleep(2)
+        decision = started()
+    finally:
+        daemon.stop()
+    history = [e.detail for e in store.history(group.group_id)]
+    print("\n".join(history))
+    assert "Traceback" not in daemon.text()
+    found = next(d for d in history if d.startswith("sensitivity of gpu"))
+    knee = int(found.rsplit("knee ", 1)[1].split()[0])
+    assert abs(knee - 3) <= 1, found
+    assert f"as cpus={knee} " in decision, decision  # the sized allocation: the knee, above the 2-CPU share
+    admin.cancel(group.job_ids())

@@ -387,3 +387,60 @@ def test_a_group_still_being_submitted_is_registered_once_it_settles(tmp_path: P
     clock[0] += 6
     d.cycle()
     assert fake.released() == [short("cpu"), short("gpu")]
+
+
+def test_synergy_groups_get_their_sensitivity_search_released_read_and_kept(tmp_path: Path) -> None:
+    """The one search sample `slurmx submit` queues on Synergy's kind: checked, released, its `w=` points read into
+    the store and the view; a restarted daemon reads them from the store instead of searching again."""
+    cfg = site(tmp_path, "synergy", sampling={"qos": "slurmx-profile", "search_cpus": 4})
+    spec = parse_spec({"name": "train", "command": "true", "work": STEPS, "time": "1h"})
+    gid = "train-abc123"
+    _, _, rendered = plan_group(spec, cfg, group_id=gid)
+    planned = plan_samples(spec, cfg, gid, rendered)
+    search = [r for r, _ in planned if r.search_cpus]
+    assert [(r.kind, r.index, r.search_cpus, r.search_step) for r in search] == [("gpu", 2, 4, 1)]
+    assert "sensitivity" in next(script for r, script in planned if r.search_cpus)  # the search template
+    jobs = group_with_samples(tmp_path, samples=False)
+    options = dict(o.split("=", 1) for o in search[0].sbatch_overrides() if "=" in o)
+    jobs.append(replace(variant_job(600, gid, "gpu", ""), comment=search[0].comment, qos="slurmx-profile",
+                        time_limit_s=int(options["--time"]) * 60, request=Resources(4, 500, {"gpu": 1}),
+                        submit_time=900))
+    fake = ProfilingSlurm(jobs)
+    store = Store(tmp_path / "s.sqlite")
+    clock = [1000.0]
+
+    def stage() -> ProfilingStage:
+        return ProfilingStage(cfg, fake, store)  # type: ignore[arg-type]
+
+    first = stage()
+    d = Daemon(cfg, fake, store, make_policy("synergy"), clock=lambda: clock[0],  # type: ignore[arg-type]
+               profiling=first)
+    d.cycle()
+    assert ("release", (600,)) in fake.calls
+    fake.table[600] = replace(fake.table[600], state=VariantState.COMPLETED,
+                              comment=search[0].comment + ",w=4:60;3:59;2:40;1:20,k=3")
+    clock[0] += 5
+    d.cycle()
+    assert first.searches.rates(gid) == ((1, 20.0), (2, 40.0), (3, 59.0), (4, 60.0))
+    assert any(e.detail == "sensitivity of gpu (steps/s by CPUs): 4:60;3:59;2:40;1:20; knee 3 CPUs"
+               for e in store.history(gid))
+    again = stage()
+    Daemon(cfg, fake, store, make_policy("synergy"), clock=lambda: clock[0],  # type: ignore[arg-type]
+           profiling=again).cycle()
+    assert again.searches.rates(gid) == first.searches.rates(gid)
+    assert [c for c in fake.calls if c[0] == "release" and 600 in c[1]] == [("release", (600,))]  # searched once
+
+
+def test_a_forged_search_sample_is_cancelled_and_the_group_treated_as_insensitive(tmp_path: Path) -> None:
+    cfg = site(tmp_path, "synergy", sampling={"qos": "slurmx-profile", "search_cpus": 4})
+    gid = "train-abc123"
+    jobs = group_with_samples(tmp_path, samples=False)
+    jobs.append(replace(variant_job(600, gid, "gpu", ""), comment=f"slurmx-sample:g={gid},v=gpu,s=2,n=50",
+                        qos="slurmx-profile", time_limit_s=600, request=Resources(32, 500, {"gpu": 8}),
+                        submit_time=900))
+    fake = ProfilingSlurm(jobs)
+    store = Store(tmp_path / "s.sqlite")
+    Daemon(cfg, fake, store, make_policy("synergy"), clock=lambda: 1000.0,  # type: ignore[arg-type]
+           profiling=ProfilingStage(cfg, fake, store)).cycle()  # type: ignore[arg-type]
+    assert ("cancel", (600,)) in fake.calls and not any(c == ("release", (600,)) for c in fake.calls)
+    assert any("cancelled queued sensitivity sample, job 600: request" in e.detail for e in store.history(gid))

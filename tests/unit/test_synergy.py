@@ -315,3 +315,41 @@ def test_rounds_compare_tune_with_opt_on_the_same_jobs() -> None:
     assert tuned.gain_captured == pytest.approx(1.94 / 3.44)
     assert prop.ratio == pytest.approx(3.0 / 6.44) and prop.gain_captured == 0.0
     assert simulate(jobs, RoundSettings(mechanism="tune", shape=ONE)).opt_compare is None
+
+
+def test_a_measured_sensitivity_sizes_the_best_case_at_its_knee() -> None:
+    """slurmxd's search on a 4-CPU, 2-GPU server: a 1-GPU job whose throughput rises up to 3 CPUs and stays flat
+    (proportional share: 2 CPUs) gets a best case of 3 CPUs and a speedup of 60/40."""
+    from slurmx.policies.synergy.decisions import measured_profile
+
+    shape = ClusterShape(servers=2, gpus=2, cpus=4.0, mem_gb=8.0)
+    profile = measured_profile(((1, 20.0), (2, 40.0), (3, 59.0), (4, 60.0)), 1, shape)
+    assert (profile.demand.ideal_cpus, profile.demand.prop_cpus) == (3.0, 2.0)
+    assert profile.demand.speedup == pytest.approx(59.0 / 40.0)
+    assert profile.demand.ideal_mem == profile.demand.prop_mem == 4.0  # memory is not measured
+    flat = measured_profile(((1, 50.0), (2, 50.0), (4, 51.0)), 1, shape)  # insensitive: best case below prop
+    assert flat.demand.ideal_cpus == 1.0 and flat.demand.speedup == 1.0
+    from slurmx.policies.synergy.decisions import insensitive_profile
+
+    assert measured_profile((), 1, shape) == insensitive_profile(1, shape)  # nothing measured: proportional
+    assert measured_profile(((4, 1.0),), 3, shape) == insensitive_profile(3, shape)  # more GPUs than a server
+
+
+def test_the_policy_starts_a_measured_group_with_its_knee_cpus() -> None:
+    from slurmx.core.actions import Start
+    from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
+    from slurmx.core.resources import Resources
+
+    nodes = {n: Node(n, ("gpu",), Resources(4, 8000, {"gpu": 2}), Resources(), "idle") for n in ("g1", "g2")}
+    request = Resources(2, 4000, {"gpu": 1})
+
+    def group(gid: str, rates: tuple[tuple[int, float], ...]) -> Group:
+        variant = Variant(gid, "gpu", 1, VariantState.HELD, request, "gpu", estimate_s=600.0, cpu_rates=rates)
+        return Group(gid, gid, "alice", JobClass.BE, (variant,), submit_time=0.0)
+
+    view = ClusterView(10.0, nodes, {"gpu": Partition("gpu", ("g1", "g2"))},
+                       {"a": group("a", ((1, 20.0), (2, 40.0), (3, 59.0), (4, 60.0))), "b": group("b", ())},
+                       {"gpu": "gpu"})
+    plan = make_policy("synergy", {"mechanism": "tune"}).schedule(view, 10.0)
+    sizes = {a.group_id: a.alloc.cpus for a in plan.actions if isinstance(a, Start) and a.alloc is not None}
+    assert sizes == {"a": 3, "b": 2}

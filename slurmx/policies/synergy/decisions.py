@@ -9,7 +9,9 @@ proportional share, speedup, OPT's admissible points); the policy orders the que
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -39,6 +41,7 @@ __all__ = [
     "allocate_round",
     "insensitive_profile",
     "job_profile",
+    "measured_profile",
     "queue_key",
 ]
 
@@ -155,6 +158,36 @@ def queue_key(order: Order, job: QueueState, now: float, shape: ClusterShape, aw
             d.ideal_mem / (shape.mem_gb * shape.servers)
         head = max(g, c, m) if order == "drf" else remaining * (g + c + m)
     return (head, job.arrival, job.tiebreak)
+
+
+def measured_profile(rates: Sequence[tuple[int, float]], gpus: int, shape: ClusterShape,
+                     saturation: float = 0.05) -> JobProfile:
+    """A job's profile from its measured CPU sensitivity (slurmxd's search: steps/s at each CPU count, memory at
+    full): the best case is the knee, the fewest CPUs within `saturation` of the best throughput (the same rule as
+    `slurmx.hooks.search.knee`), capped by one server; memory is not measured, so it stays at the proportional
+    share; the speedup is the knee's throughput over the proportional share's, read off the measured points
+    (linear between them, flat beyond). OPT sees the measured points as its grid."""
+    points = sorted(rates)
+    prop_c, prop_m = shape.cpus_per_gpu * gpus, shape.mem_per_gpu * gpus
+    if not points or gpus > shape.gpus:
+        return insensitive_profile(gpus, shape)
+
+    def rate(cpus: float) -> float:
+        if cpus <= points[0][0]:
+            return points[0][1]
+        for (c0, w0), (c1, w1) in itertools.pairwise(points):
+            if cpus <= c1:
+                return w0 + (w1 - w0) * (cpus - c0) / (c1 - c0)
+        return points[-1][1]
+
+    best = max(w for _, w in points)
+    knee = min(c for c, w in points if w >= (1.0 - saturation) * best)
+    ideal_c = min(float(knee), shape.cpus)
+    w_prop = rate(prop_c)
+    speedup = max(1.0, rate(ideal_c) / w_prop)
+    grid = tuple((c / gpus, shape.mem_per_gpu, rate(c) / w_prop) for c, _ in points if c <= shape.cpus)
+    return JobProfile("", Demand(gpus, ideal_c, prop_m, prop_c, prop_m, speedup), 1.0,
+                      OptJob(gpus, grid or ((shape.cpus_per_gpu, shape.mem_per_gpu, 1.0),)))
 
 
 def insensitive_profile(gpus: int, shape: ClusterShape) -> JobProfile:

@@ -2,8 +2,9 @@
 
 It turns a `ClusterView` into the decision functions' inputs (a profile and a queue state per group) and
 their round allocation into actions (lease extended, or preempted and restarted with new CPUs and memory).
-Profiles come from the profiler (`SynergyPolicy.with_profiles`); a group without one is treated as
-insensitive: it runs at its proportional share, which Synergy guarantees anyway.
+Profiles are a model name (`SynergyPolicy.with_profiles`: the simulator's workloads) or the CPU sensitivity slurmxd
+measured (`Variant.cpu_rates`, from the search sample); a group with neither is treated as insensitive: it runs
+at its proportional share, which Synergy guarantees anyway.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from slurmx.policies.synergy.decisions import (
     allocate_round,
     insensitive_profile,
     job_profile,
+    measured_profile,
     queue_key,
 )
 from slurmx.policies.synergy.mechanisms import EPS, Placement
@@ -77,7 +79,9 @@ class SynergyPolicy:
             assert variant is not None
             gpus = max(1, variant.request.gres_count("gpu"))
             model = self.profiles.get(group.group_id)
-            profile = job_profile(model, gpus, shape) if model else insensitive_profile(gpus, shape)
+            profile = job_profile(model, gpus, shape) if model else \
+                measured_profile(variant.cpu_rates, gpus, shape) if variant.cpu_rates else \
+                insensitive_profile(gpus, shape)
             remaining = variant.estimate_s or 0.0
             done = 1.0 - (group.work if group.work is not None else 1.0)
             total = remaining / max(1.0 - done, EPS)
