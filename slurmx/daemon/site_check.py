@@ -1,0 +1,194 @@
+"""The whole check of a site file: what `slurmx config check` reports and what slurmxd refuses to start with.
+
+The site models (`slurmx.core.config`) find every structural problem at once. What they cannot see needs the
+policy registry, the profiler's sampling model and the job templates, which `slurmx.core` cannot import (they
+import it), so it is checked here: the policy exists and its parameters fit its arguments model, `profile.sampling`
+fits `SamplingParams`, the profiling QOS is not a class's QOS, and every template a kind names exists and
+compiles. Each section is checked on its own, so a broken `resources` does not hide an unknown policy: one run
+lists every problem, one line each, `FILE: key.path: problem; fix`. The daemon runs the same check at start-up,
+so a file `config check` accepts is a file slurmxd accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jinja2
+from pydantic import BaseModel, ValidationError
+
+from slurmx.core.config import (
+    ClassesConfig,
+    PolicyConfig,
+    ProfileConfig,
+    ResourceKindConfig,
+    SiteConfig,
+    SubmitConfig,
+)
+from slurmx.core.validation import ConfigError, load_yaml, validation_messages
+from slurmx.policies.base import available_policies, policy_args, policy_args_model
+from slurmx.profile.sampling import SamplingParams
+
+__all__ = ["check_site_data", "check_site_file", "load_checked_site", "site_json_schema", "site_problems"]
+
+M = TypeVar("M", bound=BaseModel)
+_MISSING_HINT = "pass --site PATH or set SLURMX_SITE"
+
+
+def load_checked_site(path: str | Path) -> SiteConfig:
+    """Read a site file and run every check; a `ConfigError` holds all problems (`str()` is the first)."""
+    site, problems = check_site_file(path)
+    if site is None:
+        raise ConfigError(problems)
+    return site
+
+
+def check_site_file(path: str | Path) -> tuple[SiteConfig | None, list[str]]:
+    """(the site, []) when slurmxd and `slurmx submit` would accept the file, else (None, every problem)."""
+    try:
+        data = load_yaml(path, SiteConfig, _MISSING_HINT)
+    except ConfigError as exc:
+        return None, exc.errors
+    problems = check_site_data(data, str(path))
+    return (None, problems) if problems else (SiteConfig.model_validate(dict(data)), [])
+
+
+def check_site_data(data: Mapping[str, Any], source: str) -> list[str]:
+    """Structural problems (all of pydantic's) followed by the semantic ones of each section that is valid alone."""
+    if not isinstance(data, Mapping):
+        return [f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"]
+    try:
+        site = SiteConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = validation_messages(SiteConfig, exc, source)
+    else:
+        return site_problems(site, source)
+    resources = data.get("resources")
+    kinds = {name: kind for name, raw in resources.items()
+             if isinstance(name, str) and (kind := _section(ResourceKindConfig, raw)) is not None} \
+        if isinstance(resources, Mapping) else {}
+    problems += _semantic(source, policy=_section(PolicyConfig, data.get("policy", {})),
+                          profile=_section(ProfileConfig, data.get("profile", {})),
+                          classes=_section(ClassesConfig, data.get("classes", {})),
+                          submit=_section(SubmitConfig, data.get("submit", {})), kinds=kinds)
+    return problems
+
+
+def site_problems(site: SiteConfig, source: str) -> list[str]:
+    """The semantic problems of an already valid site (what its models cannot see on their own)."""
+    return _semantic(source, policy=site.policy, profile=site.profile, classes=site.classes, submit=site.submit,
+                     kinds=site.resources)
+
+
+def _section(model: type[M], raw: Any) -> M | None:
+    """One section validated alone, or None when it has structural problems (already reported)."""
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return model.model_validate(dict(raw))
+    except ValidationError:
+        return None
+
+
+def _semantic(source: str, *, policy: PolicyConfig | None, profile: ProfileConfig | None,
+              classes: ClassesConfig | None, submit: SubmitConfig | None,
+              kinds: Mapping[str, ResourceKindConfig]) -> list[str]:
+    problems: list[str] = []
+    if policy is not None:
+        problems += _errors(lambda: policy_args(policy.name, policy.params, source, ("policy",)))
+    if profile is not None:
+        problems += _profile_problems(profile, classes, source)
+    if submit is not None:
+        problems += _template_problems(kinds, submit, source)
+    return problems
+
+
+def _errors(check: Any) -> list[str]:
+    try:
+        check()
+    except ConfigError as exc:
+        return exc.errors
+    return []
+
+
+def _profile_problems(profile: ProfileConfig, classes: ClassesConfig | None, source: str) -> list[str]:
+    """`profile.sampling` against `SamplingParams`, `profile.off_for` against the registry, and the QOSes."""
+    problems: list[str] = []
+    try:
+        sampling = SamplingParams.model_validate(dict(profile.sampling))
+    except ValidationError as exc:
+        problems += validation_messages(SamplingParams, exc, source, ("profile", "sampling"))
+        sampling = None
+    known = available_policies()
+    problems += [f"{source}: profile.off_for[{i}]: unknown policy {name!r}; available: {', '.join(known)}"
+                 for i, name in enumerate(profile.off_for) if name not in known]
+    if sampling is not None and classes is not None:
+        for job_class, config in (("te", classes.te), ("be", classes.be)):
+            if sampling.qos == config.qos:
+                problems.append(f"{source}: profile.sampling.qos: {sampling.qos!r} is the {job_class} class's QOS; "
+                                "give samples a QOS of their own (e.g. slurmx-profile), or samples count as jobs")
+    return problems
+
+
+def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitConfig, source: str) -> list[str]:
+    """Each kind's template exists where `slurmx submit` looks (the site's directory, then slurmx's) and compiles.
+
+    A kind's default `<kind>.sh.j2` may be missing: the base template serves it, as documented. A name the file
+    gives is a promise, and without this check a typo in it silently became the base template.
+    """
+    problems: list[str] = []
+    loaders: list[jinja2.BaseLoader] = []
+    directory = submit.templates_dir
+    if directory is not None:
+        if directory.is_dir():
+            loaders.append(jinja2.FileSystemLoader(str(directory)))
+        else:
+            problems.append(f"{source}: submit.templates_dir: no directory {str(directory)!r} (relative to "
+                            f"{Path.cwd()}); create it or remove the key")
+    loaders.append(jinja2.PackageLoader("slurmx", "templates"))
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False)
+    for kind, config in kinds.items():
+        name = config.template or f"{kind}.sh.j2"
+        try:
+            env.get_template(name)
+        except jinja2.TemplateNotFound:
+            if name == f"{kind}.sh.j2":
+                continue
+            where = f"{str(directory)!r} or slurmx's own" if directory is not None else "slurmx's own"
+            shown = ", ".join(t for t in env.list_templates() if t.endswith(".j2") and not t.startswith("_"))
+            problems.append(f"{source}: resources.{kind}.template: no template {name!r} in {where} templates "
+                            f"({shown}); fix the name, add the file, or remove the key for the base template")
+        except jinja2.TemplateSyntaxError as exc:
+            problems.append(f"{source}: resources.{kind}.template: {name} line {exc.lineno}: {exc.message}; fix "
+                            "the template")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{source}: resources.{kind}.template: cannot read {name}: {exc}; fix the file")
+    return problems
+
+
+def site_json_schema() -> dict[str, Any]:
+    """JSON Schema of the site file, for editors: the site models, with `profile.sampling` as `SamplingParams`
+    and `policy.params` as each registered policy's arguments (chosen by `policy.name`)."""
+    schema = SiteConfig.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "slurmx site config"
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    sampling = _hoisted(SamplingParams, defs)
+    defs["ProfileConfig"]["properties"]["sampling"] = {**sampling, "description": "profiler sample runs"}
+    branches = []
+    for name in available_policies():
+        args = _hoisted(policy_args_model(name), defs)
+        branches.append({"if": {"properties": {"name": {"const": name}}, "required": ["name"]},
+                         "then": {"properties": {"params": args}}})
+    defs["PolicyConfig"]["properties"]["name"]["enum"] = available_policies()
+    defs["PolicyConfig"]["allOf"] = branches
+    return schema
+
+
+def _hoisted(model: type[BaseModel], defs: dict[str, Any]) -> dict[str, Any]:
+    """`model`'s schema, its own `$defs` moved into the root's so every `$ref` resolves from the root."""
+    sub = model.model_json_schema(by_alias=True, mode="validation")
+    for key, value in sub.pop("$defs", {}).items():
+        defs.setdefault(key, value)
+    return sub
