@@ -316,6 +316,30 @@ class SweepConfig(_Model):
     time_s: int = Field(3600, validation_alias="time", gt=0, json_schema_extra=_DURATION_TEXT)
     max_parallel: int | None = Field(None, ge=1)  # the array's %N throttle
 
+    @field_validator("python")
+    @classmethod
+    def _python(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected the command that runs Python on the nodes, e.g. python3 or /opt/py/bin/python")
+        return value
+
+    @field_validator("pythonpath")
+    @classmethod
+    def _pythonpath(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry is joined into PYTHONPATH on a node, where a relative path means the job's directory."""
+        for entry in value:
+            if not entry.startswith("/") or ":" in entry:
+                raise ValueError(f"expected absolute directories seen by every node, one per entry (no ':'), "
+                                 f"got {entry!r}")
+        return value
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition(cls, value: Any) -> Any:
+        if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
+            raise ValueError(f"expected a single partition name (or no key for Slurm's default), got {value!r}")
+        return value
+
     @field_validator("mem_mb", mode="before")
     @classmethod
     def _mem(cls, value: Any) -> Any:
