@@ -51,7 +51,8 @@ def check_site_file(path: str | Path) -> tuple[SiteConfig | None, list[str]]:
     except ConfigError as exc:
         return None, exc.errors
     problems = check_site_data(data, str(path))
-    return (None, problems) if problems else (SiteConfig.model_validate(dict(data)), [])
+    # Through ConfigError: one line each, however a quoted value was broken (\r, \x1e, U+2028 ...), and bounded.
+    return (None, ConfigError(problems).errors) if problems else (SiteConfig.model_validate(dict(data)), [])
 
 
 def check_site_data(data: Mapping[str, Any], source: str) -> list[str]:
@@ -144,8 +145,9 @@ def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitCo
         if directory.is_dir():
             loaders.append(jinja2.FileSystemLoader(str(directory)))
         else:
-            problems.append(f"{source}: submit.templates_dir: no directory {str(directory)!r} (relative to "
-                            f"{Path.cwd()}); create it or remove the key")
+            relative = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
+            problems.append(f"{source}: submit.templates_dir: no directory {str(directory)!r}{relative}; create "
+                            "it or remove the key")
     loaders.append(jinja2.PackageLoader("slurmx", "templates"))
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False)
     for kind, config in kinds.items():
@@ -155,13 +157,14 @@ def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitCo
         except jinja2.TemplateNotFound:
             if name == f"{kind}.sh.j2":
                 continue
-            where = f"{str(directory)!r} or slurmx's own" if directory is not None else "slurmx's own"
+            where = f"{str(directory)!r} or slurmx's own" if len(loaders) > 1 else "slurmx's own"
             shown = ", ".join(t for t in env.list_templates() if t.endswith(".j2") and not t.startswith("_"))
             problems.append(f"{source}: resources.{kind}.template: no template {name!r} in {where} templates "
                             f"({shown}); fix the name, add the file, or remove the key for the base template")
         except jinja2.TemplateSyntaxError as exc:
-            problems.append(f"{source}: resources.{kind}.template: {name} line {exc.lineno}: {exc.message}; fix "
-                            "the template")
+            reason = (exc.message or "syntax error").split(". ")[0].rstrip(".")
+            problems.append(f"{source}: resources.{kind}.template: {name} line {exc.lineno}: {reason}; fix the "
+                            "template")
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{source}: resources.{kind}.template: cannot read {name}: {exc}; fix the file")
     return problems
