@@ -22,6 +22,7 @@ from slurmx.core.units import parse_duration, parse_mem, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 
 __all__ = [
+    "KIND_NAME",
     "ClassConfig",
     "ClassesConfig",
     "ClusterConfig",
@@ -39,7 +40,7 @@ __all__ = [
     "parse_site_config",
 ]
 
-_KIND_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # a resource kind's name, as users pass it to `slurmx submit`
 _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
@@ -406,7 +407,7 @@ class SiteConfig(_Model):
             if not value:
                 raise ValueError("at least one resource kind is required, e.g. cpu: {partition: ..., ...}")
             for name in value:
-                if not isinstance(name, str) or not _KIND_RE.match(name):
+                if not isinstance(name, str) or not KIND_NAME.match(name):
                     raise ValueError(f"invalid kind name {name!r}; expected lower-case like cpu or gpu_a100")
         return value
 

@@ -19,6 +19,7 @@ import jinja2
 from pydantic import BaseModel, ValidationError
 
 from slurmx.core.config import (
+    KIND_NAME,
     ClassesConfig,
     PolicyConfig,
     ProfileConfig,
@@ -185,6 +186,9 @@ def site_json_schema() -> dict[str, Any]:
         branches.append({"if": {"properties": {"name": {"const": name}}, "required": ["name"]},
                          "then": {"properties": {"params": args}}})
     defs["PolicyConfig"]["properties"]["name"]["enum"] = available_policies()
+    schema["properties"]["resources"].update(minProperties=1, propertyNames={"pattern": KIND_NAME.pattern})
+    # YAML reads an unquoted 24.11 as a number, which the loader accepts.
+    defs["ClusterConfig"]["properties"]["slurm_version"]["anyOf"].append({"type": "number"})
     defs["PolicyConfig"]["allOf"] = branches
     return schema
 
