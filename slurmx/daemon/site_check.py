@@ -27,6 +27,7 @@ from slurmx.core.config import (
     SiteConfig,
     SubmitConfig,
 )
+from slurmx.core.units import short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validation_messages
 from slurmx.policies.base import available_policies, policy_args, policy_args_model
 from slurmx.profile.sampling import SamplingParams
@@ -143,12 +144,12 @@ def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitCo
     loaders: list[jinja2.BaseLoader] = []
     directory = submit.templates_dir
     if directory is not None:
-        if directory.is_dir():
+        if _is_dir(directory):
             loaders.append(jinja2.FileSystemLoader(str(directory)))
         else:
             relative = "" if directory.is_absolute() else f" (relative to {Path.cwd()})"
-            problems.append(f"{source}: submit.templates_dir: no directory {str(directory)!r}{relative}; create "
-                            "it or remove the key")
+            problems.append(f"{source}: submit.templates_dir: no directory {_shown(str(directory))}{relative}; "
+                            "create it or remove the key")
     loaders.append(jinja2.PackageLoader("slurmx", "templates"))
     env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False)
     for kind, config in kinds.items():
@@ -158,17 +159,29 @@ def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitCo
         except jinja2.TemplateNotFound:
             if name == f"{kind}.sh.j2":
                 continue
-            where = f"{str(directory)!r} or slurmx's own" if len(loaders) > 1 else "slurmx's own"
+            where = f"{_shown(str(directory))} or slurmx's own" if len(loaders) > 1 else "slurmx's own"
             shown = ", ".join(t for t in env.list_templates() if t.endswith(".j2") and not t.startswith("_"))
-            problems.append(f"{source}: resources.{kind}.template: no template {name!r} in {where} templates "
+            problems.append(f"{source}: resources.{kind}.template: no template {_shown(name)} in {where} templates "
                             f"({shown}); fix the name, add the file, or remove the key for the base template")
         except jinja2.TemplateSyntaxError as exc:
             reason = (exc.message or "syntax error").split(". ")[0].rstrip(".")
             problems.append(f"{source}: resources.{kind}.template: {name} line {exc.lineno}: {reason}; fix the "
                             "template")
         except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{source}: resources.{kind}.template: cannot read {name}: {exc}; fix the file")
+            problems.append(f"{source}: resources.{kind}.template: cannot read {_shown(name)}: {exc}; fix the file")
     return problems
+
+
+def _shown(text: str) -> str:
+    """A path or name quoted whole (a path cut short is useless), unless it is absurdly long."""
+    return repr(text) if len(text) <= 200 else short_repr(text)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, a loop of links: not a directory slurmx can use
+        return False
 
 
 def site_json_schema() -> dict[str, Any]:

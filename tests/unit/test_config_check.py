@@ -315,9 +315,9 @@ def _refs(node: Any) -> list[str]:
 
 
 @st.composite
-def broken_sites(draw: st.DrawFn) -> bytes:
+def broken_sites(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
     """The base site with one to four values replaced or keys added, anywhere, policy params and sampling too."""
-    doc: Any = copy.deepcopy(SITE)
+    doc: Any = copy.deepcopy(base)
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(list(_paths(doc))[1:]))
         if isinstance(_at(doc, path), dict) and draw(st.booleans()):
@@ -330,9 +330,14 @@ def broken_sites(draw: st.DrawFn) -> bytes:
 
 def test_generated_broken_sites_give_one_line_problems_and_what_passes_the_daemon_accepts(tmp_path: Path) -> None:
     path = tmp_path / "site.yaml"
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "a100.sh.j2").write_text("#!/bin/bash\n{{ payload }}\n")
+    base = _site(submit={"templates_dir": str(tmp_path / "templates")})
+    base["resources"]["gpu"]["template"] = "a100.sh.j2"
+    assert _problems(base) == []
 
-    @settings(BOUNDED, max_examples=300)
-    @given(data=broken_sites())
+    @settings(BOUNDED, max_examples=400)
+    @given(data=broken_sites(base))
     def check(data: bytes) -> None:
         path.write_bytes(data)
         site, problems = check_site_file(path)  # never raises
