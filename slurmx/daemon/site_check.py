@@ -39,10 +39,12 @@ _MISSING_HINT = "pass --site PATH or set SLURMX_SITE"
 
 
 def load_checked_site(path: str | Path) -> SiteConfig:
-    """Read a site file and run every check; a `ConfigError` holds all problems (`str()` is the first)."""
+    """Read a site file and run every check; a `ConfigError` holds all problems. Its `str()` is the first, which
+    says how many more there are, because a daemon's start-up failure is one line in a log."""
     site, problems = check_site_file(path)
     if site is None:
-        raise ConfigError(problems)
+        more = f" (and {len(problems) - 1} more: `slurmx config check {path}` lists all)" if len(problems) > 1 else ""
+        raise ConfigError([problems[0] + more, *problems[1:]])
     return site
 
 
