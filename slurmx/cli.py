@@ -152,20 +152,21 @@ def doctor(ctx: Context) -> None:
 @click.option("--pick", metavar="KIND", help="Submit only this variant.")
 @click.option("--dry-run", is_flag=True, help="Print each variant's sbatch options; submit nothing.")
 @click.option("--scripts", is_flag=True, help="With --dry-run: print each variant's whole script too.")
-@click.option("--parsable", is_flag=True, help="Print the group id only.")
+@click.option("--parsable", is_flag=True, help="Print the group id only (for `slurmx status/cancel GROUP`).")
+@click.option("--wait", is_flag=True, help="Wait until the group ends; exit 0 only if it completed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the submitted group as JSON.")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
 def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | None, dry_run: bool, scripts: bool,
-           parsable: bool, as_json: bool, words: tuple[str, ...]) -> None:
+           parsable: bool, wait: bool, as_json: bool, words: tuple[str, ...]) -> None:
     """Submit a job spec (.yaml) or an sbatch script as one group of variants.
 
     \b
     slurmx submit job.yaml
-    slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5
+    slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5   (docs/submit.md)
     """
     from slurmx.submit.directives import split_command_line
-    from slurmx.submit.entry import build_spec
+    from slurmx.submit.entry import build_submission
     from slurmx.submit.submitter import plan_group, submit_group
 
     if scripts and not dry_run:
@@ -175,8 +176,10 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
         raise click.UsageError("give a job spec (.yaml) or a batch script to submit")
     site = ctx.site()
     only = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
-    spec, notes = build_spec(path, options, args, site, only)
-    for note in notes:
+    submission = build_submission(path, options, args, site, only)
+    spec, parsable, wait = submission.spec, parsable or submission.parsable, wait or submission.wait
+    dry_run = dry_run or submission.test_only  # sbatch --test-only submits nothing
+    for note in submission.notes:
         click.echo(f"slurmx: note: {note}", err=True)
     if dry_run:
         gid, chosen, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=path)
@@ -198,6 +201,9 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
         jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
         queued = f"; {len(group.samples)} profiling sample(s) queued held for slurmxd" if group.samples else ""
         click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}{queued}")
+    if wait:  # as sbatch --wait: SubmitError (one line, status 1) unless the group completed
+        from slurmx.submit.api import GroupHandle, wait_for
+        click.echo(wait_for(GroupHandle(group, ctx.adapter())), err=True)
 
 
 def _status_rows(groups: list[Any]) -> Table:

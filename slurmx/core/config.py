@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources, parse_gres
-from slurmx.core.units import parse_duration, parse_mem, short_repr
+from slurmx.core.units import parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 
 __all__ = [
@@ -55,6 +55,11 @@ def _duration(value: Any) -> Any:
     return parse_duration(value) if isinstance(value, str | int | float) else value
 
 
+def _time_limit(value: Any) -> Any:
+    """A Slurm time limit (`time:`): a bare number is minutes, quoted or not, as `sbatch --time=30` reads it."""
+    return parse_time_limit(value) if isinstance(value, str | int | float) else value
+
+
 def _megabytes(value: Any) -> Any:
     """`parse_mem`, refusing by name a size that rounds to 0 MiB: Slurm counts in MiB, so 512K would be 0."""
     if not isinstance(value, str | int | float):
@@ -78,8 +83,9 @@ def _also_text(kind: str) -> Callable[[dict[str, Any]], None]:
     return widen
 
 
-_DURATION_TEXT = _also_text("a duration like 90s, 5m, 2h or 1-00:00:00 (a bare number: seconds)")
+_DURATION_TEXT = _also_text("a duration like 90s, 5m, 2h or 1-00:00:00 (an unquoted number: seconds)")
 _SIZE_TEXT = _also_text("a memory size like 500M or 32G (a bare number: MiB)")
+_TIME_LIMIT_TEXT = _also_text("a time limit like 90s, 2h or 1-00:00:00 (a bare number: minutes, as sbatch --time)")
 
 
 class _Model(BaseModel):
@@ -119,7 +125,7 @@ class ResourceKindConfig(_Model):
     gres: str | None = None
     template: str | None = None
     extra_flags: tuple[str, ...] = ()
-    time_s: int | None = Field(None, validation_alias="time", gt=0, json_schema_extra=_DURATION_TEXT)
+    time_s: int | None = Field(None, validation_alias="time", gt=0, json_schema_extra=_TIME_LIMIT_TEXT)
 
     @field_validator("partition", mode="before")
     @classmethod
@@ -149,7 +155,7 @@ class ResourceKindConfig(_Model):
     @field_validator("time_s", mode="before")
     @classmethod
     def _time(cls, value: Any) -> Any:
-        return _duration(value)
+        return _time_limit(value)
 
     @field_validator("extra_flags")
     @classmethod
@@ -314,7 +320,7 @@ class SweepConfig(_Model):
     partition: str | None = None
     cpus: int = Field(1, ge=1)
     mem_mb: int = Field(2048, validation_alias="mem", ge=1, json_schema_extra=_SIZE_TEXT)
-    time_s: int = Field(3600, validation_alias="time", gt=0, json_schema_extra=_DURATION_TEXT)
+    time_s: int = Field(3600, validation_alias="time", gt=0, json_schema_extra=_TIME_LIMIT_TEXT)
     max_parallel: int | None = Field(None, ge=1)  # the array's %N throttle
 
     @field_validator("python")
@@ -349,7 +355,7 @@ class SweepConfig(_Model):
     @field_validator("time_s", mode="before")
     @classmethod
     def _time(cls, value: Any) -> Any:
-        return _duration(value)
+        return _time_limit(value)
 
 
 class TransportConfig(_Model):

@@ -20,7 +20,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "readable_fields",
+__all__ = ["PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "leased", "readable_fields",
            "script_hash", "whole_number"]
 
 PREFIX = "slurmx:"
@@ -115,6 +115,14 @@ def readable_fields(comment: str) -> dict[str, str]:
         return fields(comment)
     except TagError:
         return {}
+
+
+def leased(comment: str) -> bool:
+    """Whether a job's tag says it waits under a lease (`l=`): slurmxd starts it, or the lease runs out.
+
+    The one test for it: the daemon's lease handling, drain, `slurmx status` and the plugin (`job_submit.lua`,
+    which looks for `,l=<digits>`) must agree on which jobs are leased."""
+    return ",l=" in comment and "l" in readable_fields(comment)
 
 
 def decode(comment: str) -> GroupTag | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem", "short_repr"]
+__all__ = ["ClockNumber", "UnitError", "format_duration", "format_mem", "parse_duration", "parse_mem",
+           "parse_time_limit", "short_repr"]
 
 
 class UnitError(ValueError):
@@ -93,6 +94,41 @@ def parse_duration(value: str | int | float) -> int:
     else:
         seconds_total = a * 60  # MM
     return _capped(seconds_total, value, "duration")
+
+
+class ClockNumber(int):
+    """A YAML 1.1 base-60 number (`1:30:00`), which YAML reads as 5400, with the text as written.
+
+    For a plain duration the number is right (5400 seconds is 1:30:00 read as HH:MM:SS). For a time limit, where
+    a bare number means minutes, the text is read instead: `time: 1:30:00` is an hour and a half, not 5400 minutes.
+    """
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> ClockNumber:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+    def __getnewargs__(self) -> tuple[int, str]:  # type: ignore[override]  # pickle and copy pass the text too
+        return int(self), self.text
+
+
+def parse_time_limit(value: str | int | float) -> int:
+    """A Slurm time limit (`time:`, `--time`) in whole seconds: a bare number is MINUTES, whether it is written
+    as text, as a YAML number or passed as a Python int or float, exactly as `sbatch --time=30` reads it.
+
+    Every other form is `parse_duration`'s (`90s`, `2h`, `1:30:00`, `2-00:00:00`).
+    """
+    if isinstance(value, ClockNumber):
+        return parse_duration(value.text)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not _finite_non_negative(value):
+            raise UnitError(f"expected a finite, non-negative time limit, got {short_repr(value)}")
+        if value > MAX_QUANTITY // 60:
+            raise UnitError(f"time limit {short_repr(value)} is too large")
+        return round(value * 60)
+    return parse_duration(value)
 
 
 def _finite_non_negative(value: int | float) -> bool:

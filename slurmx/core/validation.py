@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from slurmx.core.units import short_repr
+from slurmx.core.units import ClockNumber, short_repr
 
 __all__ = ["ConfigError", "load_yaml", "model_keys", "parse_yaml", "validate_model", "validation_messages"]
 
@@ -79,6 +79,8 @@ def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
     value: int = loader.construct_yaml_int(node)
     if abs(value) > MAX_WHOLE_NUMBER:
         raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+    if ":" in node.value:  # YAML 1.1 base 60: `1:30:00` is 5400; a time limit needs the text (units.ClockNumber)
+        return ClockNumber(value, node.value.replace("_", ""))
     return value
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
-from slurmx.core.tag import readable_fields
+from slurmx.core.tag import leased, readable_fields
 from slurmx.cycle import Outcome
 from slurmx.cycle.log import APPLIED, REFUSED, REPEATED, SHADOW
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
@@ -198,13 +198,12 @@ class StartSteps(EnforcerBase):
             if job.job_id in self._seen_running:
                 continue
             self._seen_running.add(job.job_id)
-            fields = readable_fields(job.comment)
-            if job.job_id == starting or "l" not in fields:  # race and pick groups are Slurm's to start
+            if job.job_id == starting or not leased(job.comment):  # race and pick groups are Slurm's to start
                 continue
             mark = f"(job {job.job_id})"
             if any(e.event == "decide" and mark in e.detail for e in self.store.history(group_id)):
                 continue
-            kind = fields.get("v", "?")
+            kind = readable_fields(job.comment).get("v", "?")
             self._audit(group_id, "unchosen", f"{kind} job {job.job_id} runs though slurmxd did not start it: its "
                         "lease ran out (slurmxd stopped or drained) or someone moved its begin time or released it "
                         "(site-config/job_submit.lua forbids that to users); exactly one variant still does the work")

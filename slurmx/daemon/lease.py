@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmx.core.model import VariantState
-from slurmx.core.tag import readable_fields
+from slurmx.core.tag import leased, readable_fields
 from slurmx.daemon.backend import CountingSlurm
 from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
@@ -33,7 +33,7 @@ _OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPEN
 
 def is_leased(job: SlurmJob) -> bool:
     """The job's tag says it was submitted under a lease (`l=`)."""
-    return ",l=" in job.comment and "l" in readable_fields(job.comment)
+    return leased(job.comment)
 
 
 def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Iterable[int] = ()) -> list[int]:
@@ -46,21 +46,19 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
     job_list = list(jobs)
     skipped = set(skip)
     settled: set[str] = set()  # groups with a variant that runs or ran: their waiting siblings are on their way out
+    waiting: list[tuple[int, str | None]] = []  # (job, group) of leased variants that may be due; tags read once
     for job in job_list:
-        if job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED):
-            group = readable_fields(job.comment).get("g")
-            if group:
-                settled.add(group)
-    due = []
-    for job in job_list:
-        if job.job_id in skipped or job.state not in (VariantState.PENDING, VariantState.HELD) or not is_leased(job):
+        occupying = job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED)
+        candidate = job.job_id not in skipped and job.state in (VariantState.PENDING, VariantState.HELD) \
+            and (job.begin_time is None or job.begin_time <= now + lease_s / 2)
+        if not occupying and not (candidate and ",l=" in job.comment):
             continue
-        if job.begin_time is not None and job.begin_time > now + lease_s / 2:
-            continue
-        if readable_fields(job.comment).get("g") in settled:
-            continue
-        due.append(job.job_id)
-    return due
+        tags = readable_fields(job.comment)
+        if occupying and tags.get("g"):
+            settled.add(tags["g"])
+        elif candidate and "l" in tags:
+            waiting.append((job.job_id, tags.get("g")))
+    return [job_id for job_id, group in waiting if group not in settled]
 
 
 @dataclass

@@ -45,6 +45,9 @@ __all__ = ["AuditRow", "ProfilingStage"]
 log = logging.getLogger("slurmxd")
 
 AUDIT_CHANGE = 0.05  # a progress estimate is audited again once it moved by more than this fraction
+# A waiting group whose newest job is younger than this is registered a cycle later: its submission may still be
+# queueing variants (sbatch runs one by one), and a group seen by half gets the wrong sample plan.
+SETTLE_S = 5.0
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
@@ -72,6 +75,7 @@ class ProfilingStage(SampleLifecycle):
         self._unprofiled: set[str] = set()  # groups whose registration failed: never retried, never in the way
         self._audited: dict[tuple[str, str], tuple[str, float]] = {}
         self._ready: set[str] = set()
+        self._settling: set[str] = set()  # waiting groups too young to register this cycle
         self._requests: dict[str, SampleRequest] = {}  # sample id -> what the profiler asked for
         self._qos: dict[str, str] = {}  # group -> its own QOS (the fallback when the profiling QOS is missing)
         self.qos_missing = False
@@ -132,11 +136,16 @@ class ProfilingStage(SampleLifecycle):
     def _register(self, obs: Observation, now: float) -> None:
         """Groups the profiler has not seen: pending ones may be sampled; running ones only follow progress."""
         new: list[GroupToProfile] = []
+        self._settling = set()
         for group in obs.view.groups.values():
             if self.profiler.known(group.group_id):
                 continue
             tg = obs.groups.get(group.group_id)
             if tg is None or group.group_id in self._unprofiled:
+                continue
+            newest = max((job.submit_time or 0 for job in tg.jobs.values()), default=0)
+            if group.state in WAITING and now - newest < SETTLE_S:
+                self._settling.add(group.group_id)  # `slurmx submit` may still be queueing its variants
                 continue
             try:
                 new.append(self._to_profile(obs, group, tg))
@@ -167,7 +176,7 @@ class ProfilingStage(SampleLifecycle):
             steps = _int_tag(tags, "n")
             if job is not None:
                 self._variants[(group.group_id, variant.kind)] = job
-            if waiting and steps and not self.queued_samples(obs, group.group_id, variant.kind):
+            if waiting and steps and not self._sampled_here(obs, group.group_id, variant.kind):
                 self._audit(group.group_id, "profile", f"{variant.kind}: no samples queued with the group: not "
                             "sampled (history or the declared estimate)")
                 steps = None
@@ -176,6 +185,12 @@ class ProfilingStage(SampleLifecycle):
                                              job.time_limit_s if job is not None else None,
                                              script_hash=tags.get("h", "")))
         return GroupToProfile(group.group_id, tg.user, group.name, "", tuple(variants), group.submit_time)
+
+    def _sampled_here(self, obs: Observation, group_id: str, kind: str) -> bool:
+        """Whether the variant has samples: queued in squeue (held, or released by an earlier life of this daemon)
+        or already in the store."""
+        return bool(self.queued_samples(obs, group_id, kind, held=False)) or \
+            any(row.kind == kind for row in self.store.samples(group_id).values())
 
     def _feed_progress(self, obs: Observation, now: float) -> None:
         """A running variant's progress file (or, without one, its elapsed time) updates its estimate."""
@@ -201,6 +216,9 @@ class ProfilingStage(SampleLifecycle):
         groups: dict[str, Group] = {}
         changed = False
         for gid, group in view.groups.items():
+            if gid in self._settling:
+                changed = True  # not registered yet: neither the profiler nor the policy sees half a group
+                continue
             if not self.profiler.known(gid):
                 groups[gid] = group
                 continue

@@ -24,12 +24,12 @@ from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.profile.profiler import Profiler
 from slurmx.profile.readings import read_spool_json, sample_step_seconds, sample_wall_seconds
-from slurmx.profile.sampling import SAMPLE_TAG, SampleRequest, SamplingParams
+from slurmx.profile.sampling import SAMPLE_TAG, SampleRequest, SamplingParams, sample_fields
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["WAITING", "AuditRow", "SampleLifecycle", "read_progress", "reported_timing", "sample_fields"]
+__all__ = ["WAITING", "AuditRow", "SampleLifecycle", "read_progress", "reported_timing"]
 
 log = logging.getLogger("slurmxd")
 
@@ -37,19 +37,6 @@ AuditRow = tuple[float, int, str, str, str]
 _OPEN = ("submitting", "submitted", "cutting")
 WAITING = (GroupState.PENDING, GroupState.REQUEUED)
 VISIBLE_AFTER_S = 30.0  # a sample missing from squeue this soon after its release or submission is not gone yet
-
-
-def sample_fields(comment: str) -> dict[str, str] | None:
-    """The `key=value` fields of a sample's comment (`slurmx-sample:g=…,v=…,s=…,n=…[,t=…,ps=…]`), else None."""
-    if not comment.startswith(SAMPLE_TAG) or len(comment) > 1024:
-        return None
-    fields: dict[str, str] = {}
-    for part in comment[len(SAMPLE_TAG):].split(","):
-        key, sep, value = part.partition("=")
-        if not sep or key in fields:
-            return None
-        fields[key] = value
-    return fields
 
 
 def reported_timing(comment: str, limit_s: float) -> tuple[float | None, float | None]:
@@ -122,14 +109,15 @@ class SampleLifecycle:
                     replayed = True
             requests = self.profiler.plan([], now) if replayed else []
 
-    def queued_samples(self, obs: Observation, group_id: str, kind: str) -> list[SlurmJob]:
-        """The held samples the group's user queued for this variant (`slurmx submit`), lowest index first."""
+    def queued_samples(self, obs: Observation, group_id: str, kind: str, *, held: bool = True) -> list[SlurmJob]:
+        """The samples the group's user queued for this variant (`slurmx submit`), lowest index first: those
+        still held, or (`held=False`) in any state, e.g. released by this daemon's previous life."""
         user = self._users.get(group_id)
         found = []
         for job in obs.jobs.values():
             fields = sample_fields(job.comment)
             if fields is not None and fields.get("g") == group_id and fields.get("v") == kind \
-                    and job.user == user and job.state is VariantState.HELD:
+                    and job.user == user and (job.state is VariantState.HELD or not held):
                 found.append(job)
         return sorted(found, key=lambda j: j.comment)
 
@@ -195,11 +183,12 @@ class SampleLifecycle:
                 continue
             gid = fields.get("g", "")
             group = obs.view.groups.get(gid)
-            young = job.submit_time is not None and now - job.submit_time < VISIBLE_AFTER_S
-            if group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user):
-                if not young:  # `slurmx submit` queues samples before the variants
-                    doomed.append(job.job_id)
-            elif self.profiler.known(gid) and not self.profiler.wants(f"{gid}.{fields.get('v')}.{fields.get('s')}"):
+            if job.submit_time is None or now - job.submit_time < VISIBLE_AFTER_S:
+                continue  # `slurmx submit` queues samples before the variants: give it time to finish
+            orphan = group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user)
+            sample_id = f"{gid}.{fields.get('v')}.{fields.get('s')}"
+            unwanted = self.profiler.known(gid) and not self.profiler.wants(sample_id)
+            if orphan or unwanted:
                 doomed.append(job.job_id)
         if doomed and not self.dry_run:
             try:

@@ -30,6 +30,7 @@ __all__ = [
     "SampleRequest",
     "SamplingParams",
     "VariantToProfile",
+    "sample_fields",
     "sample_requests",
     "sample_steps",
     "sample_time_limit",
@@ -81,6 +82,20 @@ class GroupToProfile:
 
 SAMPLE_TAG = "slurmx-sample:"
 """Comment prefix of sample runs: not `slurmx:`, so the daemon never takes a sample for one of the group's variants."""
+
+
+def sample_fields(comment: str) -> dict[str, str] | None:
+    """The `key=value` fields of a sample's comment (`slurmx-sample:g=…,v=…,s=…,n=…[,t=…,ps=…]`), else None."""
+    if not comment.startswith(SAMPLE_TAG) or len(comment) > 1024:
+        return None
+    fields: dict[str, str] = {}
+    for part in comment[len(SAMPLE_TAG):].split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key in fields:
+            return None
+        fields[key] = value
+    return fields
+
 
 
 @dataclass(frozen=True, slots=True)

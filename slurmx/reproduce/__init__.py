@@ -9,9 +9,20 @@ import importlib
 import time
 from types import ModuleType
 
-from slurmx.reproduce.base import Claim, Reproduction, ReproOptions, ResultTable, pct
+from slurmx.reproduce.base import (
+    Claim,
+    Reproduction,
+    ReproOptions,
+    ResultTable,
+    band_claim,
+    bound_claim,
+    info_claim,
+    ordering_claim,
+    pct,
+)
 
-__all__ = ["PAPERS", "Claim", "ReproOptions", "Reproduction", "ResultTable", "load", "pct", "run"]
+__all__ = ["PAPERS", "Claim", "ReproOptions", "Reproduction", "ResultTable", "band_claim", "bound_claim",
+           "info_claim", "load", "ordering_claim", "pct", "run"]
 
 # paper name -> (module, what it reproduces)
 PAPERS: dict[str, tuple[str, str]] = {

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 from slurmx.cli_output import checked_output_dir, checked_output_file
 from slurmx.reproduce import PAPERS, Reproduction, ReproOptions, UnknownPaper, run
 
-__all__ = ["render", "reproduce_command"]
+__all__ = ["render", "reproduce_command", "verdict"]
 
 _MARK = {True: "[green]yes[/green]", False: "[red]NO[/red]", None: ""}
 
@@ -46,16 +48,37 @@ def render(result: Reproduction, console: Console) -> None:
         console.print(table)
     for path in result.figures:
         console.print(f"plot: {path}")
+    console.print(f"\n{verdict(result)}; {result.wall_s:.1f} s")
+
+
+def verdict(result: Reproduction) -> str:
+    """One line: how many judged checks failed (or that all hold), and the orderings that hold only on the mean."""
     failed = result.failed()
-    verdict = f"{len(failed)} of {sum(c.holds is not None for c in result.claims)} checks failed" if failed else \
-        "all checks hold"
-    console.print(f"\n{verdict}; {result.wall_s:.1f} s")
+    judged = sum(c.holds is not None for c in result.claims)
+    line = f"{len(failed)} of {judged} checks failed" if failed else "all checks hold"
+    mean_only = sum(c.mean_only for c in result.claims)
+    return line + (f"; {mean_only} ordering(s) hold on the mean only, not in every seed" if mean_only else "")
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as null, so the document is strict JSON any parser reads."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _document(result: Reproduction) -> str:
     data = asdict(result)
     data["figures"] = [str(p) for p in result.figures]
-    return json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
+    judged = [c for c in result.claims if c.holds is not None]
+    data["summary"] = {"judged": len(judged), "failed": len(result.failed()),
+                       "mean_only": sum(c.mean_only for c in result.claims),
+                       "all_hold": bool(judged) and not result.failed()}
+    return json.dumps(_finite(data), indent=1, sort_keys=True, default=str, allow_nan=False) + "\n"
 
 
 @click.command("reproduce")

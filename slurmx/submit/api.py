@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.core.model import GroupState, VariantState
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 from slurmx.submit.spec import JobSpec, load_spec, parse_spec
-from slurmx.submit.submitter import SubmittedGroup, submit_group
+from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group
 
-__all__ = ["GroupHandle", "submit"]
+__all__ = ["GroupHandle", "submit", "wait_for"]
 
 
 @dataclass
@@ -66,3 +67,16 @@ def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | st
     slurm = adapter or adapter_from_config(site_config.transport)
     submitted = submit_group(job, site_config, slurm, mode=mode, pick=pick, only=variants)
     return GroupHandle(submitted, slurm)
+
+
+def wait_for(handle: GroupHandle, poll: float = 5.0) -> str:
+    """`slurmx submit --wait`: block until the group ends, whichever variant ran. Returns the line saying so when
+    it completed; raises SubmitError (as sbatch --wait fails) when it failed or was cancelled."""
+    try:
+        final = handle.wait(poll=poll)
+    except LookupError as exc:
+        raise SubmitError(str(exc)) from None
+    ran = next((f" (variant {v.kind})" for v in final.variants if v.state is not VariantState.CANCELLED), "")
+    if final.state is not GroupState.COMPLETED:
+        raise SubmitError(f"group {handle.group_id} ended {final.state.value}{ran}")
+    return f"Group {handle.group_id} completed{ran}"

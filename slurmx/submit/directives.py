@@ -1,21 +1,30 @@
 """Read `#SBATCH` directives the way sbatch does, so an existing batch script works unchanged.
 
 sbatch reads `#SBATCH` lines from the top of the script and stops at the first line that is neither blank nor
-a comment. Options slurmx models (name, time, memory, CPUs, GRES, QOS) become spec fields; options a variant
-decides (partition, output, signal, hold) are dropped with a note; every other valid option passes through.
+a comment. Every option lands in one of five places:
+
+- modelled: name, time, memory (`--mem`, `--mem-per-cpu`), CPUs, GPUs (`--gpus`/`-G`, `--gpus-per-task`,
+  `--gpus-per-node`), QOS and partition become spec fields, applied per resource kind (`-p gpu` means the
+  kinds on partition gpu; `--gpus=2` means the kinds with GPUs, each asking for two);
+- the submitting command's own: `--wait` (wait for the group), `--parsable` (print the group id) and
+  `--test-only` (submit nothing: `--dry-run`);
+- refused, in one line saying what to write instead: options whose meaning a group of variants cannot keep
+  (`--array`, `--dependency`, several tasks or nodes, per-GPU amounts);
+- dropped with a note: options each variant sets itself (output, signal, hold, GRES other than GPUs ...);
+- passed through: every other valid option.
+
 An option sbatch does not know is an error naming the line.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurmx.core.validation import ConfigError
 
-__all__ = ["Directives", "canonical_long_option", "parse_directives", "sort_options", "split_command_line",
-           "split_options"]
+__all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives", "refusal",
+           "short_option", "sort_options", "split_command_line", "split_options"]
 
 # sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
 _LONG: dict[str, str] = {
@@ -50,11 +59,59 @@ _SHORT: dict[str, str] = {
     "S": "core-spec", "t": "time", "v": "verbose", "W": "wait", "w": "nodelist", "x": "exclude",
 }
 # Options each variant sets itself: dropped from a script's directives (with a note).
-# GRES belongs to the resource kind too: a script's `--gres=gpu:1` must not follow it onto the CPU variant.
-_VARIANT_OWNED = {"partition", "output", "error", "signal", "requeue", "no-requeue", "hold", "parsable",
-                  "comment", "wrap", "test-only", "gres", "begin"}
-# Options that become typed spec fields.
-_MODELLED = {"job-name", "time", "mem", "cpus-per-task", "qos"}
+# GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
+# follow it onto a variant of another kind.
+_VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
+# Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
+# the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
+_MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
+             "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
+             "gpus-per-task": "gpus", "gpus-per-node": "gpus"}
+# Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
+# submits nothing: it is `--dry-run`).
+CLIENT_OPTIONS = ("wait", "parsable", "test-only")
+# Options a group of variants cannot honour: what to write instead.
+_REFUSED = {
+    "array": "array tasks would split a group's variants apart; submit one group per index, e.g. "
+             "`for i in 1 2 3; do slurmx submit job.sh $i; done`",
+    "dependency": "it would name one variant's job id, which never completes when a sibling variant runs "
+                  "instead; chain groups with `slurmx submit --wait first.sh && slurmx submit next.sh`",
+    "mem-per-gpu": "write the job's whole memory as --mem (mem: in a spec)",
+    "cpus-per-gpu": "write the job's whole CPU count as --cpus-per-task (cpus: in a spec)",
+    "ntasks-per-gpu": "a variant is one task; ask for its GPUs with --gpus and its CPUs with --cpus-per-task",
+    "gpus-per-socket": "write the job's GPUs as --gpus (gpus: in a spec)",
+    "tres-per-task": "write --cpus-per-task and --gpus (cpus: and gpus: in a spec)",
+}
+# Options that only say "one": fine as 1 (what every variant is), refused above it.
+_ONE_ONLY = {
+    "ntasks": "a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and start the "
+              "processes inside the script",
+    "ntasks-per-node": "a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and start "
+                       "the processes inside the script",
+    "nodes": "a variant runs on one node; ask for what one node gives (--cpus-per-task, --mem, --gpus)",
+}
+_MEMORY = ("mem", "mem-per-cpu")
+# `slurmx submit`'s own options (cli.py), which must come before the first sbatch option.
+_SUBMIT_OWN = ("variants", "mode", "pick", "dry-run", "scripts", "json")
+
+
+def refusal(name: str, value: str | None) -> str | None:
+    """Why option `--name[=value]` cannot be submitted as a group, and what to write instead; None if it can."""
+    if name in _REFUSED:
+        return f"--{name} is not supported: {_REFUSED[name]}"
+    if name in _ONE_ONLY and value is not None and value.strip() not in ("1", "1-1"):
+        return f"--{name}={value}: {_ONE_ONLY[name]}"
+    return None
+
+
+def modelled_key(name: str) -> str | None:
+    """The spec-field key option `name` becomes, or None when it is not modelled."""
+    return _MODELLED.get(name)
+
+
+def short_option(letter: str) -> str | None:
+    """The long option sbatch's `-letter` stands for."""
+    return _SHORT.get(letter)
 
 
 def canonical_long_option(name: str) -> str | None:
@@ -72,6 +129,8 @@ class Directives:
     fields: dict[str, str] = field(default_factory=dict)
     passthrough: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    client: set[str] = field(default_factory=set)  # CLIENT_OPTIONS given
+    places: dict[str, str] = field(default_factory=dict)  # field key -> where it was set (file:line)
 
 
 def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | None]]:
@@ -84,6 +143,9 @@ def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | Non
             given, eq, value = word[2:].partition("=")
             name = canonical_long_option(given) or given
             kind = _LONG.get(name)
+            if kind is None and given in _SUBMIT_OWN:
+                raise ConfigError([f"{where}: --{given} is an option of slurmx submit itself: give it before the "
+                                   f"sbatch options (slurmx submit --{given} ... --time=... job.sh)"])
             if kind is None:
                 raise ConfigError([f"{where}: sbatch has no option --{given}; see `man sbatch`"])
             if kind == "flag" and eq:
@@ -112,33 +174,104 @@ def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | Non
                     i += 1
                     rest = words[i]
                 parsed.append((name_, rest.removeprefix("=")))
+        elif word in ("hetjob", "packjob"):
+            raise ConfigError([f"{where}: heterogeneous jobs ({word}) are not supported: a group runs one job of one "
+                               "kind; submit each component as a group of its own"])
         else:
             raise ConfigError([f"{where}: expected an sbatch option, got {word!r}"])
         i += 1
     return parsed
 
 
+_C_SPACE = " \t\n\v\f\r"  # C's isspace(), which sbatch uses; str.isspace() also takes \x1c-\x1f, \x85, U+2028 ...
+
+
 def _directive_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, options text) of each `#SBATCH` line, found exactly as sbatch finds them (src/sbatch/opt.c):
+    lines end only at `\n`; `#SBATCH` counts at column 0 only; reading stops at the first line holding anything
+    but C whitespace before a `#`."""
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if number == 1 and stripped.startswith("#!"):
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("#SBATCH"):
+            found.append((number, line[len("#SBATCH"):]))
             continue
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
+        stripped = line.lstrip(_C_SPACE)
+        if stripped and not stripped.startswith("#"):
             break  # sbatch stops reading directives at the first command
-        if line.startswith("#SBATCH"):  # only at the start of the line, as sbatch matches it
-            found.append((number, line[len("#SBATCH"):].strip()))
     return found
 
 
-def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None) -> Directives:
-    """Sort parsed options into spec fields, pass-through flags and dropped ones (later options win)."""
+def _sbatch_words(body: str, where: str) -> list[str]:
+    """An `#SBATCH` line's words as sbatch's _get_argument() reads them: C whitespace separates words; single
+    and double quotes group them; a backslash takes the next character as it is, inside quotes too; an unquoted,
+    unescaped `#` ends the line."""
+    words: list[str] = []
+    i, n = 0, len(body)
+    while True:
+        while i < n and body[i] in _C_SPACE:
+            i += 1
+        if i >= n:
+            return words
+        word: list[str] = []
+        quote = ""
+        escaped = False
+        while i < n and (escaped or quote or body[i] not in _C_SPACE):
+            char = body[i]
+            i += 1
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+                continue
+            elif quote:
+                if char == quote:
+                    quote = ""
+                    continue
+            elif char in "\"'":
+                quote = char
+                continue
+            elif char == "#":
+                if word:
+                    words.append("".join(word))
+                return words
+            word.append(char)
+        if quote:
+            raise ConfigError([f"{where}: cannot read #SBATCH line (No closing quotation)"])
+        words.append("".join(word))
+
+
+def _gpu_count(gres: str) -> str | None:
+    """`--gres=gpu[:type][:count]` -> the `--gpus` value it means on one node (`type:count` or `count`)."""
+    parts = gres.strip().split(":")
+    if parts[0] != "gpu" or len(parts) > 3 or "," in gres or (len(parts) == 3 and not parts[2].isdigit()):
+        return None
+    count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else "1"
+    gpu_type = parts[1] if len(parts) == 3 or (len(parts) == 2 and not parts[1].isdigit()) else ""
+    return f"{gpu_type}:{count}" if gpu_type else count
+
+
+def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None,
+                 where: str = "command line") -> Directives:
+    """Sort parsed options into spec fields, the command's own options, pass-through flags and dropped ones
+    (later options win); an option a group cannot honour raises ConfigError naming `where`."""
     result = into if into is not None else Directives()
     for name, value in options:
-        if name in _MODELLED and value is not None:
-            result.fields[name] = value
+        problem = refusal(name, value)
+        if problem is not None:
+            raise ConfigError([f"{where}: {problem}"])
+        key = _MODELLED.get(name)
+        if name == "gres" and value is not None and _gpu_count(value) is not None:
+            name, value, key = "gpus", _gpu_count(value), "gpus"  # one node: its GPUs are the job's
+        if key is not None and value is not None:
+            if key in _MEMORY:
+                other = _MEMORY[1 - _MEMORY.index(key)]
+                if other in result.fields:
+                    raise ConfigError([f"{where}: --{key} and --{other} (at {result.places[other]}) ask for memory "
+                                       f"twice, and sbatch refuses the pair; keep one"])
+            result.fields[key] = value
+            result.places[key] = where
+        elif name in CLIENT_OPTIONS:
+            result.client.add(name)
         elif name in _VARIANT_OWNED:
             result.dropped.append(f"--{name}")
         else:
@@ -151,11 +284,8 @@ def parse_directives(text: str, source: str) -> Directives:
     result = Directives()
     for number, body in _directive_lines(text):
         where = f"{source}:{number}"
-        try:
-            words = shlex.split(body, comments=True)
-        except ValueError as exc:
-            raise ConfigError([f"{where}: cannot read #SBATCH line ({exc})"]) from None
-        sort_options(split_options(words, where), result)
+        words = _sbatch_words(body, where)
+        sort_options(split_options(words, where), result, where)
     return result
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,30 @@ from slurmx.core.validation import ConfigError, load_yaml
 from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
 from slurmx.submit.spec import JobSpec, parse_spec
 
-__all__ = ["build_spec"]
+__all__ = ["Submission", "build_spec", "build_submission"]
 
 _SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What `slurmx submit` was asked: the spec, notes for the user, and `--wait`, `--parsable`, `--test-only`."""
+
+    spec: JobSpec
+    notes: list[str]
+    client: frozenset[str] = frozenset()
+
+    @property
+    def wait(self) -> bool:
+        return "wait" in self.client
+
+    @property
+    def parsable(self) -> bool:
+        return "parsable" in self.client
+
+    @property
+    def test_only(self) -> bool:
+        return "test-only" in self.client
 
 
 def _job_class(qos: str, site: SiteConfig, where: str) -> str:
@@ -29,30 +51,81 @@ def _job_class(qos: str, site: SiteConfig, where: str) -> str:
                        f"or --qos={site.qos_for('be')} (be)"])
 
 
+def _kinds_on(partitions: str, site: SiteConfig, where: str) -> list[str]:
+    """`-p NAME[,NAME]`: the resource kinds on those partitions (what the partition means to slurmx)."""
+    kinds: list[str] = []
+    for name in (p.strip() for p in partitions.split(",")):
+        matching = [kind for kind in site.kind_names() if site.kind(kind).partition == name]
+        if not matching:
+            known = ", ".join(f"{site.kind(k).partition} ({k})" for k in site.kind_names())
+            raise ConfigError([f"{where}: --partition={partitions}: {name!r} is the partition of no resource kind; "
+                               f"known partitions (kind): {known}; or choose kinds with --variants"])
+        kinds += [kind for kind in matching if kind not in kinds]
+    return kinds
+
+
 def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, Any]:
-    mapping = {"job-name": "name", "time": "time", "mem": "mem", "cpus-per-task": "cpus"}
+    mapping = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
+               "cpus-per-task": "cpus", "gpus": "gpus"}
     fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
     if "qos" in directives.fields:
-        fields["class"] = _job_class(directives.fields["qos"], site, where)
+        fields["class"] = _job_class(directives.fields["qos"], site, directives.places.get("qos", where))
+    if "partition" in directives.fields:
+        fields["variants"] = _kinds_on(directives.fields["partition"], site,
+                                       directives.places.get("partition", where))
     if "name" in fields:
         fields["name"] = str(fields["name"]).split("@")[0]
     return fields
+
+
+def _without_other_memory(data: dict[str, Any], winner: dict[str, Any]) -> dict[str, Any]:
+    """Command-line memory replaces the script's or spec's, in either form (`--mem` or `--mem-per-cpu`)."""
+    if "mem" in winner or "mem_per_cpu" in winner:
+        return {k: v for k, v in data.items() if k not in ("mem", "mem_per_cpu")}
+    return data
+
+
+def _read_script(file: Path, path: str) -> str:
+    """The script exactly as it is on disk (bytes decoded, no newline translation), refused where sbatch would
+    refuse it."""
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: no such file; pass a batch script or a job spec (.yaml)"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError([f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8; save the script as "
+                           "UTF-8"]) from None
+    if not text.startswith("#!"):
+        raise ConfigError([f"{path}:1: a batch script starts with #! and its interpreter (e.g. #!/bin/bash), as "
+                           "sbatch requires"])
+    if "\r\n" in text:
+        line = text.count("\n", 0, text.index("\r\n")) + 1
+        raise ConfigError([f"{path}:{line}: the script has DOS line breaks (\\r\\n), which sbatch refuses too; "
+                           f"convert it with `dos2unix {path}`"])
+    return text
 
 
 def _name_from(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)[:64] or "job"
 
 
-def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,
-               variants: tuple[str, ...] | None = None) -> tuple[JobSpec, list[str]]:
-    """(spec, notes). Notes name the options slurmx dropped because each variant sets them itself."""
+def build_submission(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,
+                     variants: tuple[str, ...] | None = None) -> Submission:
+    """The spec, the notes on options slurmx dropped because each variant sets them itself, and the submitting
+    command's own options (`--wait`, `--parsable`) from the command line or the script."""
     file = Path(path)
     cli = sort_options(split_options(list(options), "command line"))
     if file.suffix in _SPEC_SUFFIXES:
         data = load_yaml(file, JobSpec, "pass a job spec (.yaml) or a batch script")
         if not isinstance(data, dict):
             raise ConfigError([f"{path}: expected a mapping of keys at top level"])
-        data.update(_fields(cli, site, "command line"))
+        cli_fields = _fields(cli, site, "command line")
+        data = {**_without_other_memory(data, cli_fields), **cli_fields}
         if cli.passthrough:
             data["sbatch"] = [*data.get("sbatch", []), *cli.passthrough]
         if args:
@@ -60,20 +133,24 @@ def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: Sit
         if variants:
             data["variants"] = list(variants)
         notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
-        return parse_spec(data, path), notes
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([f"{path}: no such file; pass a batch script or a job spec (.yaml)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{path}: cannot read: {exc}"]) from None
+        return Submission(parse_spec(data, path), notes, frozenset(cli.client))
+    text = _read_script(file, path)
     directives = parse_directives(text, path)
-    fields = {"name": _name_from(file), **_fields(directives, site, path), **_fields(cli, site, "command line")}
+    cli_fields = _fields(cli, site, "command line")
+    script_fields = _without_other_memory(_fields(directives, site, path), cli_fields)
+    fields = {"name": _name_from(file), **script_fields, **cli_fields}
     data = {**fields, "script": text, "args": list(args), "sbatch": directives.passthrough + cli.passthrough}
     if variants:
         data["variants"] = list(variants)
     notes = [f"ignoring {o} from {path}: each variant sets it" for o in directives.dropped]
     notes += [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
-    return parse_spec(data, path), notes
+    return Submission(parse_spec(data, path), notes, frozenset(cli.client | directives.client))
+
+
+def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,
+               variants: tuple[str, ...] | None = None) -> tuple[JobSpec, list[str]]:
+    """(spec, notes): `build_submission` without the command's own options."""
+    submission = build_submission(path, options, args, site, variants)
+    return submission.spec, submission.notes
 
 

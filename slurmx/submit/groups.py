@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmx.core.model import GroupState, VariantState
-from slurmx.core.tag import readable_fields
+from slurmx.core.tag import leased, readable_fields
+from slurmx.profile.sampling import sample_fields
 from slurmx.slurm import SlurmAdapter
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
@@ -114,8 +115,7 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]
 def _leased_waiting(job: SlurmJob | AccountingRecord, now: float) -> bool:
     """A managed variant whose lease still runs: it waits for slurmxd as a held one would."""
     begin = getattr(job, "begin_time", None)
-    return job.state is VariantState.PENDING and begin is not None and begin > now and \
-        "l" in readable_fields(job.comment)
+    return job.state is VariantState.PENDING and begin is not None and begin > now and leased(job.comment)
 
 
 def list_groups(adapter: SlurmAdapter, user: str | None = None) -> list[GroupStatus]:
@@ -135,7 +135,9 @@ def find_group(adapter: SlurmAdapter, group_id: str, since: str = "now-7days") -
 
 
 def cancel_group(adapter: SlurmAdapter, group: GroupStatus) -> list[int]:
-    """Cancel every variant that is still active; returns their job ids."""
+    """Cancel every variant that is still active, and the profiling samples queued with them; returns their ids."""
     active = [v.job_id for v in group.variants if v.state.is_active]
-    adapter.cancel(active)
-    return active
+    samples = [j.job_id for j in adapter.jobs(user=group.user) if j.state.is_active and j.user == group.user
+               and (sample_fields(j.comment) or {}).get("g") == group.group_id]
+    adapter.cancel([*active, *samples])
+    return [*active, *samples]

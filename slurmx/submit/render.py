@@ -23,7 +23,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
-from slurmx.submit.spec import JobSpec
+from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
 
@@ -54,8 +54,14 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     """
     cfg = site.kind(kind)
     cpus = spec.variant_field(kind, "cpus") or cfg.cpus
-    mem_mb = spec.variant_field(kind, "mem_mb") or cfg.mem_mb
+    mem_mb = spec.variant_field(kind, "mem_mb") or (
+        spec.mem_per_cpu_mb * cpus if spec.mem_per_cpu_mb else cfg.mem_mb)  # --mem-per-cpu: per CPU of this kind
     gres = spec.variant_field(kind, "gres") or cfg.gres
+    if spec.gpus is not None and not (spec.overrides.get(kind) and spec.overrides[kind].gres):
+        if gpu_gres(cfg.gres) is None:
+            raise ConfigError([f"{source}: gpus: {spec.gpus} asks for GPUs, which kind {kind} has none of; choose "
+                               "kinds with GPUs or leave gpus out"])
+        gres = gres_with_gpus(cfg.gres or "", spec.gpus)
     time_s = spec.variant_field(kind, "time_s") or cfg.time_s
     options = [
         f"--job-name={spec.name}@{kind}",
@@ -75,6 +81,8 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     # runtime estimate, the work in steps, the payload and sample-script hashes. Hints, like the whole comment.
     grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s
     be = spec.job_class == JobClass.BE
+    if be and time_s and grace >= time_s:
+        raise ConfigError([_grace_error(spec, site, kind, grace, time_s, source)])
     steps = round(spec.work) if spec.work is not None and round(spec.work) >= 1 else None
     options.append("--comment=" + tag.encode(tag.GroupTag(
         group_id, kind, spec.job_class.value, grace_s=grace if be else None, estimate_s=spec.estimates.get(kind),
@@ -94,6 +102,21 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
             raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
                                "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
     return tuple(options)
+
+
+def _grace_error(spec: JobSpec, site: SiteConfig, kind: str, grace: int, time_s: int, source: str) -> str:
+    """The grace signal comes `grace` seconds before the time limit: one at least as long comes at the start."""
+    override = spec.overrides.get(kind)
+    if override is not None and override.time_s:
+        time_key = f"overrides.{kind}.time"
+    elif spec.time_s:
+        time_key = "time"
+    else:
+        time_key = f"the site's resources.{kind}.time"
+    grace_key = "grace" if spec.grace_s is not None else "the site's preemption.grace"
+    fix = "shorten grace: or raise time:" if spec.grace_s is not None else "set a shorter grace: or raise time:"
+    return (f"{source}: {grace_key} ({format_duration(grace)}) must be shorter than {time_key} "
+            f"({format_duration(time_s)}) of variant {kind}, or the grace signal comes at once; {fix}")
 
 
 def _environment(templates_dir: Path | None) -> jinja2.Environment:
@@ -127,8 +150,11 @@ def _delimiter(*texts: str) -> str:
 
 
 def _payload(spec: JobSpec, kind: str, source: str) -> str:
-    script = spec.variant_field(kind, "script")
-    command = spec.variant_field(kind, "command")
+    # A variant's own payload (either kind) replaces the spec's: `overrides.gpu.command` beside a top-level
+    # `script:` runs the command on the gpu variant.
+    override = spec.overrides.get(kind)
+    owner = override if override is not None and (override.script or override.command) is not None else spec
+    script, command = owner.script, owner.command
     if script is not None:
         text = str(script)
     elif command is not None:
@@ -138,7 +164,8 @@ def _payload(spec: JobSpec, kind: str, source: str) -> str:
                            f"(at the top or in overrides.{kind})"])
     if not text.startswith("#!"):
         text = "#!/bin/bash\n" + text
-    return text.rstrip("\n")
+    # The here-document that carries the payload ends its last line: drop that one newline, keep any others.
+    return text.removesuffix("\n")
 
 
 def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,

@@ -5,14 +5,19 @@ name: train
 command: python train.py --epochs 10       # or `script:` with a multi-line body
 variants: [cpu, gpu]                      # default: every kind the site defines
 class: be                                 # te | be -> the site's QOS
-grace: 2m
+grace: 2m                                 # a duration: an unquoted bare number is seconds
+time: 90                                  # a time limit: a bare number is MINUTES, as sbatch --time=90
+mem: 8G                                   # or mem_per_cpu: 2G (times each variant's CPUs)
+# gpus: 2                                 # (or a100:2) only the kinds with GPUs, each asking for 2
 work: 10000                               # amount of work (e.g. steps), for estimators
-estimates: {cpu: 2h, gpu: 20m}            # optional per-variant runtime estimates
+estimates: {cpu: 2h, gpu: 20m}            # optional per-variant runtime estimates (durations)
 env: {DATA: /scratch/data}
 overrides:
   gpu: {command: python train.py --cuda, cpus: 4, mem: 16G, gres: "gpu:1", time: 1h}
 sbatch: ["--account=proj"]
 ```
+
+docs/submit.md has what each sbatch option means to a group (and which are refused).
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
-from slurmx.core.units import UnitError, parse_duration, parse_mem
+from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
-from slurmx.submit.directives import canonical_long_option
+from slurmx.submit.directives import CLIENT_OPTIONS, canonical_long_option, modelled_key, refusal, short_option
 
-__all__ = ["JobSpec", "VariantOverride", "load_spec", "parse_spec", "resolve_variants"]
+__all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
+           "resolve_variants"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -56,6 +62,16 @@ def _duration(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
+def _time_limit(value: Any) -> Any:
+    """`time:`: a bare number is minutes, as in `sbatch --time=30`; `grace` and `estimates` stay durations."""
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return parse_time_limit(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _mem(value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return value
@@ -63,6 +79,23 @@ def _mem(value: Any) -> Any:
         return parse_mem(value)
     except UnitError as exc:
         raise ValueError(str(exc)) from None
+
+
+_GPUS_RE = re.compile(r"^(?:([A-Za-z][\w.-]*):)?(\d{1,6})$")
+
+
+def _gpus(value: Any) -> Any:
+    """`gpus:` (`--gpus`): COUNT or TYPE:COUNT, at least 1; the kinds with GPUs each ask for that many."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a GPU count like 2 or a100:2, got {short_repr(value)}")
+    match = _GPUS_RE.match(value.strip())
+    if match is None or int(match.group(2)) < 1:
+        raise ValueError(f"expected a GPU count like 2 or a100:2 (at least 1), got {short_repr(value)}")
+    return value.strip()
 
 
 def _gres(value: Any) -> Any:
@@ -115,20 +148,38 @@ def _clean_text(value: Any, where: str = "") -> Any:
     return value
 
 
+# A modelled sbatch option (`directives.modelled_key`) -> the spec key that says it.
+_SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
+             "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus"}
+
+
 def _flags(value: Any) -> Any:
     if not isinstance(value, list | tuple):
         return value
     for flag in value:
         if not isinstance(flag, str) or not flag.startswith("-") or "\n" in flag:
             raise ValueError(f"expected an sbatch option like --account=proj, got {flag!r}")
-        name = flag.split("=", 1)[0]
+        name, eq, given = flag.partition("=")
         if name.startswith("--"):
             # sbatch accepts any unambiguous prefix (--parti=gpu), so check the option it will really mean.
             canonical = canonical_long_option(name[2:])
             if canonical is None:
                 raise ValueError(f"sbatch has no option {name} (or it is an ambiguous abbreviation)")
-            name = f"--{canonical}"
-        if name in _RESERVED or (re.match(r"^-[pcJoeHq]", name) is not None):
+            option_value = given if eq else None
+        else:
+            canonical = short_option(flag[1:2]) or ""
+            option_value = flag[2:].removeprefix("=") or None
+        problem = refusal(canonical, option_value)
+        if problem is not None:
+            raise ValueError(problem)
+        key = modelled_key(canonical)
+        if key is not None:
+            shown = name if name.startswith("--") else name[:2]
+            raise ValueError(f"{shown} is what the spec's '{_SPEC_KEY[key]}:' says; write {_SPEC_KEY[key]}: "
+                             "instead")
+        if canonical in CLIENT_OPTIONS:
+            raise ValueError(f"{name} is an option of the command: give `slurmx submit --{canonical}`")
+        if f"--{canonical}" in _RESERVED or (re.match(r"^-[pcJoeHq]", name) is not None):
             raise ValueError(f"{name} is set by slurmx (use the spec's own fields); remove it")
     return value
 
@@ -158,8 +209,14 @@ class VariantOverride(_Model):
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
     _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
-    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
+
+    @model_validator(mode="after")
+    def _payload(self) -> VariantOverride:
+        if self.command is not None and self.script is not None:
+            raise ValueError("give one of 'command' or 'script', not both")
+        return self
 
     @field_validator("modules")
     @classmethod
@@ -193,13 +250,17 @@ class JobSpec(_Model):
     modules: tuple[str, ...] = ()
     cpus: int | None = Field(None, ge=1)
     mem_mb: int | None = Field(None, validation_alias="mem", ge=1)
+    mem_per_cpu_mb: int | None = Field(None, validation_alias="mem_per_cpu", ge=1)
+    gpus: str | None = None
     time_s: int | None = Field(None, validation_alias="time", gt=0)
     workdir: str | None = None
     sbatch: tuple[str, ...] = ()
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
-    _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
-    _v_time = field_validator("time_s", "grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
+    _v_gpus = field_validator("gpus", mode="before")(classmethod(lambda cls, v: _gpus(v)))
+    _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
+    _v_grace = field_validator("grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
 
     @field_validator("name")
@@ -236,6 +297,8 @@ class JobSpec(_Model):
             raise ValueError("give one of 'command' or 'script', not both")
         if self.command is None and self.script is None and not self.overrides:
             raise ValueError("give the payload: 'command' (one line) or 'script' (a body)")
+        if self.mem_mb is not None and self.mem_per_cpu_mb is not None:
+            raise ValueError("give one of 'mem' (the job's) or 'mem_per_cpu', not both (sbatch refuses the pair)")
         return self
 
     def variant_field(self, kind: str, name: str) -> Any:
@@ -254,15 +317,53 @@ def load_spec(path: str | Path) -> JobSpec:
     return parse_spec(data, str(path))
 
 
+def gpu_gres(gres: str | None) -> tuple[int, str | None] | None:
+    """(index, type) of the `gpu[:type]:N` item in a kind's comma-separated GRES, or None when it has no GPUs."""
+    for index, item in enumerate((gres or "").split(",")):
+        parts = item.split(":")
+        if parts[0] == "gpu" and len(parts) in (2, 3):
+            return index, parts[1] if len(parts) == 3 else None
+    return None
+
+
+def _override_gres(spec: JobSpec, kind: str) -> str | None:
+    override = spec.overrides.get(kind)
+    return override.gres if override is not None else None
+
+
+def gres_with_gpus(gres: str, gpus: str) -> str:
+    """A kind's GRES with its GPU item asking for `gpus` (`N` keeps the kind's GPU type, `TYPE:N` sets one)."""
+    found = gpu_gres(gres)
+    if found is None:
+        return gres
+    index, kind_type = found
+    wanted_type, _, count = gpus.rpartition(":")
+    gpu_type = wanted_type or kind_type
+    items = gres.split(",")
+    items[index] = f"gpu:{gpu_type}:{count}" if gpu_type else f"gpu:{count}"
+    return ",".join(items)
+
+
 def resolve_variants(spec: JobSpec, site: SiteConfig, only: tuple[str, ...] | None = None,
                      source: str = "<spec>") -> tuple[str, ...]:
     """The kinds this spec runs as, in the site's order; unknown kinds are errors naming the valid ones."""
-    wanted = only if only else (spec.variants or site.kind_names())
     known = site.kind_names()
+    chosen = only or spec.variants
+    wanted = chosen or known
     for kind in wanted:
         if kind not in known:
             raise ConfigError([f"{source}: variants: the site defines no resource kind {kind!r}; "
                                f"valid kinds: {', '.join(known)}"])
+    if spec.gpus is not None:  # `--gpus`: the kinds with GPUs, each asking for that many
+        with_gpus = tuple(k for k in known if gpu_gres(site.kind(k).gres) is not None)
+        if not with_gpus:
+            raise ConfigError([f"{source}: gpus: {spec.gpus}: no resource kind of this site has GPUs (gres gpu:N); "
+                               "leave gpus out"])
+        without = [k for k in wanted if k not in with_gpus and gpu_gres(_override_gres(spec, k)) is None]
+        if chosen and without:
+            raise ConfigError([f"{source}: gpus: {spec.gpus} asks for GPUs, which kind {without[0]} has none of; "
+                               f"choose kinds with GPUs ({', '.join(with_gpus)}) or leave gpus out"])
+        wanted = tuple(k for k in wanted if k not in without)
     for kind in spec.overrides:
         if kind not in known:
             raise ConfigError([f"{source}: overrides.{kind}: the site defines no resource kind {kind!r}; "

@@ -16,7 +16,6 @@ import yaml
 
 from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
-from slurmx.core.tag import script_hash
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm, RetryPolicy
 from slurmx.slurm.records import SlurmJob
@@ -116,35 +115,44 @@ def test_files_bob_plants_where_the_daemon_reads_never_stop_it_scheduling_alice(
         gid = f"{tag}-{plant}"
         folder = spool / gid
         as_bob(bob, "mkdir", "-m", "700", "--", str(folder))
-        script = str(folder / "sample-cpu.sh")
-        if plant == "fifo":
-            as_bob(bob, "mkfifo", "--", script)
-        elif plant == "zero":
-            as_bob(bob, "ln", "-s", "/dev/zero", script)
-        else:
-            as_bob(bob, "truncate", "-s", "10G", script)
-        # A plausible tag: steps to sample and the hash of an ordinary sample script the daemon would accept.
-        p = script_hash("#!/bin/bash\ntrue\n")
-        hostile.append(submit_group(bob, tag, {"cpu": (5, "sleep 1")}, group_id=gid, comment_extra=f",n=10,p={p}"))
+        # bob's group with samples queued the way `slurmx submit` queues them (10,000 steps, one variant: 100 and
+        # 200 steps, ten minutes), whose timing files in his folder are a FIFO, a link to /dev/zero or 10 GB.
+        samples = [bob.submit("#!/bin/bash\nsleep 1\n", [
+            "--hold", "--qos=slurmx-profile", "--time=10", "--partition=cpu", "--cpus-per-task=1", "--mem=500M",
+            f"--comment=slurmx-sample:g={gid},v=cpu,s={index},n={steps}", "--output=/dev/null",
+            f"--job-name={gid}@cpu~s{index}"]) for index, steps in ((0, 100), (1, 200))]
+        for job_id in samples:
+            path = str(folder / f"profile-{job_id}.json")
+            if plant == "fifo":
+                as_bob(bob, "mkfifo", "--", path)
+            elif plant == "zero":
+                as_bob(bob, "ln", "-s", "/dev/zero", path)
+            else:
+                as_bob(bob, "truncate", "-s", "10G", path)
+        cleanup.extend(samples)
+        hostile.append(submit_group(bob, tag, {"cpu": (5, "sleep 1")}, group_id=gid, comment_extra=",n=10000"))
     # A job name that squeue prints as invalid UTF-8 (bytes 0xff 0xfe).
     bad_name = bob.submit("#!/bin/bash\nsleep 1\n", ["--hold", "--partition=cpu", "--output=/dev/null",
                                                       "--job-name=bad\udcff\udcfename"])
     honest = [submit_group(slurm, tag, {"cpu": (5, "sleep 2"), "gpu": (5, "sleep 2")}) for _ in range(3)]
     cleanup.extend([bad_name, *(j for g in hostile for j in g.jobs.values())])
+    store = Store(tmp_path / "state" / "slurmxd.sqlite")
     daemon = DaemonProcess(site_file, tmp_path / "slurmxd.log")
     daemon.start()
     try:
         found = wait_finished(admin, honest, 240)
+        wait_until(lambda: all(any(" took " in e.detail for e in store.history(g.group_id)) for g in hostile), 180,
+                   "a sample of each of bob's groups to be read")
         assert daemon.proc is not None and daemon.proc.poll() is None, daemon.text()[-3000:]
     finally:
         daemon.stop()
     for group in honest:
         states = sorted(found[j].state.value for j in group.jobs.values())
         assert states == ["cancelled", "completed"], (group.group_id, states)
-    store = Store(tmp_path / "state" / "slurmxd.sqlite")
-    for group in hostile:
+    for group in hostile:  # the planted file is no reading: Slurm's own clock is
         notes = [e.detail for e in store.history(group.group_id)]
-        assert any("no sample script matching" in n for n in notes), (group.group_id, notes)
+        assert any(n.endswith("(Slurm's whole seconds)") or n.endswith("(sacct's whole seconds)") for n in notes), \
+            (group.group_id, notes)
     assert "Traceback" not in daemon.text()
     assert jobs_of(admin, hostile)  # bob's groups are still known to Slurm: nothing was lost
 

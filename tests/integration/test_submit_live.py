@@ -94,18 +94,36 @@ def test_unmodified_sbatch_script_submits_and_runs(site_path: Path, cluster: Clu
                                                    tag: str) -> None:
     script = cluster.shared / f"{tag}.sh"
     script.write_text("#!/bin/bash\n#SBATCH --job-name=legacy\n#SBATCH --time=00:05:00 --mem=300M\n"
-                      "#SBATCH --partition=gpu --gres=gpu:1\n"
+                      "#SBATCH --partition=gpu --output=legacy-%j.log\n"
                       'echo "legacy script ran with: $1|$2" > "$SLURMX_SPOOL_DIR/legacy.out"\n')
+    # --variants (slurmx's, on the command line) wins over the script's -p gpu, as command-line options do
     proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", str(script),
                "one", "two words")
     gid = proc.stdout.strip()
-    assert "ignoring --partition" in proc.stderr and "ignoring --gres" in proc.stderr
+    assert "ignoring --output" in proc.stderr
     group = wait_until(lambda: (g := find_group(slurm, gid)) and g.finished and g, 180, "the script to run")
     assert group.state.value == "completed"
     assert {v.kind for v in group.variants} == {"cpu", "gpu"}
     out = Path(load_site_config(site_path).submit.spool_dir) / gid / "legacy.out"
     assert out.read_text() == "legacy script ran with: one|two words\n"
     assert group.name == "legacy"
+
+
+def test_sbatch_resource_options_apply_per_kind(site_path: Path, cluster: Cluster, slurm: CliSlurm,
+                                                tag: str) -> None:
+    """docs/submit.md: --gpus runs only on the kinds with GPUs, --mem-per-cpu becomes their --mem, a bare --time
+    is minutes; --wait returns when the group has ended."""
+    script = cluster.shared / f"{tag}-gpus.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --gpus=1 --mem-per-cpu=150M -c 2 --time=5\ntrue\n")
+    proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--wait", str(script))
+    gid = proc.stdout.strip()
+    group = find_group(slurm, gid)
+    assert group is not None and group.state.value == "completed"
+    assert [v.kind for v in group.variants] == ["gpu"]
+    job_id = group.variants[0].job_id
+    record = wait_until(lambda: next(iter(slurm.accounting([job_id], since="now-1hour")), None), 60,
+                        "sacct to record the job")
+    assert (record.request.cpus, record.request.mem_mb) == (2, 300)
 
 
 def test_bad_spec_is_one_line_and_submits_nothing(site_path: Path, slurm: CliSlurm, tag: str) -> None:

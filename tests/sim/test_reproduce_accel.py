@@ -10,10 +10,12 @@ from click.testing import CliRunner
 from slurmx.reproduce import ReproOptions, run
 from slurmx.reproduce.accel.experiment import QUICK, Task, run_task
 from slurmx.reproduce.cli import reproduce_command
+from tests.sim.claims import assert_machine_checkable
 
 
 def test_quick_reproduction_runs_every_figure_and_the_bounds_hold() -> None:
     result = run("accel", ReproOptions(quick=True, workers=1, progress=False))
+    assert_machine_checkable(result)
     by_what = {c.what: c for c in result.claims}
     bound = next(c for w, c in by_what.items() if w.startswith("every batch planned on true times"))
     assert bound.holds is True and bound.paper == "<= 4 (Theorem 5)"

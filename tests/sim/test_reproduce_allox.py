@@ -10,6 +10,7 @@ from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
 from slurmx.reproduce.allox.experiment import EXPERIMENTS, progress_spread
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import JobRecord
+from tests.sim.claims import assert_machine_checkable
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +20,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
 
 
 def test_quick_run_reports_every_experiment_with_well_formed_claims(quick: Reproduction) -> None:
+    assert_machine_checkable(quick)
     assert quick.quick and quick.paper == "allox"
     assert set(EXPERIMENTS) <= set(quick.data)
     prefixes = {c.what.split(":")[0] for c in quick.claims}

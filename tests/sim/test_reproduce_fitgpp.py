@@ -15,6 +15,7 @@ from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.fitgpp import fifo_closed_loop_times
+from tests.sim.claims import assert_machine_checkable
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +25,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
 
 
 def test_quick_run_reports_every_table_claim_and_figure(quick: Reproduction) -> None:
+    assert_machine_checkable(quick)
     assert quick.quick and quick.paper == "fitgpp"
     assert {"table1", "table2", "table3", "s", "P", "te_share", "grace_scale", "be_sources"} <= set(quick.data)
     titles = [t.title.split(":")[0] for t in quick.tables]

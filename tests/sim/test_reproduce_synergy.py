@@ -12,10 +12,12 @@ from slurmx.reproduce.base import ReproOptions
 from slurmx.reproduce.synergy import EXPERIMENTS, reproduce
 from slurmx.reproduce.synergy.experiment import PEER_JOBLIST, W2, RunSpec, peer_jobs, run_one
 from slurmx.reproduce.synergy.report import ENGINE_CHECK
+from tests.sim.claims import assert_machine_checkable
 
 
 def test_quick_reproduction_runs_every_experiment_and_checks_the_invariant() -> None:
     rep = reproduce(ReproOptions(quick=True, workers=1, progress=False))
+    assert_machine_checkable(rep)
     titles = [t.title for t in rep.tables]
     assert len(titles) == len(EXPERIMENTS)
     invariant = [c for c in rep.claims if c.check == "checked every round"]

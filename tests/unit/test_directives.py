@@ -89,11 +89,10 @@ def test_quotes_and_trailing_comments(line: str, value: str) -> None:
 
 
 def test_sorts_modelled_passthrough_and_variant_owned_options() -> None:
-    got = parse("#!/bin/bash\n#SBATCH -p gpu --gres=gpu:1 -o out.log -e err.log --requeue -H\n"
+    got = parse("#!/bin/bash\n#SBATCH -p gpu --gres=accel:1 -o out.log -e err.log --requeue -H\n"
                 "#SBATCH --signal=B:USR1@60 --comment=x --account=proj --nice=5 --mail-type=END\n")
-    assert got.fields == {}
-    assert got.dropped == ["--partition", "--gres", "--output", "--error", "--requeue", "--hold", "--signal",
-                           "--comment"]
+    assert got.fields == {"partition": "gpu"}  # a partition names resource kinds (entry.py)
+    assert got.dropped == ["--gres", "--output", "--error", "--requeue", "--hold", "--signal", "--comment"]
     assert got.passthrough == ["--account=proj", "--nice=5", "--mail-type=END"]
 
 
@@ -174,15 +173,13 @@ python train.py "$@"
 def test_build_spec_from_a_script_command_line_wins(tmp_path: Path) -> None:
     path = tmp_path / "job.sh"
     path.write_text(SCRIPT)
-    spec, notes = build_spec(str(path), ["-c", "4", "--exclusive", "-o", "x.log"], ["--epochs", "5"], site(),
-                             ("cpu",))
-    assert (spec.name, spec.cpus, spec.mem_mb, spec.time_s) == ("train", 4, 2048, 3600)
+    spec, notes = build_spec(str(path), ["-c", "4", "--exclusive", "-o", "x.log", "--gres=gpu:2"],
+                             ["--epochs", "5"], site(), ("gpu",))
+    assert (spec.name, spec.cpus, spec.mem_mb, spec.time_s, spec.gpus) == ("train", 4, 2048, 3600, "2")
     assert spec.job_class is JobClass.TE
-    assert spec.script == SCRIPT and spec.args == ("--epochs", "5") and spec.variants == ("cpu",)
+    assert spec.script == SCRIPT and spec.args == ("--epochs", "5") and spec.variants == ("gpu",)
     assert spec.sbatch == ("--account=proj", "--exclusive")
-    assert notes == [f"ignoring --partition from {path}: each variant sets it",
-                     f"ignoring --gres from {path}: each variant sets it",
-                     "ignoring --output from the command line: each variant sets it"]
+    assert notes == ["ignoring --output from the command line: each variant sets it"]
 
 
 def test_build_spec_names_a_script_after_its_file(tmp_path: Path) -> None:
@@ -205,7 +202,7 @@ def test_build_spec_qos_that_is_no_class(tmp_path: Path) -> None:
     path.write_text("#!/bin/bash\n#SBATCH --qos=normal\ntrue\n")
     with pytest.raises(ConfigError) as info:
         build_spec(str(path), [], [], site())
-    assert str(info.value) == (f"{path}: --qos=normal is not a slurmx class QOS; use --qos=short (te) "
+    assert str(info.value) == (f"{path}:2: --qos=normal is not a slurmx class QOS; use --qos=short (te) "
                                "or --qos=scavenger (be)")
 
 
@@ -222,7 +219,7 @@ def test_build_spec_from_yaml_with_command_line_options(tmp_path: Path) -> None:
     spec, notes = build_spec(str(path), ["--time=30", "--exclusive", "-p", "cpu"], ["a b"], site(), ("gpu",))
     assert (spec.time_s, spec.args, spec.variants) == (1800, ("a b",), ("gpu",))
     assert spec.sbatch == ("--account=proj", "--exclusive")
-    assert notes == ["ignoring --partition from the command line: each variant sets it"]
+    assert notes == []  # -p cpu chose the cpu kind; --variants gpu, later and slurmx's own, chose gpu
 
 
 def test_build_spec_bad_time_from_a_directive(tmp_path: Path) -> None:

@@ -158,3 +158,73 @@ def test_a_file_just_under_the_size_cap_is_read_within_2_s(tmp_path: Path, text:
     with pytest.raises(ConfigError):
         load_spec(path)
     assert time.monotonic() - started < 2.0
+
+
+# ---------------------------------------------------------------------------------------------- sbatch semantics
+# Issue 19's "accepted silently" inputs of `slurmx submit`: each now means what it means to sbatch (the options
+# each variant gets are checked) or is refused in one line naming the place and the fix.
+
+SBATCH_CASES: list[tuple[str, str, bytes, list[str], dict[str, list[str]] | str]] = [
+    ("spec-time-30-is-minutes", "job.yaml", b"name: j\ncommand: 'true'\ntime: 30\n", [],
+     {"cpu": ["--time=00:30:00"], "gpu": ["--time=00:30:00"], "accel": ["--time=00:30:00"]}),
+    ("cli-time-30-is-minutes", "job.sh", b"#!/bin/bash\ntrue\n", ["--time=30"],
+     {"cpu": ["--time=00:30:00"], "gpu": [], "accel": []}),
+    ("directive-time-30-is-minutes", "job.sh", b"#!/bin/bash\n#SBATCH --time=30\ntrue\n", [],
+     {"cpu": ["--time=00:30:00"], "gpu": [], "accel": []}),
+    ("spec-grace-over-time", "job.yaml", b"name: j\ncommand: 'true'\ngrace: 2h\ntime: 5m\n", [],
+     "{path}: grace (02:00:00) must be shorter than time (00:05:00) of variant cpu, or the grace signal comes at "
+     "once; shorten grace: or raise time:"),
+    ("mem-per-cpu", "job.sh", b"#!/bin/bash\n#SBATCH --mem-per-cpu=4G -c 2\ntrue\n", [],
+     {"cpu": ["--mem=8192M", "--cpus-per-task=2"], "gpu": ["--mem=8192M"], "accel": ["--mem=8192M"]}),
+    ("gpus-2-not-on-cpu", "job.sh", b"#!/bin/bash\n#SBATCH --gpus=2\ntrue\n", [], {"gpu": ["--gres=gpu:2"]}),
+    ("gpus-per-task", "job.sh", b"#!/bin/bash\ntrue\n", ["--gpus-per-task=2"], {"gpu": ["--gres=gpu:2"]}),
+    ("ntasks-4", "job.sh", b"#!/bin/bash\n#SBATCH -n 4\ntrue\n", [],
+     "{path}:2: --ntasks=4: a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and "
+     "start the processes inside the script"),
+    ("partition-gpu-is-the-gpu-kind", "job.sh", b"#!/bin/bash\n#SBATCH -p gpu\ntrue\n", [], {"gpu": []}),
+    ("partition-unknown", "job.yaml", b"name: j\ncommand: 'true'\n", ["-p", "debug"],
+     "command line: --partition=debug: 'debug' is the partition of no resource kind; known partitions (kind): "
+     "cpu (cpu), gpu (gpu), accel (accel); or choose kinds with --variants"),
+    ("array", "job.sh", b"#!/bin/bash\n#SBATCH --array=1-3\ntrue\n", [],
+     "{path}:2: --array is not supported: array tasks would split a group's variants apart; submit one group per "
+     "index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
+    ("dependency", "job.yaml", b"name: j\ncommand: 'true'\n", ["--dependency=afterok:7"],
+     "command line: --dependency is not supported: it would name one variant's job id, which never completes when "
+     "a sibling variant runs instead; chain groups with `slurmx submit --wait first.sh && slurmx submit next.sh`"),
+    ("variant-command-beside-script", "job.yaml",
+     b"name: j\nscript: 'echo top'\noverrides: {gpu: {command: echo gpu}}\n", [], {"cpu": [], "gpu": [], "accel": []}),
+    ("sbatch-line-ends-only-at-newline", "job.sh", b"#!/bin/bash\n#SBATCH -c 2 #\x0b#SBATCH --mem=9G\ntrue\n", [],
+     {"cpu": ["--cpus-per-task=2", "--mem=500M"], "gpu": [], "accel": []}),
+    ("crlf-script", "job.sh", b"#!/bin/bash\r\ntrue\r\n", [],
+     "{path}:1: the script has DOS line breaks (\\r\\n), which sbatch refuses too; convert it with "
+     "`dos2unix {path}`"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "words", "expected"), [c[1:] for c in SBATCH_CASES],
+                         ids=[c[0] for c in SBATCH_CASES])
+def test_sbatch_semantics_each_case_works_or_is_one_line(tmp_path: Path, name: str, data: bytes, words: list[str],
+                                                         expected: dict[str, list[str]] | str) -> None:
+    from slurmx.submit.entry import build_spec
+    from slurmx.submit.render import _payload
+    from slurmx.submit.submitter import plan_group
+
+    site = load_site_config(REPO / "site-config" / "test-cluster.yaml")
+    path = tmp_path / name
+    path.write_bytes(data)
+    try:
+        spec, _ = build_spec(str(path), words, [], site)
+        _, _, rendered = plan_group(spec, site, mode="race", source=str(path))
+    except ConfigError as exc:
+        assert isinstance(expected, str), f"refused: {exc}"
+        assert str(exc) == expected.format(path=path)
+        return
+    assert isinstance(expected, dict), f"accepted, expected {expected!r}"
+    options = {r.kind: r.options for r in rendered}
+    assert list(options) == list(expected)  # exactly these kinds, in the site's order
+    for kind, wanted in expected.items():
+        assert set(wanted) <= set(options[kind]), (kind, options[kind])
+    if name == "job.sh":
+        assert spec.script is not None and spec.script.encode() == data  # byte for byte
+    if "overrides" in data.decode():
+        assert _payload(spec, "gpu", name).endswith("echo gpu") and _payload(spec, "cpu", name).endswith("echo top")

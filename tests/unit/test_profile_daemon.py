@@ -184,6 +184,8 @@ def test_a_lost_release_answer_is_released_again_and_a_restart_never_runs_a_samp
     again.cycle()
     assert fake.released() == [short("cpu"), short("gpu"), short("cpu")]
     assert store.samples()["train-abc123.cpu.0"].job_id == 501
+    # gpu's short sample, released by the first life, is pending, not held: the new life still samples gpu.
+    assert not any("no samples queued" in e.detail for e in store.history("train-abc123"))
     # A later life replays finished samples from the store and releases only what is still missing.
     for kind in ("cpu", "gpu"):
         fake.finish_sample(fake.sample(kind, 0), tmp_path, "train-abc123")
@@ -369,3 +371,19 @@ def test_a_bad_sampling_key_is_one_line_naming_the_valid_ones(tmp_path: Path) ->
     with pytest.raises(ConfigError) as caught:
         ProfilingStage(site(tmp_path, sampling={"overhead": 0.1}), ProfilingSlurm([]), Store(":memory:"))  # type: ignore[arg-type]
     assert str(caught.value).startswith("site profile.sampling: overhead: unknown key; valid keys: overhead_budget,")
+
+
+def test_a_group_still_being_submitted_is_registered_once_it_settles(tmp_path: Path) -> None:
+    """sbatch queues a group's samples and variants one by one: a daemon that caught the gpu variant's samples
+    but not yet the variant itself must neither plan for one variant nor cancel gpu's samples as unneeded."""
+    jobs = [replace(j, submit_time=998) for j in group_with_samples(tmp_path) if j.job_id != 12]  # no gpu variant yet
+    fake = ProfilingSlurm(jobs)
+    store = Store(tmp_path / "s.sqlite")
+    clock = [1000.0]
+    d = daemon(tmp_path, fake, store, clock)
+    report = d.cycle()
+    assert fake.calls == [] and report.plan.of_type(Start) == ()  # hidden, not registered, nothing cancelled
+    fake.table[12] = replace(variant_job(12, "train-abc123", "gpu", f",n={STEPS},h=abcgpu"), submit_time=999)
+    clock[0] += 6
+    d.cycle()
+    assert fake.released() == [short("cpu"), short("gpu")]

@@ -226,7 +226,7 @@ def payload_of(script: str) -> str:
 OVERRIDES = {
     "gpu": {"command": "python3 train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2", "time": "1h",
             "env": {"ONLY_GPU": "yes", "SHARED": "gpu's own"}, "modules": ["cuda/12.2"],
-            "sbatch": ["--gpus-per-task=1"]},
+            "sbatch": ["--gpu-bind=closest"]},
 }
 
 
@@ -235,12 +235,12 @@ def test_overrides_land_only_in_their_variant() -> None:
     out = render_all(job)
     gpu, cpu, accel = out["gpu"], out["cpu"], out["accel"]
 
-    assert {"--cpus-per-task=4", "--mem=16384M", "--gres=gpu:2", "--time=01:00:00", "--gpus-per-task=1",
+    assert {"--cpus-per-task=4", "--mem=16384M", "--gres=gpu:2", "--time=01:00:00", "--gpu-bind=closest",
             "--account=proj"} <= set(gpu.options)
     assert {"--cpus-per-task=2", "--mem=1024M", "--account=proj"} <= set(cpu.options)
     assert {"--cpus-per-task=1", "--mem=500M", "--gres=accel:1"} <= set(accel.options)
     for other in (cpu, accel):
-        assert not {"--cpus-per-task=4", "--mem=16384M", "--gres=gpu:2", "--gpus-per-task=1"} & set(other.options)
+        assert not {"--cpus-per-task=4", "--mem=16384M", "--gres=gpu:2", "--gpu-bind=closest"} & set(other.options)
         assert not any(o.startswith("--time") for o in other.options)
 
     assert environment_lines(gpu.script) == ["module load gcc/12", "module load cuda/12.2", "export ONLY_GPU=yes",

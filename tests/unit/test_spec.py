@@ -19,10 +19,11 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
-             "env, modules, cpus, mem, time, workdir, sbatch")
+             "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
+MODELLED = "job.yaml: sbatch: {} is what the spec's '{}:' says; write {}: instead"
 NOT_SET_HERE = "job.yaml: env: {} is used by slurmx, Slurm or the shell; choose another name"
 UNKNOWN_TPU = "job.yaml: variants: the site defines no resource kind 'tpu'; valid kinds: cpu, gpu, accel"
 
@@ -69,7 +70,7 @@ def test_full_spec_parses_into_typed_fields() -> None:
         "checkpoint_dir": "/ckpt", "workdir": "/work", "sbatch": ["--account=proj", "--exclusive"],
         "overrides": {"gpu": {"command": "python train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2",
                               "time": "1h", "env": {"CUDA": "1"}, "modules": ["cuda"],
-                              "sbatch": ["--gpus-per-task=1"]}},
+                              "sbatch": ["--gpu-bind=closest"]}},
     }, SRC)
     assert parsed.variants == ("cpu", "gpu")
     assert parsed.job_class is JobClass.TE
@@ -166,21 +167,33 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("env-dash", spec(env={"A-B": "1"}),
      "job.yaml: env: environment variable names are letters, digits and _, got 'A-B'"),
     # reserved sbatch flags
-    ("sbatch-partition", spec(sbatch=["--partition=gpu"]), RESERVED.format("--partition")),
-    ("sbatch-qos", spec(sbatch=["--qos", "be"]), RESERVED.format("--qos")),
+    ("sbatch-partition", spec(sbatch=["--partition=gpu"]), MODELLED.format("--partition", "variants", "variants")),
+    ("sbatch-qos", spec(sbatch=["--qos", "be"]), MODELLED.format("--qos", "class", "class")),
+    ("sbatch-time", spec(sbatch=["--time=5"]), MODELLED.format("--time", "time", "time")),
+    ("sbatch-gpus", spec(sbatch=["-G2"]), MODELLED.format("-G", "gpus", "gpus")),
+    ("sbatch-mem-per-cpu", spec(sbatch=["--mem-per-c=2G"]), MODELLED.format("--mem-per-c", "mem_per_cpu",
+                                                                            "mem_per_cpu")),
+    ("sbatch-ntasks", spec(sbatch=["-n4"]), "job.yaml: sbatch: --ntasks=4: a variant is one task; ask for its CPUs "
+     "with --cpus-per-task (cpus: in a spec) and start the processes inside the script"),
+    ("sbatch-array", spec(sbatch=["--array=1-3"]), "job.yaml: sbatch: --array is not supported: array tasks would "
+     "split a group's variants apart; submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; "
+     "done`"),
+    ("sbatch-wait", spec(sbatch=["--wait"]),
+     "job.yaml: sbatch: --wait is an option of the command: give `slurmx submit --wait`"),
     ("sbatch-value-word", spec(sbatch=["--account", "proj"]),
      "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'proj'"),
     ("sbatch-hold", spec(sbatch=["--hold"]), RESERVED.format("--hold")),
     ("sbatch-requeue", spec(sbatch=["--requeue"]), RESERVED.format("--requeue")),
     ("sbatch-signal", spec(sbatch=["--signal=USR1@60"]), RESERVED.format("--signal")),
     ("sbatch-wrap", spec(sbatch=["--account=p", "--wrap=x"]), RESERVED.format("--wrap")),
-    ("sbatch-short-p", spec(sbatch=["-p"]), RESERVED.format("-p")),
-    ("sbatch-short-attached", spec(sbatch=["-pgpu"]), RESERVED.format("-pgpu")),
-    ("sbatch-short-q", spec(sbatch=["-q"]), RESERVED.format("-q")),
+    ("sbatch-short-p", spec(sbatch=["-p"]), MODELLED.format("-p", "variants", "variants")),
+    ("sbatch-short-attached", spec(sbatch=["-pgpu"]), MODELLED.format("-p", "variants", "variants")),
+    ("sbatch-short-q", spec(sbatch=["-q"]), MODELLED.format("-q", "class", "class")),
+    ("sbatch-short-o", spec(sbatch=["-ox"]), RESERVED.format("-ox")),
     ("sbatch-not-option", spec(sbatch=["account"]),
      "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'account'"),
     ("override-sbatch", spec(overrides={"gpu": {"sbatch": ["--qos=x"]}}),
-     "job.yaml: overrides.gpu.sbatch: --qos is set by slurmx (use the spec's own fields); remove it"),
+     "job.yaml: overrides.gpu.sbatch: --qos is what the spec's 'class:' says; write class: instead"),
     # payload
     ("both", spec(script="echo hi"), "job.yaml: give one of 'command' or 'script', not both"),
     ("neither", {"name": "t"}, "job.yaml: give the payload: 'command' (one line) or 'script' (a body)"),

@@ -370,3 +370,33 @@ def test_no_samples_for_a_policy_that_reads_no_estimates_or_outside_managed_mode
     adapter, transport = slurm({("sbatch",): [ok("1\n"), ok("2\n"), ok("3\n")]})
     group = submit_group(spec(work=10_000), site(), adapter)  # FIFO
     assert group.samples == () and len(argvs(transport)) == 3
+
+
+def test_cancelling_a_group_cancels_its_queued_samples_and_nobody_elses() -> None:
+    from dataclasses import replace as copy
+
+    from slurmx.core.model import VariantState
+    from slurmx.submit.groups import GroupStatus, VariantStatus, cancel_group
+    from tests.unit.test_profile_daemon import variant_job
+
+    sample = copy(variant_job(21, "g-1", "cpu", ""), comment="slurmx-sample:g=g-1,v=cpu,s=0,n=5")
+    other_group = copy(sample, job_id=22, comment="slurmx-sample:g=g-10,v=cpu,s=0,n=5")
+    other_user = copy(sample, job_id=23, user="bob")
+    done = copy(sample, job_id=24, state=VariantState.COMPLETED)
+
+    class Fake:
+        def __init__(self) -> None:
+            self.cancelled: list[int] = []
+
+        def jobs(self, job_ids: Any = None, user: str | None = None) -> list[Any]:
+            return [sample, other_group, other_user, done]
+
+        def cancel(self, job_ids: Any) -> None:
+            self.cancelled.extend(job_ids)
+
+    group = GroupStatus("g-1", "train", "alice", "be",
+                        (VariantStatus("cpu", 11, VariantState.PENDING, "", "", "cpu"),
+                         VariantStatus("gpu", 12, VariantState.COMPLETED, "", "", "gpu")))
+    fake = Fake()
+    assert cancel_group(fake, group) == [11, 21]  # type: ignore[arg-type]
+    assert fake.cancelled == [11, 21]

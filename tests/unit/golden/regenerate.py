@@ -61,7 +61,7 @@ SPEC_DATA: dict[str, Any] = {
     "sbatch": ["--account=proj"],
     "overrides": {
         "gpu": {"command": "python3 train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2", "time": "1h",
-                "env": {"CUDA_CACHE": "/tmp/cuda"}, "modules": ["cuda/12.2"], "sbatch": ["--gpus-per-task=1"]},
+                "env": {"CUDA_CACHE": "/tmp/cuda"}, "modules": ["cuda/12.2"], "sbatch": ["--gpu-bind=closest"]},
         "accel": {"script": "#!/bin/bash\nset -e\necho accel \"$@\"\nslurmx_progress 1 1\n"},
     },
 }
