@@ -11,6 +11,7 @@ so a file `config check` accepts is a file slurmxd accepts.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,7 +33,8 @@ from slurmx.core.validation import ConfigError, load_yaml, validation_messages
 from slurmx.policies.base import available_policies, policy_args, policy_args_model
 from slurmx.profile.sampling import SamplingParams
 
-__all__ = ["check_site_data", "check_site_file", "load_checked_site", "site_json_schema", "site_problems"]
+__all__ = ["check_site_data", "check_site_file", "load_checked_site", "site_json_schema", "site_problems",
+           "template_environment"]
 
 M = TypeVar("M", bound=BaseModel)
 _MISSING_HINT = "pass --site PATH or set SLURMX_SITE"
@@ -153,25 +155,43 @@ def _template_problems(kinds: Mapping[str, ResourceKindConfig], submit: SubmitCo
             problems.append(f"{source}: submit.templates_dir: no directory {_shown(str(directory))}{relative}; "
                             "create it or remove the key")
     loaders.append(jinja2.PackageLoader("slurmx", "templates"))
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False)
+    env = template_environment(loaders)
     for kind, config in kinds.items():
         name = config.template or f"{kind}.sh.j2"
-        try:
-            env.get_template(name)
-        except jinja2.TemplateNotFound:
-            if name == f"{kind}.sh.j2":
-                continue
+        found, problem = _compiled(env, name)
+        if problem is not None:
+            problems.append(f"{source}: resources.{kind}.template: {problem}")
+        elif not found and name != f"{kind}.sh.j2":
             where = f"{_shown(str(directory))} or slurmx's own" if len(loaders) > 1 else "slurmx's own"
             shown = ", ".join(t for t in env.list_templates() if t.endswith(".j2") and not t.startswith("_"))
             problems.append(f"{source}: resources.{kind}.template: no template {_shown(name)} in {where} templates "
                             f"({shown}); fix the name, add the file, or remove the key for the base template")
-        except jinja2.TemplateSyntaxError as exc:
-            reason = (exc.message or "syntax error").split(". ")[0].rstrip(".")
-            problems.append(f"{source}: resources.{kind}.template: {name} line {exc.lineno}: {reason}; fix the "
-                            "template")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{source}: resources.{kind}.template: cannot read {_shown(name)}: {exc}; fix the file")
+    if len(loaders) > 1:  # the site's directory may replace the templates every kind and every sample fall back on
+        problems += [f"{source}: submit.templates_dir: {problem}" for name in ("_base.sh.j2", "profile.sh.j2")
+                     if (problem := _compiled(env, name)[1]) is not None]
     return problems
+
+
+def template_environment(loaders: list[jinja2.BaseLoader]) -> jinja2.Environment:
+    """Where and how `slurmx.submit.render` finds templates, with its filters, so a template compiles here iff
+    it compiles there (a unit test compares the filters)."""
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), autoescape=False)
+    env.filters["sh"] = shlex.quote
+    return env
+
+
+def _compiled(env: jinja2.Environment, name: str) -> tuple[bool, str | None]:
+    """(found, problem): whether template `name` exists where `slurmx submit` looks, and why it does not compile."""
+    try:
+        env.get_template(name)
+    except jinja2.TemplateNotFound:
+        return False, None
+    except jinja2.TemplateSyntaxError as exc:
+        reason = (exc.message or "syntax error").split(". ")[0].rstrip(".")
+        return True, f"{name} line {exc.lineno}: {reason}; fix the template"
+    except (OSError, UnicodeDecodeError) as exc:
+        return True, f"cannot read {_shown(name)}: {exc}; fix the file"
+    return True, None
 
 
 def _shown(text: str) -> str:

@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 from slurmx import cli
 from slurmx.core.config import ConfigError, load_site_config, parse_site_config
 from slurmx.core.validation import validate_model
-from slurmx.daemon.site_check import check_site_data, check_site_file, load_checked_site, site_json_schema
+from slurmx.daemon.site_check import (
+    check_site_data,
+    check_site_file,
+    load_checked_site,
+    site_json_schema,
+    template_environment,
+)
 from slurmx.policies import make_policy
 from slurmx.profile.sampling import SamplingParams
 from slurmx.sim.sweep import expand_grid
@@ -145,6 +151,19 @@ def test_templates_are_found_in_the_site_directory_and_compiled(tmp_path: Path) 
     [line] = _problems(data)
     assert line == ("site.yaml: resources.cpu.template: broken.sh.j2 line 1: Unexpected end of template; fix the "
                     "template")
+
+
+def test_a_site_s_own_base_or_profile_template_must_compile(tmp_path: Path) -> None:
+    (tmp_path / "profile.sh.j2").write_text("{{ payload }\n")
+    [line] = _problems(_site(submit={"templates_dir": str(tmp_path)}))
+    assert line.startswith("site.yaml: submit.templates_dir: profile.sh.j2 line 1: ")
+    assert line.endswith("; fix the template")
+
+
+def test_templates_compile_here_with_the_filters_submit_renders_them_with() -> None:
+    from slurmx.submit.render import _environment
+
+    assert set(_environment(None).filters) == set(template_environment([]).filters)
 
 
 def test_a_missing_templates_dir_is_refused(tmp_path: Path) -> None:
