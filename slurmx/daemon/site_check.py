@@ -103,20 +103,15 @@ def _semantic(source: str, *, policy: PolicyConfig | None, profile: ProfileConfi
               kinds: Mapping[str, ResourceKindConfig]) -> list[str]:
     problems: list[str] = []
     if policy is not None:
-        problems += _errors(lambda: policy_args(policy.name, policy.params, source, ("policy",)))
+        try:
+            policy_args(policy.name, policy.params, source, ("policy",))
+        except ConfigError as exc:
+            problems += exc.errors
     if profile is not None:
         problems += _profile_problems(profile, classes, source)
     if submit is not None:
         problems += _template_problems(kinds, submit, source)
     return problems
-
-
-def _errors(check: Any) -> list[str]:
-    try:
-        check()
-    except ConfigError as exc:
-        return exc.errors
-    return []
 
 
 def _profile_problems(profile: ProfileConfig, classes: ClassesConfig | None, source: str) -> list[str]:
@@ -128,7 +123,7 @@ def _profile_problems(profile: ProfileConfig, classes: ClassesConfig | None, sou
         problems += validation_messages(SamplingParams, exc, source, ("profile", "sampling"))
         sampling = None
     known = available_policies()
-    problems += [f"{source}: profile.off_for[{i}]: unknown policy {name!r}; available: {', '.join(known)}"
+    problems += [f"{source}: profile.off_for[{i}]: unknown policy {short_repr(name)}; available: {', '.join(known)}"
                  for i, name in enumerate(profile.off_for) if name not in known]
     if sampling is not None and classes is not None:
         for job_class, config in (("te", classes.te), ("be", classes.be)):
