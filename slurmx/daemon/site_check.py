@@ -11,6 +11,7 @@ so a file `config check` accepts is a file slurmxd accepts.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -224,8 +225,16 @@ def site_json_schema() -> dict[str, Any]:
 
 
 def _hoisted(model: type[BaseModel], defs: dict[str, Any]) -> dict[str, Any]:
-    """`model`'s schema, its own `$defs` moved into the root's so every `$ref` resolves from the root."""
+    """`model`'s schema, its own `$defs` moved into the root's so every `$ref` resolves from the root (renamed
+    `<Model>.<Def>` where two policies' nested models share a name but not a shape)."""
     sub = model.model_json_schema(by_alias=True, mode="validation")
-    for key, value in sub.pop("$defs", {}).items():
-        defs.setdefault(key, value)
-    return sub
+    own: dict[str, Any] = sub.pop("$defs", {})
+    renames = {key: f"{model.__name__}.{key}" for key, value in own.items() if defs.get(key, value) != value}
+    text = json.dumps({"schema": sub, "defs": own})
+    for key, renamed in renames.items():
+        text = text.replace(json.dumps(f"#/$defs/{key}"), json.dumps(f"#/$defs/{renamed}"))
+    moved: dict[str, Any] = json.loads(text)
+    for key, value in moved["defs"].items():
+        defs[renames.get(key, key)] = value
+    hoisted: dict[str, Any] = moved["schema"]
+    return hoisted

@@ -322,6 +322,22 @@ def test_config_schema_is_json_schema_of_the_site_file() -> None:
     assert refs <= {f"#/$defs/{name}" for name in schema["$defs"]}, refs - {f"#/$defs/{n}" for n in schema["$defs"]}
 
 
+def test_nested_models_of_the_same_name_and_another_shape_are_kept_apart() -> None:
+    from pydantic import BaseModel
+
+    from slurmx.daemon.site_check import _hoisted
+
+    def args(field: str) -> type[BaseModel]:
+        inner = type("Inner", (BaseModel,), {"__annotations__": {field: int}})
+        return type(f"Args{field}", (BaseModel,), {"__annotations__": {"inner": inner}})
+
+    defs: dict[str, Any] = {}
+    first, second = _hoisted(args("a"), defs), _hoisted(args("b"), defs)
+    assert first["properties"]["inner"]["$ref"] == "#/$defs/Inner"
+    assert second["properties"]["inner"]["$ref"] == "#/$defs/Argsb.Inner"
+    assert set(defs["Inner"]["properties"]) == {"a"} and set(defs["Argsb.Inner"]["properties"]) == {"b"}
+
+
 def _refs(node: Any) -> list[str]:
     if isinstance(node, dict):
         own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
