@@ -10,6 +10,7 @@ import json
 
 import click
 
+from slurmx.cli_context import Context, site_path_or_default
 from slurmx.daemon.site_check import check_site_file, site_json_schema
 
 __all__ = ["config_group"]
@@ -21,14 +22,19 @@ def config_group() -> None:
 
 
 @config_group.command("check")
-@click.argument("paths", nargs=-1, required=True, metavar="FILE...", type=click.Path(dir_okay=False))
-def config_check(paths: tuple[str, ...]) -> None:
-    """Check site files as slurmxd and `slurmx submit` would: every problem of every file, one line each.
+@click.argument("paths", nargs=-1, metavar="[FILE]...", type=click.Path(dir_okay=False))
+@click.pass_context
+def config_check(ctx: click.Context, paths: tuple[str, ...]) -> None:
+    """Check site files as slurmxd does at start-up: every problem of every file, one line each.
 
     \b
+    Without FILE: the site slurmx uses (--site, $SLURMX_SITE, /etc/slurmx/site.yaml).
     A problem reads FILE: KEY: what is wrong; how to fix it (on stderr); a good file prints FILE: ok.
     The exit status is 1 if any file has a problem.
     """
+    if not paths:
+        given = ctx.find_object(Context)
+        paths = (site_path_or_default(given.site_path if given is not None else None),)
     failed = 0
     for path in paths:
         site, problems = check_site_file(path)

@@ -262,6 +262,18 @@ def test_config_check_takes_several_files_and_fails_if_any_has_a_problem(tmp_pat
     assert CliRunner().invoke(cli.cli, ["config", "check", str(good), str(good)]).exit_code == 0
 
 
+def test_config_check_without_a_file_checks_the_site_slurmx_uses(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    good = _write(tmp_path, SITE, "good.yaml")
+    result = CliRunner().invoke(cli.cli, ["--site", str(good), "config", "check"])
+    assert result.exit_code == 0 and result.output.startswith(f"{good}: ok (")
+    monkeypatch.setenv("SLURMX_SITE", str(tmp_path / "none.yaml"))
+    result = CliRunner().invoke(cli.cli, ["config", "check"])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[0] == f"{tmp_path / 'none.yaml'}: file not found; pass --site PATH or set " \
+        "SLURMX_SITE"
+
+
 def test_config_check_exits_non_zero_with_a_count_through_the_real_entry(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, BROKEN)
