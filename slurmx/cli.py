@@ -350,20 +350,10 @@ def hook(lang: str) -> None:
     click.echo(str(resources.files("slurmx.hooks").joinpath("hook.sh")))
 
 
-@cli.group()
-def config() -> None:
-    """Site config tools."""
+def _config() -> click.Command:
+    from slurmx.cli_config import config_group
 
-
-@config.command("check")
-@click.argument("path", type=click.Path(dir_okay=False))
-def config_check(path: str) -> None:
-    """Validate a site config file; prints the first problem as FILE: KEY: what to fix."""
-    from slurmx.core.config import load_site_config
-
-    site = load_site_config(path)
-    click.echo(f"{path}: ok ({len(site.resources)} resource kinds: {', '.join(site.kind_names())}; "
-               f"policy {site.policy.name}; transport {site.transport.kind})")
+    return config_group
 
 
 def _fidelity() -> click.Command:
@@ -402,6 +392,7 @@ def _register_subcommands() -> None:
     Imported only when run: sim, reproduce and fidelity pull in numpy, scipy and the simulator, which
     `slurmx --help` and `slurmx submit` must not pay for. The summaries are what `--help` lists.
     """
+    cli.add_lazy("config", _config, "Site config tools: check files as slurmxd would, print the JSON Schema.")
     cli.add_lazy("fidelity", _fidelity, "Run one small workload live (slurmxd's cycle in this process) and in "
                  "the simulator; compare them.")
     cli.add_lazy("preempt", _preempt, "Preempt running jobs: grace signal to the batch shell, wait for the "
@@ -471,8 +462,11 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
     """
     from slurmx.core.config import load_site_config
     from slurmx.daemon.main import run_daemon, run_drain
+    from slurmx.daemon.site_check import load_checked_site
 
-    site = load_site_config(Path(site_path_or_default(site_path)))
+    # Running checks the file as `slurmx config check` does; drain and resume (the way out) need only its shape.
+    path = Path(site_path_or_default(site_path))
+    site = load_site_config(path) if command is not None else load_checked_site(path)
     update: dict[str, Any] = {}
     if json_logs:
         update["log_format"] = "json"

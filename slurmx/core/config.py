@@ -10,18 +10,19 @@ from __future__ import annotations
 import ipaddress
 import re
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources, parse_gres
-from slurmx.core.units import parse_duration, parse_mem, parse_time_limit
+from slurmx.core.units import parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 
 __all__ = [
+    "KIND_NAME",
     "ClassConfig",
     "ClassesConfig",
     "ClusterConfig",
@@ -39,7 +40,7 @@ __all__ = [
     "parse_site_config",
 ]
 
-_KIND_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # a resource kind's name, as users pass it to `slurmx submit`
 _GRES_RE = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?:\d+$")
 _UNCATCHABLE_SIGNALS = frozenset({"KILL", "STOP"})
 # Flags slurmx derives from the kind and class; setting them in extra_flags would silently conflict.
@@ -57,6 +58,34 @@ def _duration(value: Any) -> Any:
 def _time_limit(value: Any) -> Any:
     """A Slurm time limit (`time:`): a bare number is minutes, quoted or not, as `sbatch --time=30` reads it."""
     return parse_time_limit(value) if isinstance(value, str | int | float) else value
+
+
+def _megabytes(value: Any) -> Any:
+    """`parse_mem`, refusing by name a size that rounds to 0 MiB: Slurm counts in MiB, so 512K would be 0."""
+    if not isinstance(value, str | int | float):
+        return value
+    mb = parse_mem(value)
+    number = re.match(r"\s*(\d+(?:\.\d+)?)", value) if isinstance(value, str) else None
+    if mb < 1 and number is not None and float(number.group(1)) > 0:
+        raise ValueError(f"{short_repr(value)} is below 1 MiB, the smallest amount Slurm requests; write e.g. 1M")
+    return mb
+
+
+def _also_text(kind: str) -> Callable[[dict[str, Any]], None]:
+    """A field's JSON Schema also takes the unit text the validator reads (`5m`, `32G`), so editors accept it."""
+
+    def widen(schema: dict[str, Any]) -> None:
+        kept: dict[str, Any] = {key: schema.pop(key) for key in ("title", "default", "description") if key in schema}
+        options = schema.pop("anyOf", None) or [dict(schema)]
+        schema.clear()
+        schema.update(kept, anyOf=[*options, {"type": "string", "description": kind}])
+
+    return widen
+
+
+_DURATION_TEXT = _also_text("a duration like 90s, 5m, 2h or 1-00:00:00 (an unquoted number: seconds)")
+_SIZE_TEXT = _also_text("a memory size like 500M or 32G (a bare number: MiB)")
+_TIME_LIMIT_TEXT = _also_text("a time limit like 90s, 2h or 1-00:00:00 (a bare number: minutes, as sbatch --time)")
 
 
 class _Model(BaseModel):
@@ -92,11 +121,11 @@ class ResourceKindConfig(_Model):
 
     partition: str
     cpus: int = Field(ge=1)
-    mem_mb: int = Field(validation_alias="mem", ge=1)
+    mem_mb: int = Field(validation_alias="mem", ge=1, json_schema_extra=_SIZE_TEXT)
     gres: str | None = None
     template: str | None = None
     extra_flags: tuple[str, ...] = ()
-    time_s: int | None = Field(None, validation_alias="time", gt=0)
+    time_s: int | None = Field(None, validation_alias="time", gt=0, json_schema_extra=_TIME_LIMIT_TEXT)
 
     @field_validator("partition", mode="before")
     @classmethod
@@ -108,7 +137,7 @@ class ResourceKindConfig(_Model):
     @field_validator("mem_mb", mode="before")
     @classmethod
     def _mem(cls, value: Any) -> Any:
-        return parse_mem(value) if isinstance(value, str | int | float) else value
+        return _megabytes(value)
 
     @field_validator("gres", mode="before")
     @classmethod
@@ -152,6 +181,14 @@ class ClassesConfig(_Model):
     te: ClassConfig = ClassConfig(qos="te")
     be: ClassConfig = ClassConfig(qos="be")
 
+    @model_validator(mode="after")
+    def _distinct(self) -> ClassesConfig:
+        """slurmxd tells a job's class by its QOS; one QOS for both would make every te job a be job."""
+        if self.te.qos == self.be.qos:
+            raise ValueError(f"te and be both use QOS {self.te.qos!r}; give each class its own QOS "
+                             "(slurmxd tells the classes apart by it)")
+        return self
+
 
 class PolicyConfig(_Model):
     name: str = Field("fifo", pattern=r"^[a-z][a-z0-9_-]*$")
@@ -160,9 +197,9 @@ class PolicyConfig(_Model):
 
 class PreemptionConfig(_Model):
     signal: str = "USR2"
-    grace_s: int = Field(120, validation_alias="grace", ge=0)
+    grace_s: int = Field(120, validation_alias="grace", ge=0, json_schema_extra=_DURATION_TEXT)
     # The longest grace slurmxd grants a job that asks for its own (`grace:` in a spec, carried by the group tag).
-    max_grace_s: int = Field(3600, validation_alias="max_grace", ge=0)
+    max_grace_s: int = Field(3600, validation_alias="max_grace", ge=0, json_schema_extra=_DURATION_TEXT)
     max_per_job: int = Field(3, ge=0)
     requeue_exit_code: int = Field(99, ge=1, le=255)
     mode: Literal["requeue", "requeuehold"] = "requeue"
@@ -188,13 +225,13 @@ class PreemptionConfig(_Model):
 
 
 class DaemonConfig(_Model):
-    interval_s: int = Field(5, validation_alias="interval", gt=0)
+    interval_s: int = Field(5, validation_alias="interval", gt=0, json_schema_extra=_DURATION_TEXT)
     state_dir: Path = Path("/var/lib/slurmx")
     socket: Path | None = None
-    start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0)
+    start_timeout_s: int = Field(120, validation_alias="start_timeout", gt=0, json_schema_extra=_DURATION_TEXT)
     # Managed variants are submitted with `--begin=now+lease` and slurmxd keeps pushing that begin time forward:
     # if slurmxd is gone, the lease runs out and Slurm runs the group by itself, one variant (docs/failsafe.md).
-    lease_s: int = Field(600, validation_alias="lease", ge=60, le=7 * 86_400)
+    lease_s: int = Field(600, validation_alias="lease", ge=60, le=7 * 86_400, json_schema_extra=_DURATION_TEXT)
     # Prometheus `/metrics` and `/healthz` on metrics_address:metrics_port (port None: off; a port below 1024
     # needs root or CAP_NET_BIND_SERVICE); `log_format: json` writes one JSON object per log line.
     metrics_port: int | None = Field(None, ge=0, le=65535)
@@ -202,7 +239,7 @@ class DaemonConfig(_Model):
     log_format: Literal["text", "json"] = "text"
     # Audit log retention, applied at start-up and then every `audit_prune_every` cycles: entries older than
     # `audit_keep` go, and of the rest only the newest `audit_keep_rows` stay (0 turns either limit off).
-    audit_keep_s: int = Field(30 * 86_400, validation_alias="audit_keep", ge=0)
+    audit_keep_s: int = Field(30 * 86_400, validation_alias="audit_keep", ge=0, json_schema_extra=_DURATION_TEXT)
     audit_keep_rows: int = Field(1_000_000, ge=0)
     audit_prune_every: int = Field(720, gt=0)
 
@@ -229,7 +266,7 @@ class SubmitConfig(_Model):
     # Shared storage seen at the same path by the submitter and every node: outputs, progress, race markers.
     spool_dir: str = "/var/tmp/slurmx/spool"
     # Race mode: how long a starting variant waits for siblings that start at the same moment.
-    race_settle_s: int = Field(2, validation_alias="race_settle", ge=0)
+    race_settle_s: int = Field(2, validation_alias="race_settle", ge=0, json_schema_extra=_DURATION_TEXT)
 
     @field_validator("race_settle_s", mode="before")
     @classmethod
@@ -258,7 +295,8 @@ class ProfileConfig(_Model):
     off_for: tuple[str, ...] = ("fifo", "fitgpp")
     sampling: dict[str, Any] = Field(default_factory=dict)
     history_since: str = Field("now-7days", pattern=r"^[A-Za-z0-9:+-]+$")
-    history_max_age_s: int = Field(7 * 86400, validation_alias="history_max_age", gt=0)
+    history_max_age_s: int = Field(7 * 86400, validation_alias="history_max_age", gt=0,
+                                   json_schema_extra=_DURATION_TEXT)
 
     @field_validator("history_max_age_s", mode="before")
     @classmethod
@@ -281,14 +319,38 @@ class SweepConfig(_Model):
     pythonpath: tuple[str, ...] = ()
     partition: str | None = None
     cpus: int = Field(1, ge=1)
-    mem_mb: int = Field(2048, validation_alias="mem", ge=1)
-    time_s: int = Field(3600, validation_alias="time", gt=0)
+    mem_mb: int = Field(2048, validation_alias="mem", ge=1, json_schema_extra=_SIZE_TEXT)
+    time_s: int = Field(3600, validation_alias="time", gt=0, json_schema_extra=_TIME_LIMIT_TEXT)
     max_parallel: int | None = Field(None, ge=1)  # the array's %N throttle
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected the command that runs Python on the nodes, e.g. python3 or /opt/py/bin/python")
+        return value
+
+    @field_validator("pythonpath")
+    @classmethod
+    def _pythonpath(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry is joined into PYTHONPATH on a node, where a relative path means the job's directory."""
+        for entry in value:
+            if not entry.startswith("/") or ":" in entry:
+                raise ValueError(f"expected absolute directories seen by every node, one per entry (no ':'), "
+                                 f"got {entry!r}")
+        return value
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _partition(cls, value: Any) -> Any:
+        if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
+            raise ValueError(f"expected a single partition name (or no key for Slurm's default), got {value!r}")
+        return value
 
     @field_validator("mem_mb", mode="before")
     @classmethod
     def _mem(cls, value: Any) -> Any:
-        return parse_mem(value) if isinstance(value, str) else value
+        return _megabytes(value) if isinstance(value, str) else value
 
     @field_validator("time_s", mode="before")
     @classmethod
@@ -305,9 +367,9 @@ class TransportConfig(_Model):
     key_file: str | None = None
     container: str | None = Field(None, validate_default=True)
     docker_user: str | None = None
-    timeout_s: int = Field(30, validation_alias="timeout", gt=0)
+    timeout_s: int = Field(30, validation_alias="timeout", gt=0, json_schema_extra=_DURATION_TEXT)
     retries: int = Field(5, ge=0)
-    backoff_s: int = Field(1, validation_alias="backoff", ge=0)
+    backoff_s: int = Field(1, validation_alias="backoff", ge=0, json_schema_extra=_DURATION_TEXT)
     implementation: Literal["cli", "pyslurm"] = "cli"
 
     @field_validator("host")
@@ -351,7 +413,7 @@ class SiteConfig(_Model):
             if not value:
                 raise ValueError("at least one resource kind is required, e.g. cpu: {partition: ..., ...}")
             for name in value:
-                if not isinstance(name, str) or not _KIND_RE.match(name):
+                if not isinstance(name, str) or not KIND_NAME.match(name):
                     raise ValueError(f"invalid kind name {name!r}; expected lower-case like cpu or gpu_a100")
         return value
 

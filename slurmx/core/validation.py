@@ -6,6 +6,7 @@ unknown keys are errors and every error names the file and the dotted key path o
 
 from __future__ import annotations
 
+import difflib
 import math
 import types
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from pydantic_core import ErrorDetails
 
 from slurmx.core.units import ClockNumber, short_repr
 
-__all__ = ["ConfigError", "load_yaml", "model_keys", "parse_yaml", "validate_model"]
+__all__ = ["ConfigError", "load_yaml", "model_keys", "parse_yaml", "validate_model", "validation_messages"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -172,14 +173,45 @@ def _check_shape(text: str, source: str) -> None:
                                "once aliases are expanded; write the values out or shorten the file"])
 
 
-def validate_model(root: type[M], data: Any, source: str) -> M:
-    """Validate parsed data against `root`; errors become one-line `<source>: <key.path>: <problem>`."""
+def validate_model(root: type[M], data: Any, source: str, at: tuple[int | str, ...] = ()) -> M:
+    """Validate parsed data against `root`; errors become one-line `<source>: <key.path>: <problem>`.
+
+    `at` is where `data` sits in its file (e.g. `("policy", "params")`), so a part validated on its own still
+    names its full key path. Every problem is kept (`.errors`); a misspelt key is reported as the typo, with the
+    key it resembles, rather than as that key missing.
+    """
     if not isinstance(data, Mapping):
-        raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
+        where = f"{_dotted(at)}: " if at else ""
+        raise ConfigError([f"{source}: {where}expected a mapping of keys"
+                           f"{'' if at else ' at top level'}, got {type(data).__name__}"])
     try:
         return root.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError([_format_error(root, source, err) for err in exc.errors()]) from None
+        raise ConfigError(validation_messages(root, exc, source, at)) from None
+
+
+def validation_messages(root: type[BaseModel], exc: ValidationError, source: str,
+                        at: tuple[int | str, ...] = ()) -> list[str]:
+    """One line per problem of `exc`; a key a typo stands for is not also reported missing."""
+    errors = exc.errors()
+    meant: set[tuple[int | str, ...]] = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+            close = _closest(root, loc)
+            if close is not None:
+                meant.add((*loc[:-1], close))
+    return [_format_error(root, source, err, at) for err in errors
+            if not (err["type"] == "missing" and tuple(err["loc"]) in meant)]
+
+
+def _closest(root: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """The valid key an unknown key at `loc` most resembles (a likely typo), if any is close."""
+    model = _model_at(root, loc[:-1])
+    if model is None:
+        return None
+    found = difflib.get_close_matches(str(loc[-1]), model_keys(model), n=1, cutoff=0.75)
+    return found[0] if found else None
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
@@ -189,9 +221,9 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _format_error(root: type[BaseModel], source: str, err: ErrorDetails) -> str:
+def _format_error(root: type[BaseModel], source: str, err: ErrorDetails, at: tuple[int | str, ...] = ()) -> str:
     loc = tuple(err["loc"])
-    path = _dotted(loc)
+    path = _dotted((*at, *loc))
     prefix = f"{source}: {path}: " if path else f"{source}: "
     return prefix + _message(root, err, loc)
 
@@ -200,8 +232,11 @@ def _message(root: type[BaseModel], err: ErrorDetails, loc: tuple[int | str, ...
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "extra_forbidden":
         model = _model_at(root, loc[:-1])
-        valid = f"; valid keys: {', '.join(model_keys(model))}" if model is not None else ""
-        return f"unknown key{valid}"
+        if model is None:
+            return "unknown key"
+        close = _closest(root, loc)
+        meant = f"; did you mean {close}?" if close is not None else ";"
+        return f"unknown key{meant} valid keys: {', '.join(model_keys(model))}"
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
     if kind == "missing":

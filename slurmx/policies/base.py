@@ -9,6 +9,7 @@ the entry-point group `slurmx.policies`.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -20,7 +21,8 @@ from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView
 from slurmx.core.validation import ConfigError, validate_model
 
-__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "register"]
+__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "policy_args", "policy_args_model",
+           "register"]
 
 
 class PolicyArgs(BaseModel):
@@ -82,11 +84,35 @@ def available_policies() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def policy_args(name: str, params: Mapping[str, Any] | None = None, source: str = "policy",
+                at: tuple[str, ...] = ()) -> PolicyArgs:
+    """The validated arguments of policy `name`, without building the policy: what `slurmx config check` and the
+    daemon's start-up check. Errors read `<source>: <at>.name` or `<source>: <at>.params.<key>`, one per problem."""
+    _load_builtin_and_plugins()
+    if name not in _REGISTRY:
+        raise ConfigError([f"{source}: {'.'.join((*at, 'name'))}: {_unknown(name)}"])
+    return validate_model(_REGISTRY[name][0], dict(params or {}), source, (*at, "params"))
+
+
+def policy_args_model(name: str) -> type[PolicyArgs]:
+    """The arguments model policy `name` registered (its JSON Schema documents `policy.params`)."""
+    _load_builtin_and_plugins()
+    if name not in _REGISTRY:
+        raise ConfigError([f"policy.name: {_unknown(name)}"])
+    return _REGISTRY[name][0]
+
+
 def make_policy(name: str, params: Mapping[str, Any] | None = None, source: str = "policy") -> Policy:
     """Build a policy from its name and parameters; errors name the key and list the valid ones."""
     _load_builtin_and_plugins()
     if name not in _REGISTRY:
-        raise ConfigError([f"{source}.name: unknown policy {name!r}; available: {', '.join(sorted(_REGISTRY))}"])
+        raise ConfigError([f"{source}.name: {_unknown(name)}"])
     args_cls, factory = _REGISTRY[name]
     args = validate_model(args_cls, dict(params or {}), f"{source}.params")
     return factory(args)
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, list(_REGISTRY), n=1, cutoff=0.6)
+    meant = f"did you mean {close[0]}? " if close else ""
+    return f"unknown policy {name!r}; {meant}available: {', '.join(sorted(_REGISTRY))}"

@@ -3,7 +3,9 @@
 `--param policy=fifo,fitgpp --param load=1.5,2.0` expands to the cartesian product (the first parameter
 varies slowest). A key is a dotted path into the run config (`policy.params.s`, `estimation_error.sigma`);
 two short forms: `policy` means `policy.name`, and a bare key the run config does not have at its top level
-(`load`, `jobs`) means `workload.params.<key>`. Values are read as YAML scalars (`2.0`, `true`, `fifo`).
+(`load`, `jobs`) means `workload.params.<key>`; such a key must be a parameter of the base's built-in generator,
+and is refused when it looks like a misspelt run config key (`polcy`). Values are read as YAML scalars (`2.0`,
+`true`, `fifo`).
 
 Every point is validated before anything runs, so a typo in the tenth point fails in a second, not after
 nine simulations. A point's result is its run's metrics, byte-identical wherever it runs (locally on a
@@ -13,6 +15,7 @@ process pool, or on a Slurm cluster as a job array: see `slurmx.sim.sweep_slurm`
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
@@ -20,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slurmx.core.validation import ConfigError, parse_yaml
+from slurmx.core.validation import ConfigError, model_keys, parse_yaml
 from slurmx.sim.config import SimConfig, load_run_document, load_workload, parse_sim_config
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.runner import run_config
+from slurmx.sim.workloads import WORKLOADS
 
 __all__ = ["SweepPoint", "expand_grid", "load_base", "parse_param", "point_row", "run_point"]
 
@@ -65,6 +69,28 @@ def _full_key(key: str) -> str:
     return f"workload.params.{key}"
 
 
+def _check_bare(base: Mapping[str, Any], short: str, key: str) -> None:
+    """A bare key goes to `workload.params`; refuse it there when it is a typo of a run config key (`polcy`) or
+    not a parameter of the base's built-in generator, which would otherwise fail only when the points run."""
+    if short == key or key != f"workload.params.{short}":
+        return
+    top = [*_SHORT, *(k for k in model_keys(SimConfig) if k not in _SHORT)]
+    close = difflib.get_close_matches(short, top, n=1, cutoff=0.75)
+    workload = base.get("workload")
+    generator = workload.get("generator") if isinstance(workload, Mapping) else None
+    known = model_keys(WORKLOADS[generator][0]) if isinstance(generator, str) and generator in WORKLOADS else None
+    if known is not None and short in known:
+        return
+    if close:
+        raise ConfigError([f"--param {short}: not a run config key; did you mean {close[0]}? (a bare key is a "
+                           f"workload parameter: write workload.params.{short} to mean that)"])
+    if known is not None:
+        meant = difflib.get_close_matches(short, known, n=1, cutoff=0.6)
+        hint = f"did you mean {meant[0]}? " if meant else ""
+        raise ConfigError([f"--param {short}: neither a run config key nor a parameter of workload {generator}; "
+                           f"{hint}its parameters: {', '.join(known)}"])
+
+
 def _set(document: dict[str, Any], dotted: str, value: Any) -> None:
     node = document
     parts = dotted.split(".")
@@ -87,6 +113,8 @@ def expand_grid(base: Mapping[str, Any], params: Sequence[tuple[str, list[Any]]]
         -> list[SweepPoint]:
     """The cartesian product of `params` over `base`; every point is validated here."""
     keys = [_full_key(k) for k, _ in params]
+    for (short, _), key in zip(params, keys, strict=True):
+        _check_bare(base, short, key)
     if len(set(keys)) != len(keys):
         raise ConfigError([f"{source}: a parameter is given twice ({', '.join(keys)})"])
     points = []

@@ -146,13 +146,16 @@ def test_type_is_site_config() -> None:
 def test_unknown_key_lists_valid_keys() -> None:
     data = _with()
     data["resources"]["gpu"]["partiton"] = "gpu"
-    assert str(_error(data)) == f"site.yaml: resources.gpu.partiton: unknown key; valid keys: {KIND_KEYS}"
+    assert str(_error(data)) == (f"site.yaml: resources.gpu.partiton: unknown key; did you mean partition? "
+                                 f"valid keys: {KIND_KEYS}")
+    data["resources"]["gpu"]["colour"] = "red"
+    assert _error(data).errors[1] == f"site.yaml: resources.gpu.colour: unknown key; valid keys: {KIND_KEYS}"
 
 
 def test_unknown_top_level_key() -> None:
     err = _error(_with(polcy={}))
     assert str(err) == (
-        "site.yaml: polcy: unknown key; valid keys: "
+        "site.yaml: polcy: unknown key; did you mean policy? valid keys: "
         "cluster, resources, classes, policy, preemption, daemon, submit, sweep, profile, transport"
     )
 

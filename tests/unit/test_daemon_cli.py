@@ -26,6 +26,7 @@ def test_log_level_reaches_the_daemon(given: list[str], level: int | None, tmp_p
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
     monkeypatch.setattr("slurmx.core.config.load_site_config", lambda path: SITE)  # imported when run
+    monkeypatch.setattr("slurmx.daemon.site_check.load_checked_site", lambda path: SITE)
     monkeypatch.setattr("slurmx.daemon.main.run_daemon", lambda site, **kw: seen.update(kw))
     result = CliRunner().invoke(cli._daemon, ["--site", str(tmp_path / "site.yaml"), "--once", *given])
     assert result.exit_code == 0, result.output

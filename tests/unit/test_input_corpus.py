@@ -16,6 +16,7 @@ from slurmx.core.config import load_site_config
 from slurmx.core.resources import Resources
 from slurmx.core.units import UnitError, parse_duration, parse_mem
 from slurmx.core.validation import ConfigError
+from slurmx.daemon.site_check import load_checked_site
 from slurmx.sim.config import load_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.sizing import sized_for_load
@@ -35,7 +36,8 @@ TOO_LARGE = "is too large; the largest is 9223372036854775807"
 BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
                for prev, name in zip(["", *"abcdefgh"], "abcdefghi", strict=True))
 
-LOADERS: dict[str, Callable[[Path], Any]] = {"spec": load_spec, "site": load_site_config, "sim": load_sim_config}
+LOADERS: dict[str, Callable[[Path], Any]] = {"spec": load_spec, "site": load_site_config, "sim": load_sim_config,
+                                             "check": load_checked_site}  # `slurmx config check`, slurmxd start
 
 CASES: list[tuple[str, str, bytes, str]] = [
     ("spec-latin1", "spec", SPEC.encode() + b"# caf\xe9\n", "line 6: byte 0xe9 is not UTF-8; save the file as UTF-8"),
@@ -76,6 +78,23 @@ CASES: list[tuple[str, str, bytes, str]] = [
     ("spec-deep", "spec", ("a: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
      "line 1: nested more than 64 levels deep; flatten it"),
     ("spec-list-key", "spec", b"? [1]\n: 2\n", "line 1, column 3: a list or mapping cannot be a key; write a name"),
+    ("site-one-qos", "site", SITE.replace("be: {qos: be}", "be: {qos: te}").encode(),
+     "classes: te and be both use QOS 'te'; give each class its own QOS (slurmxd tells the classes apart by it)"),
+    ("site-mem-512K", "site", SITE.replace("mem: 500M", "mem: 512K", 1).encode(),
+     "resources.cpu.mem: '512K' is below 1 MiB, the smallest amount Slurm requests; write e.g. 1M"),
+    ("site-key-typo", "site", SITE.replace("    partition: cpu\n", "    partiton: cpu\n").encode(),
+     "resources.cpu.partiton: unknown key; did you mean partition? valid keys: partition, cpus, mem, gres, template, "
+     "extra_flags, time"),
+    ("check-missing-template", "check",
+     SITE.replace("gres: gpu:1\n", "gres: gpu:1\n    template: gpu2.sh.j2\n").encode(),
+     "resources.gpu.template: no template 'gpu2.sh.j2' in slurmx's own templates (accel.sh.j2, cpu.sh.j2, gpu.sh.j2, "
+     "profile.sh.j2); fix the name, add the file, or remove the key for the base template"),
+    ("check-policy-param", "check", SITE.replace("params: {}", "params: {backfil: true}").encode(),
+     "policy.params.backfil: unknown key; did you mean backfill? valid keys: backfill"),
+    ("check-sampling-key", "check", (SITE + "profile: {sampling: {max_sample: 3}}\n").encode(),
+     "profile.sampling.max_sample: unknown key; did you mean max_samples? valid keys: overhead_budget, long_to_short, "
+     "zero_step_short, min_steps, cut_factor, qos, max_samples, max_cpus, max_gres, time_limit_factor, "
+     "default_time_limit_s"),
     ("spec-too-big", "spec", SPEC.encode() + b"#" * (1 << 20), "larger than 256 KiB; a config this large is a "
      "mistake, keep data in files it names"),
 ]
