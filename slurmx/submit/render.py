@@ -183,6 +183,10 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
     try:
         template = env.get_template(template_name)
     except jinja2.TemplateNotFound:
+        if cfg.template and not profile_steps:  # named in the site config: a typo, not a kind without one
+            raise ConfigError([f"site resources.{kind}.template: {cfg.template!r} does not exist in "
+                               f"{site.submit.templates_dir or 'the packaged templates'}; fix the name or add the "
+                               "file (slurmx config check lists every such problem)"]) from None
         template = env.get_template("_base.sh.j2")  # a site kind without its own template
     hook_sh, hook_py = _hook_files()
     payload = _payload(spec, kind, source)

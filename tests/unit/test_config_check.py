@@ -76,7 +76,8 @@ def test_the_base_and_the_example_sites_pass() -> None:
     assert check_site_file(path)[1] == [
         f"{path}: submit.templates_dir: no directory '/etc/slurmx/templates'; create it or remove the key",
         f"{path}: resources.accel.template: no template 'fpga.sh.j2' in slurmx's own templates (accel.sh.j2, "
-        "cpu.sh.j2, gpu.sh.j2, profile.sh.j2); fix the name, add the file, or remove the key for the base template"]
+        "cpu.sh.j2, gpu.sh.j2, profile.sh.j2, sensitivity.sh.j2); fix the name, add the file, or remove the key "
+        "for the base template"]
 
 
 # ---- what the daemon would refuse --------------------------------------------------------------------------
@@ -100,7 +101,7 @@ def test_profile_sampling_is_checked_against_sampling_params() -> None:
         "site.yaml: profile.sampling.overhead_budget: must be < 1.0, got 2",
         "site.yaml: profile.sampling.max_sample: unknown key; did you mean max_samples? valid keys: "
         "overhead_budget, long_to_short, zero_step_short, min_steps, cut_factor, qos, max_samples, max_cpus, "
-        "max_gres, time_limit_factor, default_time_limit_s"]
+        "max_gres, time_limit_factor, default_time_limit_s, search_steps, search_cpus"]
 
 
 def test_profile_off_for_names_policies() -> None:
@@ -131,8 +132,8 @@ def test_a_named_template_that_does_not_exist_is_refused() -> None:
     data["resources"]["gpu"]["template"] = "gpu-a100.sh.j2"
     [line] = _problems(data)
     assert line == ("site.yaml: resources.gpu.template: no template 'gpu-a100.sh.j2' in slurmx's own templates "
-                    "(accel.sh.j2, cpu.sh.j2, gpu.sh.j2, profile.sh.j2); fix the name, add the file, or remove the "
-                    "key for the base template")
+                    "(accel.sh.j2, cpu.sh.j2, gpu.sh.j2, profile.sh.j2, sensitivity.sh.j2); fix the name, add the "
+                    "file, or remove the key for the base template")
 
 
 def test_a_kind_without_its_own_template_uses_the_base_one() -> None:

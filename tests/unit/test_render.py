@@ -308,3 +308,13 @@ def test_rendered_scripts_with_hostile_values_pass_bash_n(mode: str) -> None:
                modules=["gcc/12"], overrides={"gpu": {"script": f"#!/bin/sh\necho {hostile}\n"}})
     for rendered in render_all(job, mode).values():
         assert bash_syntax_error(rendered.script) is None
+
+
+def test_a_template_the_site_names_but_does_not_have_is_refused_not_replaced(tmp_path: Path) -> None:
+    base = site(templates_dir=str(tmp_path))
+    named = base.model_copy(update={"resources": {**base.resources, "cpu": base.resources["cpu"].model_copy(
+        update={"template": "fpga.sh.j2"})}})
+    with pytest.raises(ConfigError, match=r"resources.cpu.template: 'fpga.sh.j2' does not exist in "):
+        render_variant(spec(), named, "cpu", GID, "race", "job.yaml")
+    # A kind without a template of its own (none named, no <kind>.sh.j2) still renders with the base template.
+    assert "#!/bin/bash" in render_variant(spec(), base, "cpu", GID, "race", "job.yaml").script
