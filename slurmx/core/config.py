@@ -88,6 +88,13 @@ _SIZE_TEXT = _also_text("a memory size like 500M or 32G (a bare number: MiB)")
 _TIME_LIMIT_TEXT = _also_text("a time limit like 90s, 2h or 1-00:00:00 (a bare number: minutes, as sbatch --time)")
 
 
+
+def _single_partition(value: Any, alternative: str) -> Any:
+    """One Slurm partition name: sbatch takes a list, but a kind or a sweep runs on exactly one."""
+    if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
+        raise ValueError(f"expected a single partition name{alternative}, got {value!r}")
+    return value
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -130,9 +137,7 @@ class ResourceKindConfig(_Model):
     @field_validator("partition", mode="before")
     @classmethod
     def _partition(cls, value: Any) -> Any:
-        if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
-            raise ValueError(f"expected a single partition name, got {value!r}")
-        return value
+        return _single_partition(value, "")
 
     @field_validator("mem_mb", mode="before")
     @classmethod
@@ -343,9 +348,7 @@ class SweepConfig(_Model):
     @field_validator("partition", mode="before")
     @classmethod
     def _partition(cls, value: Any) -> Any:
-        if isinstance(value, str) and (not value or re.search(r"[\s,]", value)):
-            raise ValueError(f"expected a single partition name (or no key for Slurm's default), got {value!r}")
-        return value
+        return _single_partition(value, " (or no key for Slurm's default)")
 
     @field_validator("mem_mb", mode="before")
     @classmethod
