@@ -132,6 +132,9 @@ def _environment(templates_dir: Path | None) -> jinja2.Environment:
     return env
 
 
+_SAMPLE_HOOKS = frozenset({"search.py", "sample.py"})  # run by profiling samples only (profile, sensitivity)
+
+
 def _hook_files() -> tuple[str, list[tuple[str, str]]]:
     """The bash hook's text and the Python hook modules, read from the installed package."""
     hooks = resources.files("slurmx.hooks")
@@ -189,6 +192,9 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
                                "file (slurmx config check lists every such problem)"]) from None
         template = env.get_template("_base.sh.j2")  # a site kind without its own template
     hook_sh, hook_py = _hook_files()
+    # slurmctld keeps every job's script: the sample-only hook modules go into sample scripts only.
+    needed = {"search.py", "sample.py"} if search else {"sample.py"} if profile_steps else set()
+    hook_py = [(name, text) for name, text in hook_py if name not in _SAMPLE_HOOKS or name in needed]
     payload = _payload(spec, kind, source)
     env_vars = dict(spec.env)
     overrides = spec.overrides.get(kind)

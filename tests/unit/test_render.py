@@ -107,15 +107,16 @@ def test_rendering_is_byte_stable() -> None:
 
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("kind", [*KINDS, "profile"])
+@pytest.mark.parametrize("kind", [*KINDS, "profile", "sensitivity"])
 def test_real_render_embeds_the_hooks_verbatim_and_passes_bash_n(kind: str, mode: str) -> None:
-    steps = 5 if kind == "profile" else None
-    rendered = render_variant(golden.spec(), golden.site(), "cpu" if kind == "profile" else kind, GID, mode,
-                              profile_steps=steps)
+    steps = 5 if kind in ("profile", "sensitivity") else None
+    rendered = render_variant(golden.spec(), golden.site(), "cpu" if steps else kind, GID, mode,
+                              profile_steps=steps, search=kind == "sensitivity")
     hooks = resources.files("slurmx.hooks")
     assert hooks.joinpath("hook.sh").read_text(encoding="utf-8").rstrip("\n") in rendered.script
+    sample_only = {"profile": {"search.py"}, "sensitivity": set()}.get(kind, {"search.py", "sample.py"})
     for entry in hooks.iterdir():
-        if entry.name.endswith(".py"):
+        if entry.name.endswith(".py") and entry.name not in sample_only:
             assert entry.read_text(encoding="utf-8").rstrip("\n") in rendered.script, entry.name
     assert bash_syntax_error(rendered.script) is None
 
@@ -318,3 +319,14 @@ def test_a_template_the_site_names_but_does_not_have_is_refused_not_replaced(tmp
         render_variant(spec(), named, "cpu", GID, "race", "job.yaml")
     # A kind without a template of its own (none named, no <kind>.sh.j2) still renders with the base template.
     assert "#!/bin/bash" in render_variant(spec(), base, "cpu", GID, "race", "job.yaml").script
+
+
+def test_each_script_embeds_the_bash_hook_once_and_sample_modules_only_in_samples() -> None:
+    """slurmctld stores every job's script: an ordinary variant carries hook.sh once and no sample-only module."""
+    variant = render_variant(spec(), site(), "cpu", GID, "managed", "job.yaml").script
+    sample = render_variant(spec(), site(), "cpu", GID, "pick", "job.yaml", profile_steps=3).script
+    search = render_variant(spec(), site(), "cpu", GID, "pick", "job.yaml", profile_steps=3, search=True).script
+    assert variant.count("slurmx_run() {") == 1
+    assert "/sample.py" not in variant and "/search.py" not in variant
+    assert "/sample.py" in sample and "/search.py" not in sample
+    assert "/sample.py" in search and "/search.py" in search and "python3 -m slurmx.hooks.search" in search

@@ -41,9 +41,8 @@ _slurmx_private_dir() {  # DIR: created owner-only when missing; refused unless 
 _slurmx_private_dir "$SLURMX_SPOOL_DIR"
 _slurmx_private_dir "$SLURMX_CHECKPOINT_DIR"
 
-# --- slurmx job-side hooks (bash), embedded so that nodes need nothing installed -------------------------
-# <slurmx/hooks/hook.sh is embedded here>
-# --- slurmx.hooks (Python, standard library only) and hook.sh on shared storage, for payloads that use them --
+# --- slurmx job-side hooks, embedded so that nodes need nothing installed: written once into the group folder
+# (private: checked just above) and sourced from there; Python payloads import slurmx.hooks from the same place.
 _slurmx_pylib="$SLURMX_SPOOL_DIR/pylib/slurmx/hooks"
 mkdir -p "$_slurmx_pylib"
 : > "$SLURMX_SPOOL_DIR/pylib/slurmx/__init__.py"
@@ -52,6 +51,8 @@ cat > "$_slurmx_pylib/hook.sh.tmp.$$" <<'SLURMX_EOF_052ed201e97d'
 SLURMX_EOF_052ed201e97d
 mv -f "$_slurmx_pylib/hook.sh.tmp.$$" "$_slurmx_pylib/hook.sh"
 export SLURMX_HOOK_SH="$_slurmx_pylib/hook.sh"  # bash payloads: source "$SLURMX_HOOK_SH"
+# shellcheck source=/dev/null
+. "$SLURMX_HOOK_SH" || _slurmx_refuse "the hooks could not be written to $SLURMX_SPOOL_DIR (disk full?)"
 cat > "$_slurmx_pylib/__init__.py.tmp.$$" <<'SLURMX_EOF_052ed201e97d'
 # <slurmx/hooks/__init__.py>
 SLURMX_EOF_052ed201e97d
