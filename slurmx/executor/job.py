@@ -65,6 +65,14 @@ def ran_variant(status: GroupStatus | None, outcome: dict[str, Any] | None) -> t
     return (ended[0].kind, ended[0].job_id) if ended else None
 
 
+def _ended(status: GroupStatus) -> str:
+    """`it ended failed (cpu job 12: timeout)`: the group's state and, when one ran, its variant's own."""
+    ran = ran_variant(status, None)
+    variant = next((v for v in status.variants if ran is not None and v.job_id == ran[1]), None)
+    detail = f" ({variant.kind} job {variant.job_id}: {variant.state.value})" if variant is not None else ""
+    return f"it ended {status.state.value}{detail}"
+
+
 def raise_outcome(outcome: dict[str, Any]) -> Any:
     """The value of an outcome, or its exception raised with the remote traceback as its cause."""
     if outcome["ok"]:
@@ -182,7 +190,7 @@ class Job:
                 outcome = self.outcome()  # written just before the job ended
                 if outcome is not None:
                     return outcome
-                said = "Slurm knows none of its jobs" if status is None else f"it ended {status.state.value}"
+                said = "Slurm knows none of its jobs" if status is None else _ended(status)
                 raise JobError(f"group {self.group_id} has no result: {said} (see job.stderr())")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"group {self.group_id} still {status.state.value} after {timeout:.0f} s")
