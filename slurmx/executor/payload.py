@@ -12,6 +12,7 @@ import functools
 import io
 import os
 import pickle
+import re
 import shlex
 import zipfile
 from collections.abc import Callable, Mapping
@@ -59,10 +60,19 @@ def folder_files(call: bytes) -> dict[str, str]:
     return {_CALL_B64: base64.b64encode(call).decode("ascii"), _RUNTIME_B64: _runtime_zip()}
 
 
-def job_script(python: str, max_requeues: int) -> str:
+def call_label(fn: Callable[..., Any]) -> str:
+    """`module.qualname` of the function (or the callable's class): in the payload, so the `h=` tag slurmxd keys
+    its runtime history on tells one function from another, and not one call's arguments from another's."""
+    owner = fn if hasattr(fn, "__qualname__") else type(fn)
+    label = f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', '?')}"
+    return re.sub(r"[^\w.<>-]", "_", label)[:200]
+
+
+def job_script(python: str, max_requeues: int, label: str = "") -> str:
     """The variant payload: unpack the call and the runtime (once per run, into the group folder), then run it."""
     return (
         "#!/bin/bash\n"
+        f"# slurmx call: {label}\n"
         "set -eu\n"
         'd="$SLURMX_SPOOL_DIR"\n'
         f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'

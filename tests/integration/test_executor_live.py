@@ -88,7 +88,8 @@ def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_pat
     with pytest.raises(ValueError, match="bad input") as info:
         bad.result(timeout=300)
     assert isinstance(info.value.__cause__, RemoteTraceback)
-    assert 'in fail\n    raise ValueError(text)' in str(info.value.__cause__)
+    remote = str(info.value.__cause__)  # code pickled by value has no source lines on the node: names only
+    assert ", in fail\n" in remote and remote.endswith("ValueError: bad input\n")
     assert isinstance(bad.exception(), ValueError) and bad.state == "FAILED"
     ran_once(bad, slurm)
     # Another process, knowing only the group id, gets the same result.

@@ -260,3 +260,11 @@ def test_a_job_reattaches_from_the_executor_record(tmp_path: Path) -> None:
 
 async def _awaited(job: Job) -> Any:
     return await job
+
+
+def test_the_payload_names_the_function_so_history_tells_functions_apart() -> None:
+    from slurmx.executor.payload import call_label
+
+    assert call_label(add) == f"{__name__}.add" and call_label(Counter(1)) == f"{__name__}.Counter"
+    assert job_script("python3", 1, call_label(add)) != job_script("python3", 1, call_label(fail))
+    assert "exec python3 -m _slurmx_call --max-requeues 1" in job_script("python3", 1)
