@@ -62,7 +62,7 @@ class Trainer:
 
 def executor(site_path: Path, tmp_path: Path, **params: Any) -> Executor:
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
-    ex.update_parameters(mode="race", python="python3", variants=["cpu", "gpu"], time="5m", **params)
+    ex.update_parameters(**{"mode": "race", "python": "python3", "variants": ["cpu", "gpu"], "time": "5m", **params})
     return ex
 
 
