@@ -141,7 +141,11 @@ def requeue_self() -> bool:
     job = os.environ.get("SLURM_JOB_ID", "")
     if not job:
         return False
-    proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"slurmx: scontrol requeue {job} failed: {exc}", file=sys.stderr)
+        return False
     if proc.returncode != 0:
         print(f"slurmx: scontrol requeue {job} failed: {proc.stderr.strip()}", file=sys.stderr)
     return proc.returncode == 0

@@ -268,3 +268,22 @@ def test_the_payload_names_the_function_so_history_tells_functions_apart() -> No
     assert call_label(add) == f"{__name__}.add" and call_label(Counter(1)) == f"{__name__}.Counter"
     assert job_script("python3", 1, call_label(add)) != job_script("python3", 1, call_label(fail))
     assert "exec python3 -m _slurmx_call --max-requeues 1" in job_script("python3", 1)
+
+
+def test_under_a_daemon_preemption_the_call_checkpoints_past_the_cap_and_leaves_for_its_requeue(
+        tmp_path: Path) -> None:
+    """slurmxd (or `slurmx preempt`) writes its intent first and requeues at the deadline: the job checkpoints
+    even past max_requeues (a preemption is not the job's doing) and leaves at once, requeueing nothing itself."""
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, Counter(400), str(marks))
+    (folder / "preempt-77").write_text("preempt grace=30 deadline=9999999999 reason=test\n")
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder, job_id="77", restarts=5),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while not (folder / "handler-77").exists():
+        time.sleep(0.05)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99 and time.monotonic() - started < 10
+    assert (folder / "resume.pkl").is_file()
+    assert "scontrol" not in (folder / "fn-77.err").read_text()
