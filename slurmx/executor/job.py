@@ -84,7 +84,7 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
             exc = pickle.loads(outcome["exception"])  # the user's own job wrote it
         except Exception:
             exc = None
-    if not isinstance(exc, BaseException):
+    if not isinstance(exc, Exception):  # SystemExit or KeyboardInterrupt would end the caller, not report
         exc = JobError(f"the job raised {outcome.get('type', 'an exception')}: {outcome.get('message', '')}")
     raise exc from remote
 

@@ -181,19 +181,26 @@ def run(folder: Path, max_requeues: int) -> int:
     try:
         value = fn(*args, **kwargs)
     except Preempted:
-        return _leave_for_requeue(grace)
+        return _leave_for_requeue(_env.intent_path(), requeue=True)
+    except SystemExit as exc:
+        from slurmx import hooks
+
+        if hooks.preempted():  # the function's own `slurmx.hooks.on_preempt` handler checkpointed and left
+            return _leave_for_requeue(_env.intent_path(), requeue=restarts < max_requeues)
+        return _finish(folder, outcome_error(exc), 1)
     except Exception as exc:
         return _finish(folder, outcome_error(exc), 1)
     return _finish(folder, outcome_ok(value), 0)
 
 
-def _leave_for_requeue(grace: _Grace | None) -> int:
+def _leave_for_requeue(intent: Path | None, requeue: bool) -> int:
+    """The requeue exit code, after requeueing this job unless slurmxd will (its intent file is there)."""
     from slurmx.hooks import _env
 
     code = _env.requeue_exit_code()
-    if grace is not None and grace.daemon_requeues():
-        return code  # slurmxd requeues at the deadline
-    if requeue_self():
+    if intent is not None and intent.is_file():
+        return code  # slurmxd (or `slurmx preempt`) requeues at the deadline
+    if requeue and requeue_self():
         time.sleep(60)  # Slurm kills this job as it requeues it; leave anyway if it has not yet
     return code
 

@@ -287,3 +287,37 @@ def test_under_a_daemon_preemption_the_call_checkpoints_past_the_cap_and_leaves_
     assert proc.wait(30) == 99 and time.monotonic() - started < 10
     assert (folder / "resume.pkl").is_file()
     assert "scontrol" not in (folder / "fn-77.err").read_text()
+
+
+def own_handler(marks: str) -> None:
+    from slurmx import hooks
+
+    hooks.on_preempt(lambda deadline: Path(marks, "saved").touch())
+    while True:
+        time.sleep(0.05)
+
+
+def test_a_function_with_its_own_on_preempt_handler_leaves_for_requeue(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, own_handler, str(marks))
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder), stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99
+    assert (marks / "saved").exists() and read_outcome(folder, 1 << 20) is None
+
+
+def leave(code: int) -> None:
+    sys.exit(code)
+
+
+def test_a_function_that_exits_fails_without_ending_the_caller(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    assert run_job(folder, prepare(folder, leave, 3)).returncode == 1
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None
+    with pytest.raises(JobError, match="SystemExit: 3"):
+        raise_outcome(outcome)
