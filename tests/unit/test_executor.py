@@ -321,3 +321,27 @@ def test_a_function_that_exits_fails_without_ending_the_caller(tmp_path: Path) -
     assert outcome is not None
     with pytest.raises(JobError, match="SystemExit: 3"):
         raise_outcome(outcome)
+
+
+def test_submit_writes_the_call_into_the_group_folder_before_the_first_sbatch(tmp_path: Path) -> None:
+    import json
+
+    from slurmx.executor import Executor
+    from tests.unit.test_submitter import ok, site, slurm
+
+    adapter, transport = slurm({("sbatch",): [ok("101\n"), ok("102\n")]})
+    ex = Executor(site(), folder=tmp_path / "jobs", adapter=adapter)
+    ex.update_parameters(mode="race", variants=["cpu", "gpu"], python="python3", time="5m")
+    job = ex.submit(add, 2, b=3)
+    assert job.job_ids == [101, 102] and job.folder == f"/shared/spool/{job.group_id}"
+    mkdir, *writes = transport.folder_calls
+    assert mkdir[0] == ("mkdir", "-m", "700", "--", job.folder)
+    written = {argv[-1].rsplit("/", 1)[1]: text for argv, text in writes}
+    assert set(written) == {"call.pkl.b64", "executor.zip.b64"}
+    assert cloudpickle.loads(base64.b64decode(written["call.pkl.b64"] or ""))[1:] == ((2,), {"b": 3})
+    scripts = [stdin or "" for _, stdin in transport.calls]
+    assert all("exec python3 -m _slurmx_call --max-requeues 3" in s and "#SBATCH --time=00:05:00" in s
+               for s in scripts)
+    assert all(f"#SBATCH --job-name=add@{k}" in s for k, s in zip(("cpu", "gpu"), scripts, strict=True))
+    record = json.loads((tmp_path / "jobs" / f"{job.group_id}.json").read_text())
+    assert record["variants"] == [["cpu", 101], ["gpu", 102]] and record["mode"] == "race"
