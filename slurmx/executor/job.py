@@ -12,7 +12,7 @@ import os
 import pickle
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,8 @@ class Job:
     """A function call submitted as one group; `result()` waits for it."""
 
     group_id: str
-    site: SiteConfig
-    adapter: SlurmAdapter
+    site: SiteConfig = field(repr=False)
+    adapter: SlurmAdapter = field(repr=False)
     variants: tuple[tuple[str, int], ...] = ()
     max_result_bytes: int = 256 << 20
     poll: float = 2.0

@@ -104,7 +104,7 @@ def _redirect(folder: Path) -> None:
     job = os.environ.get("SLURM_JOB_ID", f"local-{os.getpid()}")
     for fd, suffix in ((1, "out"), (2, "err")):
         target = os.open(folder / f"fn-{job}.{suffix}", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+        (sys.stdout if fd == 1 else sys.stderr).flush()
         os.dup2(target, fd)
         os.close(target)
 
@@ -206,7 +206,14 @@ def _leave_for_requeue(intent: Path | None, requeue: bool) -> int:
 
 
 def _finish(folder: Path, outcome: dict[str, Any], code: int) -> int:
+    """Write the outcome, except in slurmxd's profiling sample of the call (`work:` set): a sample stops after a
+    few steps, and its return value is not the call's."""
     import cloudpickle
+
+    from slurmx.hooks import _env
+
+    if _env.profile_steps() > 0:
+        return code
 
     try:
         data = cloudpickle.dumps(outcome)

@@ -345,3 +345,11 @@ def test_submit_writes_the_call_into_the_group_folder_before_the_first_sbatch(tm
     assert all(f"#SBATCH --job-name=add@{k}" in s for k, s in zip(("cpu", "gpu"), scripts, strict=True))
     record = json.loads((tmp_path / "jobs" / f"{job.group_id}.json").read_text())
     assert record["variants"] == [["cpu", 101], ["gpu", 102]] and record["mode"] == "race"
+
+
+def test_a_profiling_sample_of_the_call_writes_no_outcome(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    script = prepare(folder, add, 2, 3)
+    env = {**env_for(folder, job_id="51"), "SLURMX_PROFILE_STEPS": "2"}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and read_outcome(folder, 1 << 20) is None
