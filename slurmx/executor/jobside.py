@@ -131,8 +131,13 @@ class _Grace:
         import cloudpickle
 
         fn, args, kwargs = self.call
-        resumed = as_call(fn.checkpoint(*args, **kwargs), fn, args, kwargs)
-        write_private(self.folder, RESUME, cloudpickle.dumps(resumed))
+        try:
+            resumed = as_call(fn.checkpoint(*args, **kwargs), fn, args, kwargs)
+            write_private(self.folder, RESUME, cloudpickle.dumps(resumed))
+        except Exception:
+            # The last saved call (or the first) is still there: a requeue that repeats work beats a failed job.
+            traceback.print_exc()
+            print("slurmx: checkpoint() failed; requeueing with the last saved call", file=sys.stderr)
         raise Preempted
 
 
@@ -172,10 +177,8 @@ def run(folder: Path, max_requeues: int) -> int:
         call = load_call(folder, restarts)
     except Exception as exc:  # nothing to run: say so in the outcome, as any failure
         return _finish(folder, outcome_error(exc), 1)
-    grace: _Grace | None = None
     if callable(getattr(call[0], "checkpoint", None)):
-        grace = _Grace(folder, call, max_requeues, restarts, _env.intent_path())
-        signal.signal(_env.grace_signal(), grace)
+        signal.signal(_env.grace_signal(), _Grace(folder, call, max_requeues, restarts, _env.intent_path()))
         _env.announce_handler()  # the job script forwards the grace signal only to a payload that says it handles it
     fn, args, kwargs = call
     try:

@@ -353,3 +353,21 @@ def test_a_profiling_sample_of_the_call_writes_no_outcome(tmp_path: Path) -> Non
     env = {**env_for(folder, job_id="51"), "SLURMX_PROFILE_STEPS": "2"}
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and read_outcome(folder, 1 << 20) is None
+
+
+class BadCheckpoint(Counter):
+    def checkpoint(self, marks: str) -> Resume:
+        raise RuntimeError("disk full")
+
+
+def test_a_failing_checkpoint_still_leaves_for_requeue_with_the_last_saved_call(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    proc = subprocess.Popen(["bash", str(prepare(folder, BadCheckpoint(400), str(marks)))], env=env_for(folder),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99 and not (folder / "resume.pkl").exists()
+    err = next(folder.glob("fn-*.err")).read_text()
+    assert "RuntimeError: disk full" in err and "requeueing with the last saved call" in err
