@@ -1,7 +1,7 @@
 """slurmx: one job, many resource variants, scheduled by policies from the literature, on a real Slurm.
 
 Kept free of imports: `slurmx.hooks` runs inside job scripts next to a bare copy of this file.
-`slurmx.submit(spec)` is the Python API (the `slurmx.submit` package is callable).
+`slurmx.submit(spec)` is the Python API (the `slurmx.submit` package is callable); `slurmx.Executor` runs functions.
 """
 
 from typing import Any
@@ -9,8 +9,10 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     """Import `slurmx.submit` on first use, so `import slurmx; slurmx.submit(spec)` works and stays cheap."""
-    if name == "submit":
-        import importlib
+    import importlib
 
+    if name == "submit":
         return importlib.import_module("slurmx.submit")
+    if name in ("Executor", "Job"):
+        return getattr(importlib.import_module("slurmx.executor"), name)
     raise AttributeError(f"module 'slurmx' has no attribute {name!r}")

@@ -7,6 +7,7 @@ the variants already submitted are cancelled, so a failed submission never leave
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmx.core.config import SiteConfig
@@ -69,8 +70,11 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
 
 def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                  pick: str | None = None, only: tuple[str, ...] | None = None,
-                 source: str = "<spec>") -> SubmittedGroup:
-    gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source)
+                 source: str = "<spec>", files: Mapping[str, str] | None = None) -> SubmittedGroup:
+    """Submit every variant or none; `files` (name -> text) are written into the group folder before the first
+    sbatch, as the submitting user, so a job finds them whichever variant starts first."""
+    gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source,
+                                            files=files or {})
     # Samples first: when slurmxd first sees the group's variants, the samples it may release are already queued.
     samples = queue_samples(adapter, plan_samples(spec, site, gid, rendered) if mode == "managed" else [])
     submitted: list[tuple[str, int]] = [("sample", job_id) for job_id in samples.job_ids]
@@ -89,8 +93,8 @@ FOLDER_TRIES = 3  # a taken group folder means a new group id; three taken in a 
 
 
 def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None,
-                      pick: str | None, only: tuple[str, ...] | None,
-                      source: str) -> tuple[str, str, list[RenderedVariant]]:
+                      pick: str | None, only: tuple[str, ...] | None, source: str,
+                      files: Mapping[str, str]) -> tuple[str, str, list[RenderedVariant]]:
     """Plan the group and create its folder owner-only, as the submitting user, before any sbatch.
 
     The folder holds everything the group's jobs trust (hooks, payloads, checkpoints, outputs),
@@ -101,7 +105,7 @@ def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
         gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
         folder = group_spool(site, gid)
         try:
-            adapter.make_private_folder(folder, {})
+            adapter.make_private_folder(folder, files)
         except FolderTaken:
             continue
         except SlurmError as exc:

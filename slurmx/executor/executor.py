@@ -1,0 +1,71 @@
+"""`Executor`: submit Python functions as slurmx groups, one variant per resource kind, one run per call.
+
+Each call becomes one group through the same path as `slurmx submit` (render, then submit every variant or none),
+so modes, policies and exactly-once come with it; the call and the runtime travel in the group folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.executor.job import Job
+from slurmx.executor.params import ExecutorParams, job_name
+from slurmx.executor.payload import call_label, folder_files, job_script, pickle_call
+from slurmx.slurm import SlurmAdapter, adapter_from_config
+from slurmx.submit.submitter import SubmittedGroup, submit_group
+
+__all__ = ["Executor"]
+
+
+class Executor:
+    """`Executor(site=..., folder=...)`; `update_parameters(...)`; `submit(fn, *args, **kwargs) -> Job`.
+
+    `folder` (optional) is a local folder where each submitted job is recorded by group id, so that
+    `Job.attach(group_id, site, folder=folder)` finds its job ids without asking Slurm.
+    """
+
+    def __init__(self, site: SiteConfig | str | Path | None = None, folder: str | Path | None = None, *,
+                 adapter: SlurmAdapter | None = None) -> None:
+        if site is None:
+            site = os.environ.get("SLURMX_SITE", "/etc/slurmx/site.yaml")
+        self.site = site if isinstance(site, SiteConfig) else load_site_config(site)
+        self.folder = Path(folder) if folder is not None else None
+        self.adapter = adapter or adapter_from_config(self.site.transport)
+        self.params = ExecutorParams()
+
+    def update_parameters(self, **values: Any) -> None:
+        """Spec keys (variants, overrides, class, grace, estimates, time, mem, cpus, gpus, env, ...) and the
+        executor's own (name, mode, pick, python, max_requeues, max_result_bytes, poll); checked now."""
+        self.params = self.params.updated(values)
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
+        """Submit `fn(*args, **kwargs)` as one group; the Job's `result()` is its return value."""
+        params = self.params
+        spec = params.job_spec(job_name(fn), job_script(params.python, params.max_requeues, call_label(fn)))
+        files = folder_files(pickle_call(fn, args, kwargs))
+        submitted = submit_group(spec, self.site, self.adapter, mode=params.mode, pick=params.pick,
+                                 source="Executor.submit", files=files)
+        self._record(submitted)
+        return Job(submitted.group_id, self.site, self.adapter, submitted.variants,
+                   params.max_result_bytes, params.poll)
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Job]:
+        """One group per item (as `map(fn, *iterables)` pairs them): each item runs exactly once, on whichever
+        variant starts first, which a job array per kind could not promise across kinds."""
+        return [self.submit(fn, *items) for items in zip(*iterables, strict=False)]
+
+    def _record(self, submitted: SubmittedGroup) -> None:
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        record = {"group": submitted.group_id, "name": submitted.name, "mode": submitted.mode,
+                  "variants": [list(pair) for pair in submitted.variants],
+                  "max_result_bytes": self.params.max_result_bytes}
+        tmp = self.folder / f".{submitted.group_id}.json.tmp"
+        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        tmp.replace(self.folder / f"{submitted.group_id}.json")

@@ -1,0 +1,223 @@
+"""`Job`: one submitted function call, read back from its group folder and from Slurm.
+
+A Job holds ids, never state: every question reads the outcome file or asks Slurm afresh, so a Job rebuilt from
+its group id in another process (`Job.attach`) knows everything the submitting one did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.core.model import GroupState
+from slurmx.core.spool import group_spool
+from slurmx.core.userfiles import read_user_text
+from slurmx.executor.payload import read_outcome
+from slurmx.slurm import SlurmAdapter, adapter_from_config
+from slurmx.submit.groups import GroupStatus, cancel_group, find_group
+
+__all__ = ["Job", "JobError", "RemoteTraceback", "job_state", "ran_variant"]
+
+OUTPUT_CAP = 16 << 20  # bytes of stdout / stderr returned: a log, not a data channel
+
+
+class JobError(Exception):
+    """The job ended without a result (cancelled, killed, timed out), or its exception did not pickle."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback of the exception as it was raised in the job, attached as the re-raised exception's cause."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0]) if self.args else ""
+
+
+def job_state(status: GroupStatus | None, outcome: dict[str, Any] | None) -> str:
+    """COMPLETED / FAILED as the outcome says once there is one (Slurm may still show the job completing), else
+    the group's state in Slurm's words (PENDING, RUNNING, FAILED, CANCELLED), UNKNOWN when Slurm knows none. Pure."""
+    if outcome is not None:
+        return "COMPLETED" if outcome["ok"] else "FAILED"
+    if status is None:
+        return "UNKNOWN"
+    if status.state is GroupState.COMPLETED:
+        return "FAILED"  # the script completed but the call wrote nothing: it did not run to its end
+    return status.state.value.upper()
+
+
+def ran_variant(status: GroupStatus | None, outcome: dict[str, Any] | None) -> tuple[str, int] | None:
+    """(kind, job id) of the variant that ran the call: the outcome says so, else the one Slurm shows running
+    or ended other than cancelled. Pure."""
+    if outcome is not None and outcome.get("variant") and str(outcome.get("job_id", "")).isdigit():
+        return str(outcome["variant"]), int(outcome["job_id"])
+    if status is None:
+        return None
+    if status.running is not None:
+        return status.running.kind, status.running.job_id
+    ended = [v for v in status.variants if v.state.is_finished and v.state.value != "cancelled"]
+    return (ended[0].kind, ended[0].job_id) if ended else None
+
+
+def _ended(status: GroupStatus) -> str:
+    """`it ended failed (cpu job 12: timeout)`: the group's state and, when one ran, its variant's own."""
+    ran = ran_variant(status, None)
+    variant = next((v for v in status.variants if ran is not None and v.job_id == ran[1]), None)
+    detail = f" ({variant.kind} job {variant.job_id}: {variant.state.value})" if variant is not None else ""
+    return f"it ended {status.state.value}{detail}"
+
+
+def raise_outcome(outcome: dict[str, Any]) -> Any:
+    """The value of an outcome, or its exception raised with the remote traceback as its cause."""
+    if outcome["ok"]:
+        return outcome["value"]
+    remote = RemoteTraceback(outcome.get("traceback", ""))
+    exc: BaseException | None = None
+    if outcome.get("exception") is not None:
+        try:
+            exc = pickle.loads(outcome["exception"])  # the user's own job wrote it
+        except Exception:
+            exc = None
+    if not isinstance(exc, Exception):  # SystemExit or KeyboardInterrupt would end the caller, not report
+        exc = JobError(f"the job raised {outcome.get('type', 'an exception')}: {outcome.get('message', '')}")
+    raise exc from remote
+
+
+@dataclass
+class Job:
+    """A function call submitted as one group; `result()` waits for it."""
+
+    group_id: str
+    site: SiteConfig = field(repr=False)
+    adapter: SlurmAdapter = field(repr=False)
+    variants: tuple[tuple[str, int], ...] = ()
+    max_result_bytes: int = 256 << 20
+    poll: float = 2.0
+
+    @classmethod
+    def attach(cls, group_id: str, site: SiteConfig | str | Path | None = None, *,
+               adapter: SlurmAdapter | None = None, folder: str | Path | None = None) -> Job:
+        """The job of group `group_id`, from any process: from the executor's record in `folder` when there is
+        one, else from Slurm (which keeps finished jobs in accounting)."""
+        if site is None:
+            site = os.environ.get("SLURMX_SITE", "/etc/slurmx/site.yaml")
+        site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
+        slurm = adapter or adapter_from_config(site_config.transport)
+        job = cls(group_id, site_config, slurm)
+        record = Path(folder) / f"{group_id}.json" if folder is not None else None
+        if record is not None and record.is_file():
+            data = json.loads(record.read_text(encoding="utf-8"))
+            job.variants = tuple((str(k), int(v)) for k, v in data.get("variants", []))
+            job.max_result_bytes = int(data.get("max_result_bytes", job.max_result_bytes))
+        else:
+            status = job.status()
+            if status is None:
+                raise LookupError(f"Slurm knows no group {group_id}")
+            job.variants = tuple((v.kind, v.job_id) for v in status.variants)
+        return job
+
+    # ---------------------------------------------------------------------------------------------- reading
+    @property
+    def folder(self) -> str:
+        return group_spool(self.site, self.group_id)
+
+    @property
+    def job_ids(self) -> list[int]:
+        return [job_id for _, job_id in self.variants]
+
+    def status(self) -> GroupStatus | None:
+        return find_group(self.adapter, self.group_id, since="now-7days")
+
+    def outcome(self) -> dict[str, Any] | None:
+        return read_outcome(self.folder, self.max_result_bytes)
+
+    @property
+    def state(self) -> str:
+        outcome = self.outcome()
+        return job_state(None if outcome is not None else self.status(), outcome)
+
+    @property
+    def variant(self) -> str | None:
+        """The resource kind that ran (or runs) the call; None while none has started."""
+        ran = ran_variant(*self._both())
+        return ran[0] if ran else None
+
+    def done(self) -> bool:
+        outcome = self.outcome()
+        if outcome is not None:
+            return True
+        status = self.status()
+        return status is None or status.finished
+
+    def stdout(self) -> str | None:
+        """What the call printed (every run of it, across requeues), or None before it started."""
+        return self._output("out")
+
+    def stderr(self) -> str | None:
+        return self._output("err")
+
+    def _output(self, suffix: str) -> str | None:
+        ran = ran_variant(*self._both())
+        if ran is None:
+            return None
+        path = Path(self.folder) / f"fn-{ran[1]}.{suffix}"
+        try:
+            owner = os.lstat(self.folder).st_uid
+        except OSError:
+            return None
+        return read_user_text(path, owner=owner, folder_owner=owner, max_bytes=OUTPUT_CAP)
+
+    def _both(self) -> tuple[GroupStatus | None, dict[str, Any] | None]:
+        outcome = self.outcome()
+        return (self.status() if outcome is None or not outcome.get("job_id") else None), outcome
+
+    # ---------------------------------------------------------------------------------------------- waiting
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the call has an outcome; JobError when the group ended without one, TimeoutError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            outcome = self.outcome()
+            if outcome is not None:
+                return outcome
+            status = self.status()
+            if status is None or status.finished:
+                outcome = self.outcome()  # written just before the job ended
+                if outcome is not None:
+                    return outcome
+                said = "Slurm knows none of its jobs" if status is None else _ended(status)
+                raise JobError(f"group {self.group_id} has no result: {said} (see job.stderr())")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"group {self.group_id} still {status.state.value} after {timeout:.0f} s")
+            time.sleep(self.poll)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's return value; its exception re-raised (the remote traceback as its cause)."""
+        return raise_outcome(self.wait(timeout))
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception the call raised (waiting for it), or None when it returned."""
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except Exception as exc:
+            return exc
+        return None
+
+    def cancel(self) -> list[int]:
+        status = self.status()
+        return cancel_group(self.adapter, status) if status is not None else []
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._result_async().__await__()
+
+    async def _result_async(self) -> Any:
+        while not await asyncio.to_thread(self.done):
+            await asyncio.sleep(self.poll)
+        return await asyncio.to_thread(self.result)

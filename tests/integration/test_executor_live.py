@@ -1,0 +1,137 @@
+"""`slurmx.Executor` on the real cluster: functions, results, exceptions, output, map, re-attach, time-limit requeue.
+
+The nodes' python3 is not this venv's: the jobs run `python3` (same minor version), and the functions of this
+module travel by value (the nodes cannot import it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pytest
+
+from slurmx.core.model import VariantState
+from slurmx.executor import Executor, Job, JobError, RemoteTraceback
+from slurmx.slurm import CliSlurm
+
+from .conftest import Cluster
+
+pytestmark = pytest.mark.integration
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+REPO = Path(__file__).resolve().parents[2]
+
+
+def add(a: int, b: int) -> int:
+    print(f"adding {a} and {b} on {os.environ.get('SLURMX_VARIANT')}", flush=True)
+    return a + b
+
+
+def fail(text: str) -> None:
+    raise ValueError(text)
+
+
+def square_once(x: int, marks: str) -> int:
+    """Leaves one file per run, named by item and job, so a second run of an item would show."""
+    Path(marks, f"{x}-{os.environ['SLURM_JOB_ID']}").touch()
+    return x * x
+
+
+class Trainer:
+    """`total` steps of 1 s; the state is the list of steps done, so a lost or repeated step shows in the result."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: list[int] = []
+
+    def __call__(self) -> dict[str, Any]:
+        while len(self.done) < self.total:
+            time.sleep(1.0)
+            self.done.append(len(self.done))
+        return {"done": self.done, "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+
+    def checkpoint(self) -> Trainer:
+        return self  # resume with this object (its steps so far) and the same arguments
+
+
+def executor(site_path: Path, tmp_path: Path, **params: Any) -> Executor:
+    ex = Executor(site=site_path, folder=tmp_path / "jobs")
+    ex.update_parameters(**{"mode": "race", "python": "python3", "variants": ["cpu", "gpu"], "time": "5m", **params})
+    return ex
+
+
+def ran_once(job: Job, slurm: CliSlurm) -> str:
+    """The kind that ran; asserts the others ended cancelled without running the call."""
+    states = {j.job_id: j.state for j in slurm.jobs(job_ids=job.job_ids)}
+    ran = [kind for kind, job_id in job.variants if states.get(job_id) is not VariantState.CANCELLED]
+    assert len(ran) == 1, (job.group_id, states)
+    assert len(list(Path(job.folder).glob("fn-*.out"))) == 1
+    return ran[0]
+
+
+def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_path: Path, cluster: Cluster,
+                                                                        slurm: CliSlurm, tmp_path: Path,
+                                                                        tag: str) -> None:
+    ex = executor(site_path, tmp_path, name=tag)
+    job = ex.submit(add, 2, 3)
+    bad = ex.submit(fail, "bad input")
+    assert job.result(timeout=300) == 5
+    assert job.state == "COMPLETED" and job.done()
+    assert job.variant in ("cpu", "gpu") and job.variant == ran_once(job, slurm)
+    assert job.stdout() == f"adding 2 and 3 on {job.variant}\n"
+    with pytest.raises(ValueError, match="bad input") as info:
+        bad.result(timeout=300)
+    assert isinstance(info.value.__cause__, RemoteTraceback)
+    remote = str(info.value.__cause__)  # code pickled by value has no source lines on the node: names only
+    assert ", in fail\n" in remote and remote.endswith("ValueError: bad input\n")
+    assert isinstance(bad.exception(), ValueError) and bad.state == "FAILED"
+    ran_once(bad, slurm)
+    # Another process, knowing only the group id, gets the same result.
+    code = ("import sys; from slurmx.executor import Job; "
+            "job = Job.attach(sys.argv[1], sys.argv[2]); print(repr(job.result(timeout=60)), job.variant)")
+    proc = subprocess.run([sys.executable, "-c", code, job.group_id, str(site_path)], capture_output=True,
+                          text=True, timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["5", job.variant]
+    record = json.loads((tmp_path / "jobs" / f"{job.group_id}.json").read_text())
+    assert [v for _, v in record["variants"]] == job.job_ids
+
+
+def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Cluster, slurm: CliSlurm,
+                                                 tmp_path: Path, tag: str) -> None:
+    marks = cluster.shared / f"{tag}-map"
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)
+    ex = executor(site_path, tmp_path, name=tag)
+    items = list(range(6))
+    jobs = ex.map(square_once, items, [str(marks)] * len(items))
+    assert [job.result(timeout=420) for job in jobs] == [x * x for x in items]
+    runs = sorted(p.name.split("-")[0] for p in marks.iterdir())
+    assert runs == sorted(str(x) for x in items)  # one run per item
+    for job in jobs:
+        ran_once(job, slurm)
+
+
+def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_path: Path, cluster: Cluster,
+                                                                        slurm: CliSlurm, tmp_path: Path,
+                                                                        tag: str) -> None:
+    """Slurm signals the job `grace` before its 2-minute limit; the call checkpoints, the job requeues itself and
+    resumes where it stopped. With max_requeues=0 the same call runs on and is killed at the limit."""
+    ex = executor(site_path, tmp_path, name=tag, time="2m", grace="30s", variants=["cpu"], max_requeues=3)
+    job = ex.submit(Trainer(100))
+    capped = executor(site_path, tmp_path, name=f"{tag}-cap", time="2m", grace="30s", variants=["cpu"],
+                      max_requeues=0).submit(Trainer(200))
+    out = job.result(timeout=600)
+    assert out["done"] == list(range(100))  # every step once, none lost across the requeue
+    assert 1 <= out["restarts"] <= 3
+    assert (job.outcome() or {}).get("restarts") == out["restarts"]
+    with pytest.raises(JobError, match="timeout"):
+        capped.result(timeout=300)
+    assert not (Path(capped.folder) / "resume.pkl").exists()
+    assert "the cap (max_requeues)" in (capped.stderr() or "")

@@ -1,0 +1,373 @@
+"""The executor without Slurm: pickling, the job side run as a subprocess, outcome files, state, re-attach."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pytest
+
+from slurmx.core.model import VariantState
+from slurmx.core.validation import ConfigError
+from slurmx.executor import Job, JobError, RemoteTraceback, Resume
+from slurmx.executor.job import job_state, raise_outcome, ran_variant
+from slurmx.executor.jobside import as_call
+from slurmx.executor.params import ExecutorParams, job_name
+from slurmx.executor.payload import OutcomeError, folder_files, job_script, pickle_call, read_outcome
+from slurmx.submit.groups import GroupStatus, VariantStatus
+
+REPO = Path(__file__).resolve().parents[2]
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job side cannot import this test module
+
+
+def add(a: int, b: int) -> int:
+    print(f"adding {a} and {b}")
+    return a + b
+
+
+def fail(text: str) -> None:
+    raise ValueError(text)
+
+
+class Counter:
+    """Counts to `total`, one step per 0.05 s; checkpoints its step."""
+
+    def __init__(self, total: int, start: int = 0) -> None:
+        self.total, self.step = total, start
+
+    def __call__(self, marks: str) -> int:
+        while self.step < self.total:
+            Path(marks, f"step-{self.step}").touch()
+            self.step += 1
+            time.sleep(0.05)
+        return self.step
+
+    def checkpoint(self, marks: str) -> Resume:
+        return Resume(Counter(self.total, self.step), (marks,), {})
+
+
+def prepare(folder: Path, fn: Any, *args: Any, **kwargs: Any) -> Path:
+    """The group folder as `submit_group(files=)` leaves it, plus the payload script."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for name, text in folder_files(pickle_call(fn, args, kwargs)).items():
+        (folder / name).write_text(text)
+    script = folder / "payload"
+    script.write_text(job_script(sys.executable, max_requeues=2))
+    return script
+
+
+def env_for(folder: Path, job_id: str = "", restarts: int = 0) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "PYTHONPATH"))}
+    env.update(SLURMX_SPOOL_DIR=str(folder), SLURMX_VARIANT="cpu", PYTHONPATH=str(REPO),
+               SLURM_RESTART_COUNT=str(restarts), SLURMX_GRACE_SIGNAL="USR2")
+    if job_id:
+        env["SLURM_JOB_ID"] = job_id
+    return env
+
+
+def run_job(folder: Path, script: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(script)], env=env_for(folder, **kw), capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_a_call_runs_and_its_value_and_output_come_back(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    proc = run_job(folder, prepare(folder, add, 2, b=3), job_id="41")
+    assert proc.returncode == 0, proc.stderr
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None and raise_outcome(outcome) == 5
+    assert (outcome["variant"], outcome["job_id"]) == ("cpu", "41")
+    assert (folder / "fn-41.out").read_text() == "adding 2 and 3\n"
+    assert oct((folder / "outcome.pkl").stat().st_mode & 0o777) == "0o600"
+
+
+def test_an_exception_is_re_raised_with_the_remote_traceback(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    proc = run_job(folder, prepare(folder, fail, "bad input"), job_id="42")
+    assert proc.returncode == 1
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None
+    with pytest.raises(ValueError, match="bad input") as info:
+        raise_outcome(outcome)
+    cause = info.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert "in fail" in str(cause) and "ValueError: bad input" in str(cause)
+
+
+def test_an_exception_that_does_not_pickle_becomes_a_job_error() -> None:
+    outcome = {"ok": False, "exception": None, "type": "Weird", "message": "no", "traceback": "Traceback..."}
+    with pytest.raises(JobError, match="Weird: no"):
+        raise_outcome(outcome)
+
+
+def test_checkpoint_at_the_grace_signal_then_resume_after_requeue(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, Counter(60), str(marks))
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not list(folder.glob("handler-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99  # no SLURM_JOB_ID: nothing to requeue, leave with the requeue code
+    assert (folder / "resume.pkl").is_file() and read_outcome(folder, 1 << 20) is None
+    done_before = len(list(marks.iterdir()))
+    assert 0 < done_before < 60
+    proc2 = run_job(folder, script, restarts=1)
+    assert proc2.returncode == 0, proc2.stderr
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None and raise_outcome(outcome) == 60
+    assert len(list(marks.iterdir())) == 60  # every step once: the resumed call started where the first stopped
+
+
+def test_past_max_requeues_the_grace_signal_does_not_stop_the_call(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, Counter(30), str(marks))
+    env = env_for(folder, restarts=2)  # max_requeues=2 in prepare()
+    proc = subprocess.Popen(["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 0
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None and raise_outcome(outcome) == 30
+    assert not (folder / "resume.pkl").exists()
+
+
+def test_what_checkpoint_returns_is_the_call_to_resume() -> None:
+    fn, args, kwargs = add, (1,), {"b": 2}
+    assert as_call(None, fn, args, kwargs) == (add, (1,), {"b": 2})
+    assert as_call(fail, fn, args, kwargs) == (fail, (1,), {"b": 2})
+    assert as_call(Resume(fail, ("x",)), fn, args, kwargs) == (fail, ("x",), {})
+    with pytest.raises(TypeError, match="checkpoint\\(\\) returned int"):
+        as_call(3, fn, args, kwargs)
+
+
+def test_the_outcome_is_read_without_links_and_under_a_cap(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir(mode=0o700)
+    assert read_outcome(folder, 100) is None
+    assert read_outcome(tmp_path / "missing", 100) is None
+    secret = tmp_path / "secret.pkl"
+    secret.write_bytes(cloudpickle.dumps({"ok": True, "value": 1}))
+    (folder / "outcome.pkl").symlink_to(secret)
+    with pytest.raises(OutcomeError, match="symlink"):
+        read_outcome(folder, 1 << 20)
+    (folder / "outcome.pkl").unlink()
+    (folder / "outcome.pkl").write_bytes(cloudpickle.dumps({"ok": True, "value": "x" * 500}))
+    with pytest.raises(OutcomeError, match="cap"):
+        read_outcome(folder, 100)
+    (folder / "outcome.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(OutcomeError, match="not a readable outcome"):
+        read_outcome(folder, 100)
+    folder.chmod(0o777)
+    (folder / "outcome.pkl").write_bytes(cloudpickle.dumps({"ok": True, "value": 1}))
+    with pytest.raises(OutcomeError, match="writable by others"):
+        read_outcome(folder, 1 << 20)
+
+
+def _status(*variants: tuple[str, int, VariantState]) -> GroupStatus:
+    return GroupStatus("g-1", "add", "alice", "be",
+                       tuple(VariantStatus(k, i, s, "", "", "") for k, i, s in variants))
+
+
+def test_state_and_variant_follow_the_outcome_then_slurm() -> None:
+    running = _status(("cpu", 1, VariantState.CANCELLED), ("gpu", 2, VariantState.RUNNING))
+    assert job_state(running, None) == "RUNNING" and ran_variant(running, None) == ("gpu", 2)
+    pending = _status(("cpu", 1, VariantState.PENDING), ("gpu", 2, VariantState.PENDING))
+    assert job_state(pending, None) == "PENDING" and ran_variant(pending, None) is None
+    assert job_state(None, {"ok": True, "variant": "cpu", "job_id": "7"}) == "COMPLETED"
+    assert job_state(running, {"ok": False}) == "FAILED"
+    assert ran_variant(running, {"ok": True, "variant": "cpu", "job_id": "7"}) == ("cpu", 7)
+    ended = _status(("cpu", 1, VariantState.CANCELLED), ("gpu", 2, VariantState.COMPLETED))
+    assert job_state(ended, None) == "FAILED"  # the script ended but the call wrote nothing
+    assert ran_variant(ended, None) == ("gpu", 2)
+    assert job_state(_status(("cpu", 1, VariantState.CANCELLED)), None) == "CANCELLED"
+    assert job_state(None, None) == "UNKNOWN"
+
+
+def test_parameters_take_the_spec_vocabulary_and_reject_unknown_keys() -> None:
+    params = ExecutorParams().updated({"variants": ["cpu", "gpu"], "time": "10m", "grace": 30,
+                                       "overrides": {"gpu": {"cpus": 2}}, "estimates": {"cpu": "1h"},
+                                       "class": "be", "max_requeues": 5, "python": "python3"})
+    spec = params.job_spec("add", "#!/bin/bash\ntrue")
+    assert spec.time_s == 600 and spec.grace_s == 30 and spec.overrides["gpu"].cpus == 2
+    assert spec.estimates == {"cpu": 3600} and params.max_requeues == 5
+    with pytest.raises(ConfigError, match=r"unknown key 'timeout'.*valid keys: variants"):
+        params.updated({"timeout": 3})
+    with pytest.raises(ConfigError, match="time"):
+        params.updated({"time": "soon"})
+    with pytest.raises(ConfigError, match="max_requeues"):
+        params.updated({"max_requeues": -1})
+    assert job_name(add) == "add" and job_name(lambda: 0) == "lambda" and job_name(Counter(1)) == "Counter"
+
+
+def test_the_pickled_call_and_runtime_are_text_for_the_folder() -> None:
+    files = folder_files(pickle_call(add, (2, 3), {}))
+    assert set(files) == {"call.pkl.b64", "executor.zip.b64"}
+    fn, args, kwargs = cloudpickle.loads(base64.b64decode(files["call.pkl.b64"]))
+    assert fn(*args, **kwargs) == 5
+    with pytest.raises(TypeError, match="cannot pickle the call to 'add'"):
+        pickle_call(add, (threading.Lock(),), {})
+
+
+class _FakeAdapter:
+    def __init__(self, status: GroupStatus) -> None:
+        self.status = status
+
+    def jobs(self, user: str | None = None, **_: Any) -> list[Any]:
+        return []
+
+    def accounting(self, since: str = "") -> list[Any]:
+        return []
+
+
+def test_a_job_reattaches_from_the_executor_record(tmp_path: Path) -> None:
+    from slurmx.core.config import SiteConfig
+
+    site = SiteConfig.model_validate({"cluster": {"name": "t"},
+                                      "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "1G"}},
+                                      "submit": {"spool_dir": str(tmp_path / "spool")}})
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "add-abc123.json").write_text('{"group": "add-abc123", "variants": [["cpu", 11]]}')
+    folder = tmp_path / "spool" / "add-abc123"
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "outcome.pkl").write_bytes(cloudpickle.dumps({"ok": True, "value": 5, "variant": "cpu",
+                                                            "job_id": "11"}))
+    (folder / "fn-11.out").write_text("adding 2 and 3\n")
+    adapter = _FakeAdapter(_status())
+    job = Job.attach("add-abc123", site, adapter=adapter, folder=tmp_path / "jobs")  # type: ignore[arg-type]
+    assert job.job_ids == [11] and job.done() and job.state == "COMPLETED" and job.variant == "cpu"
+    assert job.result(timeout=1) == 5 and job.exception() is None and job.stdout() == "adding 2 and 3\n"
+    import asyncio
+
+    assert asyncio.run(_awaited(job)) == 5
+    with pytest.raises(LookupError, match="no group"):
+        Job.attach("other-1", site, adapter=adapter)  # type: ignore[arg-type]
+
+
+async def _awaited(job: Job) -> Any:
+    return await job
+
+
+def test_the_payload_names_the_function_so_history_tells_functions_apart() -> None:
+    from slurmx.executor.payload import call_label
+
+    assert call_label(add) == f"{__name__}.add" and call_label(Counter(1)) == f"{__name__}.Counter"
+    assert job_script("python3", 1, call_label(add)) != job_script("python3", 1, call_label(fail))
+    assert "exec python3 -m _slurmx_call --max-requeues 1" in job_script("python3", 1)
+
+
+def test_under_a_daemon_preemption_the_call_checkpoints_past_the_cap_and_leaves_for_its_requeue(
+        tmp_path: Path) -> None:
+    """slurmxd (or `slurmx preempt`) writes its intent first and requeues at the deadline: the job checkpoints
+    even past max_requeues (a preemption is not the job's doing) and leaves at once, requeueing nothing itself."""
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, Counter(400), str(marks))
+    (folder / "preempt-77").write_text("preempt grace=30 deadline=9999999999 reason=test\n")
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder, job_id="77", restarts=5),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while not (folder / "handler-77").exists():
+        time.sleep(0.05)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99 and time.monotonic() - started < 10
+    assert (folder / "resume.pkl").is_file()
+    assert "scontrol" not in (folder / "fn-77.err").read_text()
+
+
+def own_handler(marks: str) -> None:
+    from slurmx import hooks
+
+    hooks.on_preempt(lambda deadline: Path(marks, "saved").touch())
+    while True:
+        time.sleep(0.05)
+
+
+def test_a_function_with_its_own_on_preempt_handler_leaves_for_requeue(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, own_handler, str(marks))
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder), stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99
+    assert (marks / "saved").exists() and read_outcome(folder, 1 << 20) is None
+
+
+def leave(code: int) -> None:
+    sys.exit(code)
+
+
+def test_a_function_that_exits_fails_without_ending_the_caller(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    assert run_job(folder, prepare(folder, leave, 3)).returncode == 1
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None
+    with pytest.raises(JobError, match="SystemExit: 3"):
+        raise_outcome(outcome)
+
+
+def test_submit_writes_the_call_into_the_group_folder_before_the_first_sbatch(tmp_path: Path) -> None:
+    import json
+
+    from slurmx.executor import Executor
+    from tests.unit.test_submitter import ok, site, slurm
+
+    adapter, transport = slurm({("sbatch",): [ok("101\n"), ok("102\n")]})
+    ex = Executor(site(), folder=tmp_path / "jobs", adapter=adapter)
+    ex.update_parameters(mode="race", variants=["cpu", "gpu"], python="python3", time="5m")
+    job = ex.submit(add, 2, b=3)
+    assert job.job_ids == [101, 102] and job.folder == f"/shared/spool/{job.group_id}"
+    mkdir, *writes = transport.folder_calls
+    assert mkdir[0] == ("mkdir", "-m", "700", "--", job.folder)
+    written = {argv[-1].rsplit("/", 1)[1]: text for argv, text in writes}
+    assert set(written) == {"call.pkl.b64", "executor.zip.b64"}
+    assert cloudpickle.loads(base64.b64decode(written["call.pkl.b64"] or ""))[1:] == ((2,), {"b": 3})
+    scripts = [stdin or "" for _, stdin in transport.calls]
+    assert all("exec python3 -m _slurmx_call --max-requeues 3" in s and "#SBATCH --time=00:05:00" in s
+               for s in scripts)
+    assert all(f"#SBATCH --job-name=add@{k}" in s for k, s in zip(("cpu", "gpu"), scripts, strict=True))
+    record = json.loads((tmp_path / "jobs" / f"{job.group_id}.json").read_text())
+    assert record["variants"] == [["cpu", 101], ["gpu", 102]] and record["mode"] == "race"
+
+
+def test_a_profiling_sample_of_the_call_writes_no_outcome(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    script = prepare(folder, add, 2, 3)
+    env = {**env_for(folder, job_id="51"), "SLURMX_PROFILE_STEPS": "2"}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and read_outcome(folder, 1 << 20) is None
+
+
+class BadCheckpoint(Counter):
+    def checkpoint(self, marks: str) -> Resume:
+        raise RuntimeError("disk full")
+
+
+def test_a_failing_checkpoint_still_leaves_for_requeue_with_the_last_saved_call(tmp_path: Path) -> None:
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    proc = subprocess.Popen(["bash", str(prepare(folder, BadCheckpoint(400), str(marks)))], env=env_for(folder),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99 and not (folder / "resume.pkl").exists()
+    err = next(folder.glob("fn-*.err")).read_text()
+    assert "RuntimeError: disk full" in err and "requeueing with the last saved call" in err
