@@ -167,12 +167,17 @@ def load_call(folder: Path, restarts: int) -> tuple[Any, tuple[Any, ...], dict[s
     return fn, tuple(args), dict(kwargs)
 
 
-def run(folder: Path, max_requeues: int) -> int:
+def run(folder: Path, max_requeues: int, pickled_by: str = "") -> int:
     """Run the call and write its outcome; the exit code the job script passes on to Slurm."""
     from slurmx.hooks import _env
 
     _redirect(folder)
     restarts = _env.restart_count()
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if pickled_by and pickled_by != here:  # a function pickled by value is bytecode of that minor version
+        return _finish(folder, outcome_error(RuntimeError(
+            f"the call was pickled by Python {pickled_by} but the node runs Python {here} ({sys.executable}); "
+            f"set Executor(...).update_parameters(python=...) to a Python {pickled_by} the nodes have")), 1)
     try:
         call = load_call(folder, restarts)
     except Exception as exc:  # nothing to run: say so in the outcome, as any failure
@@ -231,11 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="_slurmx_call")
     parser.add_argument("--max-requeues", type=int, default=3)
     parser.add_argument("--folder", default=os.environ.get("SLURMX_SPOOL_DIR", ""))
+    parser.add_argument("--pickled-by", default="", help="the submitting Python's major.minor version")
     opts = parser.parse_args(argv)
     if not opts.folder:
         print("slurmx: no group folder (SLURMX_SPOOL_DIR)", file=sys.stderr)
         return 2
-    return run(Path(opts.folder), opts.max_requeues)
+    return run(Path(opts.folder), opts.max_requeues, opts.pickled_by)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import pickle
 import re
 import shlex
+import sys
 import zipfile
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -78,7 +79,8 @@ def job_script(python: str, max_requeues: int, label: str = "") -> str:
         f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'
         f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
         'export PYTHONPATH="$d/executor.zip${PYTHONPATH:+:$PYTHONPATH}"\n'
-        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)}\n"
+        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)} "
+        f"--pickled-by {sys.version_info[0]}.{sys.version_info[1]}\n"
     )
 
 

@@ -1,7 +1,9 @@
 """`slurmx.Executor` on the real cluster: functions, results, exceptions, output, map, re-attach, time-limit requeue.
 
-The nodes' python3 is not this venv's: the jobs run `python3` (same minor version), and the functions of this
-module travel by value (the nodes cannot import it).
+The nodes' python3 is not this venv's: the jobs run `python3`, and the functions of this module travel by value
+(the nodes cannot import it), as bytecode of this Python's minor version. On a cluster whose nodes have that minor
+version (the 22.05 image: Debian bookworm's 3.11) the calls run; on one whose nodes have another (24.11, trixie's
+3.13) a call must fail with the one line naming both versions and the fix, and the tests that need a run say so.
 """
 
 from __future__ import annotations
@@ -60,6 +62,35 @@ class Trainer:
         return self  # resume with this object (its steps so far) and the same arguments
 
 
+@pytest.fixture(scope="module")
+def node_python(cluster: Cluster) -> str:
+    """The nodes' python3 as major.minor."""
+    return subprocess.run(["docker", "exec", cluster.container("login"), "python3", "-c",
+                           "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+
+
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.fixture
+def same_python(node_python: str) -> None:
+    if node_python != HERE:
+        pytest.skip(f"the nodes run Python {node_python}, this process {HERE}: a call pickled here cannot run "
+                    "there (test_a_call_on_nodes_with_another_python_fails_with_the_fix checks the refusal)")
+
+
+def test_a_call_on_nodes_with_another_python_fails_with_the_fix(site_path: Path, cluster: Cluster, tmp_path: Path,
+                                                                 tag: str, node_python: str) -> None:
+    job = executor(site_path, tmp_path, name=tag, variants=["cpu"]).submit(add, 2, 3)
+    if node_python == HERE:
+        assert job.result(timeout=300) == 5
+        return
+    with pytest.raises(RuntimeError, match=rf"the call was pickled by Python {HERE} but the node runs Python "
+                                           rf"{node_python} .*update_parameters\(python=\.\.\.\)"):
+        job.result(timeout=300)
+
+
 def executor(site_path: Path, tmp_path: Path, **params: Any) -> Executor:
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
     ex.update_parameters(**{"mode": "race", "python": "python3", "variants": ["cpu", "gpu"], "time": "5m", **params})
@@ -77,7 +108,7 @@ def ran_once(job: Job, slurm: CliSlurm) -> str:
 
 def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,
-                                                                        tag: str) -> None:
+                                                                        tag: str, same_python: None) -> None:
     ex = executor(site_path, tmp_path, name=tag)
     job = ex.submit(add, 2, 3)
     bad = ex.submit(fail, "bad input")
@@ -104,7 +135,7 @@ def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_pat
 
 
 def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Cluster, slurm: CliSlurm,
-                                                 tmp_path: Path, tag: str) -> None:
+                                                 tmp_path: Path, tag: str, same_python: None) -> None:
     marks = cluster.shared / f"{tag}-map"
     marks.mkdir(mode=0o777)
     marks.chmod(0o777)
@@ -120,7 +151,7 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
 
 def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,
-                                                                        tag: str) -> None:
+                                                                        tag: str, same_python: None) -> None:
     """Slurm signals the job `grace` before its 2-minute limit; the call checkpoints, the job requeues itself and
     resumes where it stopped. With max_requeues=0 the same call runs on and is killed at the limit."""
     ex = executor(site_path, tmp_path, name=tag, time="2m", grace="30s", variants=["cpu"], max_requeues=3)

@@ -88,13 +88,13 @@ CASES: list[tuple[str, str, bytes, str]] = [
     ("check-missing-template", "check",
      SITE.replace("gres: gpu:1\n", "gres: gpu:1\n    template: gpu2.sh.j2\n").encode(),
      "resources.gpu.template: no template 'gpu2.sh.j2' in slurmx's own templates (accel.sh.j2, cpu.sh.j2, gpu.sh.j2, "
-     "profile.sh.j2); fix the name, add the file, or remove the key for the base template"),
+     "profile.sh.j2, sensitivity.sh.j2); fix the name, add the file, or remove the key for the base template"),
     ("check-policy-param", "check", SITE.replace("params: {}", "params: {backfil: true}").encode(),
      "policy.params.backfil: unknown key; did you mean backfill? valid keys: backfill"),
     ("check-sampling-key", "check", (SITE + "profile: {sampling: {max_sample: 3}}\n").encode(),
      "profile.sampling.max_sample: unknown key; did you mean max_samples? valid keys: overhead_budget, long_to_short, "
      "zero_step_short, min_steps, cut_factor, qos, max_samples, max_cpus, max_gres, time_limit_factor, "
-     "default_time_limit_s"),
+     "default_time_limit_s, search_steps, search_cpus"),
     ("spec-too-big", "spec", SPEC.encode() + b"#" * (1 << 20), "larger than 256 KiB; a config this large is a "
      "mistake, keep data in files it names"),
 ]
