@@ -20,6 +20,7 @@ from rich.table import Table
 
 from slurmx.cli_context import Context, site_path_or_default
 from slurmx.cli_lazy import LazyGroup
+from slurmx.cli_output import console
 from slurmx.core.units import format_mem
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ pass_ctx = click.make_pass_decorator(Context)
 
 def _console() -> Console:
     """Rich output at the terminal's width; wide when piped, so tables are not wrapped word by word."""
-    return Console() if sys.stdout.isatty() else Console(width=200)
+    return console()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,5 @@
-"""Output paths checked before the work starts: a run of minutes must not end by failing to write its result.
+"""Where command output goes: paths checked before the work starts (a run of minutes must not end by failing to
+write its result), and consoles that do not cut tables to 80 columns when the output is piped.
 
 Each check names the flag, the path and the fix on one line. Writability is probed with a temporary file, not
 `os.access`, which says yes to root on filesystems that refuse every write (`/proc`, read-only mounts).
@@ -7,12 +8,22 @@ Each check names the flag, the path and the fix on one line. Writability is prob
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import click
+from rich.console import Console
 
-__all__ = ["checked_output_dir", "checked_output_file"]
+__all__ = ["checked_output_dir", "checked_output_file", "console"]
+
+PIPED_WIDTH = 200  # rich assumes 80 columns off a terminal, which folds every table of `sim`, `reproduce`, `status`
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for tables: the terminal's width, or PIPED_WIDTH when the stream is a pipe or a file."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr) if stream.isatty() else Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 def checked_output_file(path: str | Path, flag: str) -> Path:

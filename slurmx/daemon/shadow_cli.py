@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurmx.cli_context import Context
+from slurmx.cli_output import console
 from slurmx.core.units import UnitError, parse_duration
 from slurmx.daemon.shadow_report import JCT_BASIS, GroupComparison, ShadowReport, compare
 from slurmx.daemon.shadow_store import ShadowStore, shadow_path
@@ -82,7 +82,7 @@ def shadow_report_command(obj: Context, since: str | None, json_file: str | None
         except OSError as exc:
             raise click.ClickException(f"--json {json_file}: cannot write it ({exc.strerror}); "
                                        "choose a writable path") from None
-    render(report, Console() if sys.stdout.isatty() else Console(width=200))
+    render(report, console())
 
 
 def _actual(obj: Context, first_seen: float, now: float) -> tuple[list[SlurmJob | AccountingRecord], list[str]]:

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_output import checked_output_dir, checked_output_file
+from slurmx.cli_output import checked_output_dir, checked_output_file, console
 from slurmx.reproduce import PAPERS, Reproduction, ReproOptions, UnknownPaper, run
 
 __all__ = ["render", "reproduce_command", "verdict"]
@@ -112,12 +112,12 @@ def reproduce_command(paper: str | None, list_papers: bool, quick: bool, seeds: 
         result = run(paper, options)
     except UnknownPaper as exc:
         raise click.ClickException(str(exc)) from None
-    console = Console(stderr=json_path == "-")
-    render(result, console)
+    out = console(stderr=json_path == "-")
+    render(result, out)
     if json_path == "-":
         click.echo(_document(result), nl=False)
     elif json_path:
         Path(json_path).write_text(_document(result), encoding="utf-8")
-        console.print(f"result: {json_path}")
+        out.print(f"result: {json_path}")
     if strict and result.failed():
         sys.exit(1)

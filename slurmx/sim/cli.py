@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from slurmx.cli_output import checked_output_dir, checked_output_file
+from slurmx.cli_output import console as make_console
 from slurmx.core.validation import ConfigError
 from slurmx.sim.cluster import SimulationError
 from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster
@@ -38,14 +37,15 @@ def sim_group() -> None:
 @sim_group.command("run")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
 @click.option("--json", "json_path", metavar="PATH",
-              help="Write the result JSON here ('-' for stdout; default: CONFIG's name with .result.json).")
+              help="Write the result JSON here ('-' for stdout; default: CONFIG's name with .result.json in the "
+                   "current folder, never beside CONFIG, which may be a shared example).")
 @click.option("--plot", "plot_dir", metavar="DIR", help="Write PNG plots (JCT CDF, utilisation) into DIR.")
 @click.option("--trace", "trace_path", metavar="PATH", help="Replay this trace file instead of the config's workload.")
 def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_path: str | None) -> None:
     """Run the simulation CONFIG describes; print a summary table and write the metrics as JSON."""
     config = load_sim_config(config_path)
     out = None if json_path == "-" else checked_output_file(
-        json_path or Path(config_path).with_suffix(".result.json"), "--json" if json_path else "default --json")
+        json_path or Path.cwd() / f"{Path(config_path).stem}.result.json", "--json" if json_path else "default --json")
     if plot_dir:
         checked_output_dir(plot_dir, "--plot")
     try:
@@ -59,8 +59,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
         workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped)
     jobs = workload.jobs
-    console = Console(stderr=True) if json_path == "-" else (
-        Console() if sys.stdout.isatty() else Console(width=200))
+    console = make_console(stderr=json_path == "-")
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
                    TimeElapsedColumn(), console=console, transient=True,
                    disable=not console.is_terminal or len(jobs) < _PROGRESS_MIN_JOBS)
@@ -82,7 +81,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         console.print(f"result: {out}")
     if plot_dir:
         try:
-            for path in write_plots(result, metrics, plot_dir):
+            for path in write_plots(result, metrics, plot_dir, f"{title}; workload {workload.source}"):
                 console.print(f"plot: {path}")
         except PlotError as exc:
             raise click.ClickException(str(exc)) from None
@@ -139,8 +138,7 @@ def sweep(obj: Any, config_path: str, params: tuple[str, ...], workers: int | No
         checked_output_file(json_path, "--json")
     base = load_base(config_path)
     points = expand_grid(base, [parse_param(p) for p in params], Path(config_path).name)
-    console = Console(stderr=True) if json_path == "-" else (
-        Console() if sys.stdout.isatty() else Console(width=200))
+    console = make_console(stderr=json_path == "-")
     where: str
     if on_slurm:
         if obj is None:
@@ -158,7 +156,7 @@ def sweep(obj: Any, config_path: str, params: tuple[str, ...], workers: int | No
         where = f"Slurm job array {job.job_id} ({job.directory})"
     else:
         results = parallel_map(run_point, [p.document for p in points], workers or os.cpu_count() or 1,
-                               "sweep points", progress=console.is_terminal)
+                               "sweep points")
         where = f"local pool of {min(workers or os.cpu_count() or 1, len(points))}"
     console.print(_sweep_table(points, results, f"{Path(config_path).name}: {len(points)} points on {where}"))
     if json_path:

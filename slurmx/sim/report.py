@@ -92,8 +92,9 @@ def summary_table(metrics: dict[str, Any], title: str, wall_s: float | None = No
     return table
 
 
-def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Path) -> list[Path]:
-    """jct_cdf.png (per class) and utilisation.png (each partition/dimension over time)."""
+def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Path, title: str = "") -> list[Path]:
+    """jct_cdf.png (per class) and utilisation.png (each partition/dimension over time), each titled with `title`
+    (config, policy, workload), so a plot found later in a folder of runs says what it shows."""
     try:
         import matplotlib
 
@@ -114,8 +115,9 @@ def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Pat
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (s)")
     ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"{title}\nJCT CDF by class (jobs)" if title else "JCT CDF by class (jobs)", fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(title="class", loc="lower right")
     fig.tight_layout()
     written.append(out / "jct_cdf.png")
     fig.savefig(written[-1], dpi=120)
@@ -130,10 +132,12 @@ def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Pat
     ax.set_xlabel("simulated time (h)")
     ax.set_ylabel("allocated (%)")
     ax.set_ylim(0, 105)
+    ax.set_title(f"{title}\nutilisation by partition/resource" if title else "utilisation by partition/resource",
+                 fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     written.append(out / "utilisation.png")
-    fig.savefig(written[-1], dpi=120)
+    fig.savefig(written[-1], dpi=120, bbox_inches="tight")  # the legend sits right of the axes
     plt.close(fig)
     return written

@@ -536,8 +536,10 @@ def test_the_same_config_gives_the_same_json_byte_for_byte(tmp_path: Path) -> No
     assert result_json(result_document(other, compute_metrics(result, 20))) != texts[0]
 
 
-def test_sim_run_prints_a_table_and_writes_identical_json_twice(tmp_path: Path) -> None:
-    path = tmp_path / "run.yaml"
+def test_sim_run_prints_a_table_and_writes_identical_json_twice(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "configs" / "run.yaml"
+    path.parent.mkdir()
     path.write_text(CONFIG.format(seed=11))
     runner = CliRunner()
     outputs = []
@@ -547,8 +549,10 @@ def test_sim_run_prints_a_table_and_writes_identical_json_twice(tmp_path: Path) 
         assert "slowdown all" in result.output and "utilisation cpu/cpus" in result.output
         outputs.append((tmp_path / name).read_bytes())
     assert outputs[0] == outputs[1]
+    monkeypatch.chdir(tmp_path)
     default = runner.invoke(sim_group, ["run", str(path)])
     assert default.exit_code == 0 and (tmp_path / "run.result.json").read_bytes() == outputs[0]
+    assert not (path.parent / "run.result.json").exists()  # never beside the config (examples/ stay untouched)
 
 
 def test_sim_run_turns_a_simulation_failure_into_one_line(tmp_path: Path) -> None:

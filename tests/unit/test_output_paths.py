@@ -70,7 +70,8 @@ def test_every_output_option_refuses_a_bad_path_in_one_line_before_any_work(conf
     assert checked == 3 * 3 + 2 * 2
 
 
-def test_the_default_result_path_of_sim_run_is_checked_too(config: Path) -> None:
+def test_the_default_result_path_of_sim_run_is_checked_too(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(config.parent)
     config.with_suffix(".result.json").mkdir()
     result = CliRunner().invoke(cli, ["sim", "run", str(config)])
     assert result.exit_code == 1
