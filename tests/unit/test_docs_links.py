@@ -23,3 +23,12 @@ def test_links_and_named_files_in_the_docs_exist() -> None:
                 missing.append(f"{page.relative_to(ROOT)}: link {target}")
         missing += [f"{page.relative_to(ROOT)}: path {p}" for p in _PATH.findall(text) if not (ROOT / p).exists()]
     assert not missing, "\n".join(missing)
+
+
+def test_every_job_spec_key_is_documented() -> None:
+    from slurmx.submit.spec import JobSpec, VariantOverride
+
+    text = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
+    keys = {f.validation_alias or name for model in (JobSpec, VariantOverride)
+            for name, f in model.model_fields.items()}
+    assert not {k for k in keys if f"`{k}`" not in text}, "docs/spec.md misses these spec keys"
