@@ -227,7 +227,7 @@ def _group_json(group: Any) -> dict[str, Any]:
             "running": group.running.kind if group.running else None,
             "variants": [{"kind": v.kind, "job_id": v.job_id, "state": v.state.value, "reason": v.reason,
                           "why": v.why, "nodes": v.nodes, "partition": v.partition,
-                          "restart_count": v.restart_count} for v in group.variants]}
+                          "restart_count": v.restart_count, "exit_code": v.exit_code} for v in group.variants]}
 
 
 @cli.command()

@@ -42,6 +42,7 @@ class VariantStatus:
     nodes: str
     partition: str
     restart_count: int = 0
+    exit_code: int | None = None  # how its batch script exited (a shell's code, 128 + N for signal N); None: not yet
 
     @property
     def why(self) -> str:
@@ -105,7 +106,7 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]
             kind=readable_fields(j.comment)["v"], job_id=j.job_id,
             state=VariantState.HELD if _leased_waiting(j, now) else j.state,
             reason=_LEASE if _leased_waiting(j, now) else getattr(j, "reason", ""), nodes=j.nodes,
-            partition=j.partition, restart_count=j.restart_count) for j in members)
+            partition=j.partition, restart_count=j.restart_count, exit_code=j.exit_code) for j in members)
         tags = readable_fields(members[0].comment)
         groups.append(GroupStatus(gid, _variant_name(members[0].name), ",".join(sorted(users)),
                                   tags.get("c", ""), variants, valid=len(users) == 1))

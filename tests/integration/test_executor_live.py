@@ -19,11 +19,12 @@ from typing import Any
 import cloudpickle
 import pytest
 
+from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
 from slurmx.executor import Executor, Job, JobError, RemoteTraceback
 from slurmx.slurm import CliSlurm
 
-from .conftest import Cluster
+from .conftest import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -89,6 +90,22 @@ def test_a_call_on_nodes_with_another_python_fails_with_the_fix(site_path: Path,
     with pytest.raises(RuntimeError, match=rf"the call was pickled by Python {HERE} but the node runs Python "
                                            rf"{node_python} .*update_parameters\(python=\.\.\.\)"):
         job.result(timeout=300)
+
+
+class MarkingTrainer(Trainer):
+    """A Trainer that leaves `<restart> <steps done>` in a shared file after each step, for the test to follow."""
+
+    def __init__(self, total: int, marks: str) -> None:
+        super().__init__(total)
+        self.marks = marks
+
+    def __call__(self) -> dict[str, Any]:
+        restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+        while len(self.done) < self.total:
+            time.sleep(1.0)
+            self.done.append(len(self.done))
+            Path(self.marks).write_text(f"{restart} {len(self.done)}\n")
+        return {"done": self.done, "restarts": int(restart)}
 
 
 def executor(site_path: Path, tmp_path: Path, **params: Any) -> Executor:
@@ -166,3 +183,48 @@ def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_pat
         capped.result(timeout=300)
     assert not (Path(capped.folder) / "resume.pkl").exists()
     assert "the cap (max_requeues)" in (capped.stderr() or "")
+
+
+def test_a_managed_call_preempted_twice_and_cut_by_its_time_limit_loses_no_step(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, same_python: None) -> None:
+    """Managed mode under slurmxd: the daemon starts the call; the grace protocol (intent file, signal, requeue
+    at the deadline, as slurmxd preempts) preempts it twice, then Slurm's own time limit cuts its third run. Each
+    time it checkpoints and resumes; the result has every step once and three restarts (max_requeues is 3)."""
+    from slurmx.daemon.preemption import preempt_and_wait
+    from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site
+
+    site_path = daemon_site(cluster, tmp_path, "fifo", kinds=("cpu",))
+    site = load_site_config(site_path)
+    ex = Executor(site=site_path, folder=tmp_path / "jobs")
+    ex.update_parameters(name=tag, mode="managed", python="python3", variants=["cpu"], time="2m", grace="15s",
+                         max_requeues=3)
+    marks = cluster.shared / f"{tag}-marks"
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)
+    daemon = DaemonProcess(site_path, tmp_path / "slurmxd.log")
+    daemon.start()
+    try:
+        job = ex.submit(MarkingTrainer(150, str(marks / "step")))
+        [job_id] = job.job_ids
+        for run, step in ((0, 10), (1, 20)):
+            wait_until(lambda run=run, step=step: _past(marks / "step", run, step), 180,  # type: ignore[misc]
+                       f"run {run} past step {step}")
+            outcome = preempt_and_wait(admin, job_id, 15, signal=site.preemption.signal,
+                                       spool_dir=str(job.folder), reason="integration test",
+                                       requeue_exit_code=site.preemption.requeue_exit_code, poll=0.5)
+            assert outcome.error is None, outcome.line()
+        out = job.result(timeout=600)
+    finally:
+        daemon.stop()
+    assert out["done"] == list(range(150))  # every step exactly once across four runs
+    assert out["restarts"] == 3  # two preemptions and the time limit
+    assert "Traceback" not in daemon.text()
+
+
+def _past(marks: Path, restarts: int, step: int) -> bool:
+    """Whether the call's run `restarts` is past `step` (its marks file)."""
+    try:
+        run, done = marks.read_text().split()
+    except (OSError, ValueError):
+        return False
+    return int(run) == restarts and int(done) >= step

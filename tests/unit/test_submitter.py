@@ -400,3 +400,16 @@ def test_cancelling_a_group_cancels_its_queued_samples_and_nobody_elses() -> Non
     fake = Fake()
     assert cancel_group(fake, group) == [11, 21]  # type: ignore[arg-type]
     assert fake.cancelled == [11, 21]
+
+
+def test_a_variants_status_carries_its_exit_code() -> None:
+    from dataclasses import replace as copy
+
+    from slurmx.core.model import VariantState
+    from slurmx.submit.groups import _from_jobs
+    from tests.unit.test_profile_daemon import variant_job
+
+    done = copy(variant_job(31, "g-2", "cpu", ""), state=VariantState.FAILED, exit_code=3)
+    waiting = variant_job(32, "g-2", "gpu", "")
+    [group] = _from_jobs([done, waiting])
+    assert [(v.kind, v.exit_code) for v in group.variants] == [("cpu", 3), ("gpu", None)]
