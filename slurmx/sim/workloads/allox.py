@@ -33,6 +33,9 @@ _USER_SPEEDUPS = (33 / 32, 40 / 32, 64 / 32, 96 / 32, 96 / 32, 160 / 32, 192 / 3
 class AlloxParams(WorkloadParams):
     """Every knob of the AlloX workload; the docs table (docs/workloads.md) cites where each default is from."""
 
+    def planned_jobs(self) -> int:
+        return self.n_users * self.jobs_per_user
+
     n_users: int = Field(10, ge=1)
     jobs_per_user: int = Field(1000, ge=1)
     time_unit_s: float = Field(60.0, gt=0)  # IRFsim's time unit; its plots label it "mins" [U]

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from scipy.special import ndtr, ndtri
 
 from slurmx.core.resources import Resources
@@ -33,10 +33,28 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 
 
-class WorkloadParams(BaseModel):
-    """Base of every generator's parameters: typed, frozen, unknown keys rejected (a typo is an error)."""
+MAX_JOBS = 5_000_000
+"""The most jobs a generator makes: above, a typo (an extra zero) would take the machine's memory for minutes
+before failing, so it is one line at once instead (a run of 1M jobs peaks near 2.5 GB today)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class WorkloadParams(BaseModel):
+    """Base of every generator's parameters: typed, frozen, unknown keys rejected (a typo is an error), no inf or
+    NaN, and at most MAX_JOBS jobs planned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    def planned_jobs(self) -> int:
+        """How many jobs these parameters make (generators override it)."""
+        return 0
+
+    @model_validator(mode="after")
+    def _size(self) -> WorkloadParams:
+        planned = self.planned_jobs()
+        if planned > MAX_JOBS:
+            raise ValueError(f"these parameters make {planned:,} jobs, over the {MAX_JOBS:,} a run may have; "
+                             "lower the job count")
+        return self
 
 
 def make_rng(seed: int) -> np.random.Generator:

@@ -70,6 +70,9 @@ _BE = ClassDist(
 class FitgppParams(WorkloadParams):
     """Every knob of the FitGpp synthetic workload (defaults: paper §4.1-4.2, or ours where it is silent)."""
 
+    def planned_jobs(self) -> int:
+        return self.n_jobs
+
     n_jobs: int = Field(65536, ge=1)
     te_fraction: float = Field(0.3, ge=0, le=1)
     te: ClassDist = _TE

@@ -34,6 +34,9 @@ _DAGS = {"alexnet": "chain", "mlp": "chain", "resnet": "layered", "lstm": "layer
 class MlfsParams(WorkloadParams):
     """Every knob of the MLFS workload (defaults: the paper's real-cluster scale, 620 jobs; ours where silent)."""
 
+    def planned_jobs(self) -> int:
+        return self.n_jobs
+
     n_jobs: int = Field(620, ge=1)
     jobs_per_hour: float = Field(620 / 168, gt=0)  # ours: the real runs replay one week of the trace
     algorithms: tuple[str, ...] = ("alexnet", "resnet", "mlp", "lstm", "svm")

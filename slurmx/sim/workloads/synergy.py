@@ -72,6 +72,9 @@ class SynergySpeed:
 class SynergyParams(WorkloadParams):
     """Every knob of the Synergy workload (defaults: the paper's default simulation, 128 GPUs, 9 jobs/hour)."""
 
+    def planned_jobs(self) -> int:
+        return self.n_jobs
+
     n_jobs: int = Field(7000, ge=1)  # enough for the steady-state window at 9 jobs/h (the authors' run made 6,925)
     jobs_per_hour: float = Field(9.0, gt=0)
     arrivals: Literal["poisson", "static"] = "poisson"

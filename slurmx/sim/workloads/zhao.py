@@ -25,6 +25,9 @@ __all__ = ["ZhaoParams", "ZhaoWorkload", "instances_of", "zhao", "zhao_batches"]
 class ZhaoParams(WorkloadParams):
     """Every knob of the batch workload (defaults: the paper's Fig. 2 point of 1000 jobs on 50 responders)."""
 
+    def planned_jobs(self) -> int:
+        return self.n_batches * self.jobs_per_batch
+
     n_batches: int = Field(1, ge=1)  # Fig. 4 uses several; the count is not in the text (10 is ours)
     jobs_per_batch: int = Field(1000, ge=1)
     batch_interval_s: float = Field(0.0, ge=0)  # Fig. 4 varies it from 0 to 5 s
