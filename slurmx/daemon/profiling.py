@@ -53,8 +53,8 @@ __all__ = ["AuditRow", "ProfilingStage"]
 log = logging.getLogger("slurmxd")
 
 AUDIT_CHANGE = 0.05  # a progress estimate is audited again once it moved by more than this fraction
-# A waiting group whose newest job is younger than this is registered a cycle later: its submission may still be
-# queueing variants (sbatch runs one by one), and a group seen by half gets the wrong sample plan.
+# A waiting group with work to sample (`n=`) whose newest job is younger than this is registered a cycle later: its
+# submission may still be queueing variants (sbatch runs one by one), and a group seen by half gets the wrong plan.
 SETTLE_S = 5.0
 
 
@@ -155,7 +155,8 @@ class ProfilingStage(SampleLifecycle):
             if tg is None or group.group_id in self._unprofiled:
                 continue
             newest = max((job.submit_time or 0 for job in tg.jobs.values()), default=0)
-            if group.state in WAITING and now - newest < SETTLE_S:
+            sampled = any(_int_tag(readable_fields(job.comment), "n") for job in tg.jobs.values())
+            if sampled and group.state in WAITING and now - newest < SETTLE_S:
                 self._settling.add(group.group_id)  # `slurmx submit` may still be queueing its variants
                 continue
             try:
