@@ -34,7 +34,7 @@ import numpy as np
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView
 from slurmx.core.resources import Resources
-from slurmx.core.snapshot import freeze_if_alive
+from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
@@ -97,6 +97,8 @@ class Engine(ActionSteps, ViewSteps):
         self._lent = []
         self._holes = 0
         self._queues = Queues()
+        self._partitions = constant(cluster.partitions)
+        self._kinds = constant(cluster.kinds)
         self._dirty = {}
         self._next_arrival = 0
         self._arrived = 0

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, KindName, Node, Partition, QueueKey, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 from slurmx.sim.cluster import ModelCluster, SimulationError
@@ -92,6 +92,17 @@ class _Index:
         nodes, sim = self._nodes, cluster.nodes
         return (nodes[sim[i].name] for i in cluster.fitting(kind, vec))  # lazily: first fit reads one or two
 
+    def fitting_node_names(self, kind: KindName, request: Resources) -> Iterator[str]:
+        cluster = self._cluster
+        if kind not in cluster.kind_nodes:
+            return iter(())
+        try:
+            vec = cluster.vector(request)
+        except SimulationError:
+            return iter(())
+        sim = cluster.nodes
+        return (sim[i].name for i in cluster.fitting(kind, vec))
+
 
 class ViewSteps(EngineState):
     """The policy's `ClusterView`: nodes from the model cluster, groups from the engine's jobs."""
@@ -101,6 +112,8 @@ class ViewSteps(EngineState):
     _lent: list[weakref.ReferenceType[LentSnapshot[str, Any]]]  # this decision's snapshots
     _holes: int  # deletions from _groups since it was last rebuilt
     _queues: Queues
+    _partitions: LentSnapshot[str, Partition]  # the site's, which never change: lent to each view uncopied
+    _kinds: LentSnapshot[KindName, str]
 
     def _view(self, now: float) -> ClusterView:
         if self.options.view == "naive":
@@ -134,7 +147,7 @@ class ViewSteps(EngineState):
         lent = LentSnapshot(groups, stale, self._group_view_of)
         self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
         index = _Index(self.cluster, nodes, self._queues)
-        return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
+        return ClusterView(now, nodes, self._partitions, lent, self._kinds, index)
 
     def _file(self, j: JobState, queue: int) -> None:
         """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
