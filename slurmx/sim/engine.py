@@ -42,7 +42,17 @@ from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
-from slurmx.sim.engine_state import ARRIVAL, DONE, EVENT_NAMES, PENDING, PROFILED, PROFILING, TICK, JobState
+from slurmx.sim.engine_state import (
+    ARRIVAL,
+    DONE,
+    EVENT_NAMES,
+    PENDING,
+    PROFILED,
+    PROFILING,
+    TICK,
+    JobState,
+    KindFacts,
+)
 from slurmx.sim.engine_view import Queues, ViewSteps
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import RunStats, SimResult
@@ -155,10 +165,8 @@ class Engine(ActionSteps, ViewSteps):
                     vec = vectors[key] = self._checked_vector(job, kind, variant.request)
                 base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
                 kinds.append(kind)
-                j.requests[kind] = variant.request
-                j.vectors[kind] = vec
-                j.est_total[kind] = float(base * factors[drawn - 1]) if factors is not None else float(base)
-                j.vids[kind] = next_vid
+                estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
+                j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid)
                 next_vid += 1
             if not kinds:
                 raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "

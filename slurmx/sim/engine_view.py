@@ -171,14 +171,15 @@ class ViewSteps(EngineState):
         if j.status == PENDING:
             state = VariantState.HELD if j.held else VariantState.PENDING
             share = remaining / job.work
+            facts = j.facts
             variants = tuple(
-                Variant(j.group_id, k, j.vids[k], state, j.requests[k], kinds[k], (), j.est_total[k] * share,
+                Variant(j.group_id, k, facts[k].vid, state, facts[k].request, kinds[k], (), facts[k].est_total * share,
                         j.priority, job.submit_time)
                 for k in j.kinds)
         else:
             assert j.kind is not None
             node = self.cluster.nodes[j.node].name
-            variants = (Variant(j.group_id, j.kind, j.vids[j.kind], VariantState.RUNNING, j.alloc, kinds[j.kind],
+            variants = (Variant(j.group_id, j.kind, j.facts[j.kind].vid, VariantState.RUNNING, j.alloc, kinds[j.kind],
                                 (node,), j.run_estimate, j.priority, job.submit_time, j.seg_start),)
         return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
                      preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
