@@ -197,6 +197,8 @@ def number(value: Any) -> int | float | None:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    if type(value) is int and -_I64_MAX - 1 <= value <= _I64_MAX:
+        return value  # 22.05's plain numbers: most fields of a large listing, so no calls for them
     got = number(value)
     return _in_range(int(got)) if got is not None else default
 
