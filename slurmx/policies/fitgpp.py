@@ -253,8 +253,11 @@ class Round:
         for group in view.groups.values():
             facts = _FACTS.get(id(group))
             if facts is None or facts[0] is not group:
-                facts = (group, next((v for v in group.variants if v.is_occupying), None), preemption_marks(group),
-                         group.state in _PENDING_STATES, group.job_class is JobClass.BE, None, None)
+                occupying = next((v for v in group.variants if v.is_occupying), None)
+                is_be = group.job_class is JobClass.BE
+                facts = (group, occupying, preemption_marks(group),
+                         occupying is None and group.state in _PENDING_STATES, is_be,
+                         layout, self._vector(occupying.request) if occupying is not None and is_be else None)
                 _memo(_FACTS, id(group), facts)
             _, variant, marks, waiting, is_be, vec_layout, vec = facts
             if marks is not _NO_MARKS:
