@@ -10,10 +10,11 @@ durations, median 20 min, capped at 24 h), Poisson arrivals on 1,000 nodes of 32
 - `no_queue`: offered load 0.7, almost every job starts on arrival.
 
 Ours: `Engine(cluster, fifo, jobs).run()` plus the JCTs, the whole user-visible run (the engine's checks, the
-view the policy reads, the shared decision cycle). Baseline, `minimal_loop`: the plainest fast Python we can
-write for the same model — a heap of finish events, the arrival stream as a sorted list, a FIFO deque, free CPU
-and memory counters per node; at each instant finishes then arrivals are applied, then queue heads start on
-their first fitting node until one does not fit; a blocked head is retried only on the nodes freed since.
+view the policy reads, the shared decision cycle; not the one-off import of the policy registry). Baseline,
+`minimal_loop`: the plainest fast Python we can write for the same model — a heap of finish events, the arrival
+stream as a sorted list, a FIFO deque, free CPU and memory counters per node; at each instant finishes then
+arrivals are applied, then queue heads start on their first fitting node until one does not fit; a blocked head
+is retried only on the nodes freed since.
 Both must give bit-identical JCTs (asserted). Each run is its own child process (one after the other, never
 two at once), so CPU time (`time.process_time`) and peak RSS (`ru_maxrss`) are the run's alone; targets are
 judged on CPU time: ours within 2x of the minimal loop (`ratio` = ours / baseline CPU seconds).
