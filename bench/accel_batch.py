@@ -9,7 +9,8 @@ bisection over only the p_ij values left in the bracket; then pseudo-forest roun
 feasibility LP (every edge p_ij <= T, HiGHS dual simplex) at every step, the same rounding and order. Both
 must reach the same bound: ours' T_LP <= the baseline's <= ours' (1 + 1e-4), and each rounded schedule's
 non-overlapped make-span <= 2 T_LP. Workload: the paper's (s ~ Exp(200 Mb), 1 Gbps, t_ij = 0.001 s_i
-U[0.5, 1.5]). Wall times: time.perf_counter, the median of 3 runs for ours, 1 run for the baseline.
+U[0.5, 1.5]). CPU (time.process_time, what the target judges) and wall (time.perf_counter) times: the median of
+3 runs for ours, 1 run for the baseline.
 Prints one JSON object on stdout.
 
 Usage: python3 bench/accel_batch.py [--seeds N]
@@ -43,31 +44,35 @@ def _instance(jobs: int, responders: int, seed: int) -> BatchInstance:
     return instances_of(zhao_batches(params, seed))[0][0]
 
 
-def _run(inst: BatchInstance, search: str) -> tuple[float, dict[str, Any]]:
-    start = time.perf_counter()
+def _run(inst: BatchInstance, search: str) -> tuple[float, float, dict[str, Any]]:
+    """CPU and wall seconds of one schedule, and what it found."""
+    start, start_cpu = time.perf_counter(), time.process_time()
     schedule, lst = zhao_schedule(inst, "mttf", search)  # type: ignore[arg-type]
-    seconds = time.perf_counter() - start
+    cpu, seconds = time.process_time() - start_cpu, time.perf_counter() - start
     p = inst.nonoverlap_s
-    return seconds, {"t_lp": lst.t_lp, "lp_solves": lst.lp_solves, "support": lst.support,
-                     "nonoverlap_makespan": nonoverlap_makespan(p, schedule.assignment),
-                     "makespan": schedule.makespan(inst)}
+    return cpu, seconds, {"t_lp": lst.t_lp, "lp_solves": lst.lp_solves, "support": lst.support,
+                          "nonoverlap_makespan": nonoverlap_makespan(p, schedule.assignment),
+                          "makespan": schedule.makespan(inst)}
 
 
 def case(jobs: int, responders: int, seed: int) -> dict[str, Any]:
     inst = _instance(jobs, responders, seed)
     runs = [_run(inst, "descent") for _ in range(3)]
-    ours_s = statistics.median(s for s, _ in runs)
-    ours = runs[0][1]
-    base_s, base = _run(inst, "bisect")
+    ours_cpu = statistics.median(c for c, _, _ in runs)
+    ours_s = statistics.median(s for _, s, _ in runs)
+    ours = runs[0][2]
+    base_cpu, base_s, base = _run(inst, "bisect")
     same_bound = ours["t_lp"] * (1 - 1e-9) <= base["t_lp"] <= ours["t_lp"] * (1 + TOL)
     within = all(r["nonoverlap_makespan"] <= 2 * r["t_lp"] * (1 + 1e-9) for r in (ours, base))
     return {
         "case": f"{jobs} jobs x {responders} responders, seed {seed}",
-        "ours": {"name": "descent + breakpoint bisection, column generation", "seconds": round(ours_s, 4), **ours},
-        "baseline": {"name": BASELINE, "seconds": round(base_s, 4), **base},
-        "speedup": round(base_s / ours_s, 1),
-        "target": f"ours under {LIMIT_S:g} s, same T_LP (baseline within {TOL:g}), both rounded within 2 T_LP",
-        "met": bool(ours_s < LIMIT_S and same_bound and within),
+        "ours": {"name": "descent + breakpoint bisection, column generation", "cpu_s": round(ours_cpu, 4),
+                 "wall_s": round(ours_s, 4), **ours},
+        "baseline": {"name": BASELINE, "cpu_s": round(base_cpu, 4), "wall_s": round(base_s, 4), **base},
+        "ratio": round(ours_cpu / base_cpu, 3),
+        "cpu_seconds": round(ours_cpu, 4),
+        "target": f"ours under {LIMIT_S:g} s CPU, same T_LP (baseline within {TOL:g}), both rounded within 2 T_LP",
+        "holds": bool(ours_cpu < LIMIT_S and same_bound and within),
     }
 
 
@@ -76,7 +81,7 @@ def main() -> None:
     cases = [case(1000, 50, seed) for seed in range(seeds)]
     out = {"name": "accel_batch", "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                               "load_1min": round(os.getloadavg()[0], 2)},
-           "cases": cases}
+           "cases": cases, "holds": all(c["holds"] for c in cases)}
     print(json.dumps(out))
 
 

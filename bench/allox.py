@@ -16,7 +16,8 @@ Where the naive solver does not run, exactness is shown by the dual certificate 
 bound on the optimum (weak LP duality) equal to the objective up to rounding. Jobs follow the AlloX
 simulator's workload (CPU time 40-450, per-job GPU speedup lognormal, median ~4.5, clipped 0.7-60, GPU time
 1-400); busy machines free at uniform random times, the others now; jobs waited up to 500 units.
-Wall times are the median of several runs, time.perf_counter. Prints one JSON object on stdout.
+CPU (time.process_time, what the targets judge) and wall (time.perf_counter) times are medians of several runs.
+Prints one JSON object on stdout.
 
 Usage: python3 bench/allox.py [--naive-all]
 """
@@ -55,41 +56,46 @@ def snapshot(seed: int, jobs: int, gpus: int, cpus: int, busy: float, horizon: f
     return Instance(np.stack([gpu, cpu], axis=1), -rng.uniform(0, 500, jobs), types, avail)
 
 
-def timed(run: Callable[[], Solution], repeat: int) -> tuple[float, Solution]:
-    times, result = [], None
+def timed(run: Callable[[], Solution], repeat: int) -> tuple[float, float, Solution]:
+    """Median CPU and wall seconds of `run` (CPU time is what the targets judge), and its result."""
+    cpus, walls, result = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = run()
-        times.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - start_cpu)
+        walls.append(time.perf_counter() - start)
     assert result is not None
-    return statistics.median(times), result
+    return statistics.median(cpus), statistics.median(walls), result
 
 
 def case(name: str, inst: Instance, target: str, limit_s: float | None, naive: bool, repeat: int) -> dict[str, Any]:
-    ours_s, ours = timed(lambda: solve(inst), repeat)
+    ours_cpu, ours_s, ours = timed(lambda: solve(inst), repeat)
     bound = ours.lower_bound if ours.lower_bound is not None else float("nan")
     gap = (ours.objective - bound) / abs(ours.objective)
     entry: dict[str, Any] = {
         "case": name,
-        "ours": {"seconds": round(ours_s, 6), "objective": ours.objective, "lower_bound": bound,
-                 "relative_gap": gap},
-        "target": target,
+        "ours": {"name": "slurmx.policies.matching.solve", "cpu_s": round(ours_cpu, 6), "wall_s": round(ours_s, 6),
+                 "objective": ours.objective, "lower_bound": bound, "relative_gap": gap},
+        "cpu_seconds": round(ours_cpu, 6),
+        "target": target + " (CPU time)",
     }
     certified = abs(gap) <= SAME
     if naive:
-        naive_s, ref = timed(lambda: solve_naive(inst, max_entries=10**9), 3 if inst.n_jobs <= 500 else 1)
+        naive_cpu, naive_s, ref = timed(lambda: solve_naive(inst, max_entries=10**9), 3 if inst.n_jobs <= 500 else 1)
         same = abs(ours.objective - ref.objective) <= SAME * abs(ref.objective)
-        entry["baseline"] = {"name": NAIVE, "seconds": round(naive_s, 6), "objective": ref.objective}
-        entry["speedup"] = round(naive_s / ours_s, 1)
-        met = same and certified and (limit_s is None or ours_s < limit_s)
+        entry["baseline"] = {"name": NAIVE, "cpu_s": round(naive_cpu, 6), "wall_s": round(naive_s, 6),
+                             "objective": ref.objective}
+        entry["ratio"] = round(ours_cpu / naive_cpu, 4)
+        met = same and certified and (limit_s is None or ours_cpu < limit_s)
         if limit_s is None:
-            met = met and naive_s / ours_s >= 20
+            met = met and naive_cpu / ours_cpu >= 20
     else:
         entries = inst.n_jobs * inst.n_jobs * inst.n_machines
-        entry["baseline"] = {"name": NAIVE, "seconds": None, "objective": None,
+        entry["baseline"] = {"name": NAIVE, "cpu_s": None, "objective": None,
                              "skipped": f"the matrix has {entries:,} entries ({entries * 8 / 1e9:.0f} GB)"}
-        met = certified and limit_s is not None and ours_s < limit_s
-    entry["met"] = bool(met)
+        entry["ratio"] = None
+        met = certified and limit_s is not None and ours_cpu < limit_s
+    entry["holds"] = bool(met)
     return entry
 
 
@@ -110,6 +116,7 @@ def main() -> None:
         "name": "allox",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "cases": cases,
+        "holds": all(c["holds"] for c in cases),
     }
     print(json.dumps(out))
 

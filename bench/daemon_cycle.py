@@ -54,7 +54,7 @@ from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import CliSlurm, JobUpdate, RetryPolicy, SlurmError
-from slurmx.slurm.parse import number, parse_jobs, parse_nodes, parse_tres, state_text
+from slurmx.slurm.parse import clear_caches, number, parse_jobs, parse_nodes, parse_tres, state_text
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import LocalTransport
 
@@ -293,7 +293,7 @@ def parse_case(squeue: bytes) -> dict[str, Any]:
         walls, cpus, jobs = [], [], []
         for _ in range(runs):
             gc.collect()
-            parse_tres.cache_clear()
+            clear_caches()
             began, cpu_began = time.perf_counter(), time.process_time()
             jobs = parse(squeue)
             walls.append(time.perf_counter() - began)
@@ -310,8 +310,10 @@ def parse_case(squeue: bytes) -> dict[str, Any]:
                  "seconds": round(wall, 4), "cpu_seconds": round(cpu, 4), "jobs": len(ours)},
         "baseline": {"name": "json.loads of the whole document, fields read from the dicts",
                      "seconds": round(base_wall, 4), "cpu_seconds": round(base_cpu, 4), "jobs": len(naive)},
-        "target": "ours faster than the baseline, same records",
-        "met": cpu < base_cpu and same,
+        "ratio": round(cpu / base_cpu, 3),
+        "cpu_seconds": round(cpu, 4),
+        "target": "ours CPU below the baseline's, same records",
+        "holds": cpu < base_cpu and same,
     }
 
 
@@ -336,9 +338,12 @@ def main() -> None:
                          **modes["stdlib"]},
             "how": "each cycle in a fresh process; fake squeue/scontrol scripts on PATH cat the fixture files; "
                    "writes recorded by the adapter; medians of 3",
+            "ratio": round(ours["cpu_seconds"] / modes["stdlib"]["cpu_seconds"], 3),
+            "cpu_seconds": ours["cpu_seconds"],
             "target": f"ours < {TARGET_S} s CPU and < {TARGET_MB} MB peak RSS per cycle",
-            "met": ours["cpu_seconds"] < TARGET_S and ours["peak_rss_mb_max"] < TARGET_MB,
+            "holds": ours["cpu_seconds"] < TARGET_S and ours["peak_rss_mb_max"] < TARGET_MB,
         }, parse],
+        "holds": ours["cpu_seconds"] < TARGET_S and ours["peak_rss_mb_max"] < TARGET_MB and parse["holds"],
     }))
 
 

@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Benchmark: FitGpp's victim choice at scale, and the wall time of one full reproduction set.
+"""Benchmark: FitGpp's whole decision at scale beside a plain one, and the CPU time of one full reproduction set.
 
-(a) One victim choice with 10,000 running BE jobs on 1,250 full nodes (32 CPU / 256 GB / 8 GPU, 8 jobs each)
-    and one pending TE job [4, 32, 1] that fits nowhere (a few
-    hundred jobs pass Eq. 2). Ours: `FitGpp.select` on the round's numpy arrays
-    (target under 5 ms), and the whole `schedule(view)` call (building the round from the view, choosing,
-    serving the queue) beside it. Baseline: Eqs. 1-4 as written, a pure-Python pass over the running groups
-    with `Resources` arithmetic per candidate (`fits_in(node.free + request)`, Eq. 1 per job). Both must
-    choose the same victim.
+(a) One decision with 10,000 running BE jobs on 1,250 full nodes (32 CPU / 256 GB / 8 GPU, 8 jobs each) and one
+    pending TE job [4, 32, 1] that fits nowhere (thousands of jobs pass Eq. 2). Ours: the whole
+    `FitGpp.schedule(view, now)` call a driver makes (building the round from the view, placing, choosing the
+    victim, the plan), its per-group memos cleared before each run (a view it has never seen; warm beside it).
+    Baseline, "plain decision": the same decision written plainly from the view: first fit of the TE job over
+    the nodes' free resources, then Eqs. 1-4 as written, a pure-Python pass over the running groups with
+    `Resources` arithmetic per candidate. Both must preempt the same victim. Target, on CPU time: ours no
+    slower than the plain decision. `select` alone (the victim choice on the round's arrays) is beside it.
 (b) One full set of the synthetic experiment, as `slurmx reproduce fitgpp --only main --seeds 1`: 65,536 jobs
-    under FIFO, FitGpp, LRTP and RAND on 84 nodes, on all cores (target under 5 minutes). The machine is
-    shared, so the load average before and after and the workers' CPU seconds are printed with it. Skip with
-    --no-full-set.
+    under FIFO, FitGpp, LRTP and RAND on 84 nodes, on all cores; its workers' CPU seconds are judged (the full
+    reproduction runs 8 such sets: target under 75 s of CPU per set, 10 minutes for all 8). No baseline: an
+    absolute budget. Skip with --no-full-set.
 
-Wall times are medians of several runs (time.perf_counter). Prints one JSON object on stdout.
+CPU (time.process_time) and wall (time.perf_counter) times are medians of several runs. Prints one JSON object.
 
 Usage: python3 bench/fitgpp.py [--no-full-set]
 """
@@ -35,12 +36,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from slurmx.core.actions import Preempt
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
+from slurmx.policies import fitgpp as fitgpp_module
 from slurmx.policies.fitgpp import FitGpp, FitGppArgs, Round, score, size
 from slurmx.reproduce import ReproOptions, run
 
-NAIVE = "pure-Python Eqs. 1-4 over the running groups with Resources arithmetic per candidate"
+PLAIN = "plain decision: first fit, then Eqs. 1-4 in pure Python over the running groups from the view"
+SET_CPU_TARGET_S = 75.0
 GB = 1024
 CAP = Resources(32, 256 * GB, {"gpu": 8})
 NOW = 100_000.0
@@ -102,9 +106,17 @@ def naive_victim(view: ClusterView, te: Group, args: FitGppArgs) -> str | None:
     return None if best is None else best[2]
 
 
+def plain_decision(view: ClusterView, args: FitGppArgs) -> str | None:
+    """The whole decision for one pending TE job, plainly: start it where it fits, else Eq. 4's victim."""
+    te = next(g for g in view.groups.values() if g.job_class is JobClass.TE and not g.variants[0].is_occupying)
+    request = te.variants[0].request
+    if any(request.fits_in(node.free) for node in view.nodes.values()):
+        return None
+    return naive_victim(view, te, args)
+
+
 def median_s(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """Median wall seconds and median CPU seconds of this process (the machine is shared: CPU time shows
-    what the code costs when other processes take the cores)."""
+    """Median wall seconds and median CPU seconds of this process (CPU time is what the targets judge)."""
     wall, cpu = [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -117,46 +129,63 @@ def median_s(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 def victim_case() -> dict[str, Any]:
     view, te = snapshot(7, 1250, 8)
     policy = FitGpp()
-    rnd = Round(view, NOW, policy.args)
-    victims, notes = policy.select(te, rnd)
-    assert not notes, "the snapshot must have Eq. 2 candidates (no fallback)"
-    ours = rnd.gids[victims[0][0]] if victims else None
+    plan = policy.schedule(view, NOW)
+    preempted = [a.group_id for a in plan.of_type(Preempt)]
+    ours = preempted[0] if len(preempted) == 1 else None
+    plain = plain_decision(view, policy.args)
+    if ours != plain:
+        raise SystemExit(f"fitgpp: ours preempts {preempted}, the plain decision {plain}")
     eligible = sum(1 for g in view.groups.values() if g.job_class is JobClass.BE and g.preemptions == 0
                    and te.variants[0].request.fits_in(view.nodes[g.variants[0].nodes[0]].free + g.variants[0].request))
-    naive = naive_victim(view, te, policy.args)
+    rnd = Round(view, NOW, policy.args)
     select_s, select_cpu = median_s(lambda: policy.select(te, rnd), 21)  # select only reads the round
-    schedule_s, schedule_cpu = median_s(lambda: policy.schedule(view, NOW), 5)
-    naive_s, naive_cpu = median_s(lambda: naive_victim(view, te, policy.args), 5)
+    warm_s, warm_cpu = median_s(lambda: policy.schedule(view, NOW), 7)
+
+    def cold() -> None:  # a view of groups the policy has never seen: its per-object memos start empty
+        fitgpp_module._FACTS.clear()
+        fitgpp_module._VECTORS.clear()
+        policy.schedule(view, NOW)
+
+    schedule_s, schedule_cpu = median_s(cold, 7)
+    plain_s, plain_cpu = median_s(lambda: plain_decision(view, policy.args), 7)
+    ratio = schedule_cpu / plain_cpu
     return {
-        "case": "(a) one victim choice: 10,000 running BE jobs on 1,250 nodes, one blocked TE job",
+        "case": "(a) one decision: 10,000 running BE jobs on 1,250 nodes, one blocked TE job",
         "eq2_candidates": eligible,
-        "ours": {"seconds": select_s, "cpu_seconds": select_cpu, "victim": ours,
-                 "whole_schedule_call": {"seconds": schedule_s, "cpu_seconds": schedule_cpu}},
-        "baseline": {"name": NAIVE, "seconds": naive_s, "cpu_seconds": naive_cpu, "victim": naive},
-        "same_victim": ours == naive,
-        "speedup": naive_s / select_s,
+        "ours": {"name": "FitGpp.schedule (whole decision)", "cpu_s": round(schedule_cpu, 5),
+                 "wall_s": round(schedule_s, 5), "victim": ours,
+                 "memos_warm": {"cpu_s": round(warm_cpu, 5), "wall_s": round(warm_s, 5)},
+                 "select_only": {"cpu_s": round(select_cpu, 5), "wall_s": round(select_s, 5)}},
+        "baseline": {"name": PLAIN, "cpu_s": round(plain_cpu, 5), "wall_s": round(plain_s, 5), "victim": plain},
+        "same_victim": True,
+        "ratio": round(ratio, 2),
+        "cpu_seconds": round(schedule_cpu, 5),
         "load_average": round(os.getloadavg()[0], 2),
-        "target": "ours (select) < 5 ms, same victim",
-        "holds": min(select_s, select_cpu) < 0.005 and ours == naive,
+        "target": "ours (whole decision) CPU <= the plain decision's, same victim",
+        "holds": ratio <= 1.0,
     }
 
 
 def full_set_case(workers: int) -> dict[str, Any]:
     before = os.getloadavg()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = time.process_time()
     start = time.perf_counter()
     result = run("fitgpp", ReproOptions(quick=False, seeds=1, workers=workers, progress=False, only=("main",)))
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime + time.process_time() - own
     return {
         "case": "(b) one full reproduction set: 65,536 jobs x FIFO, FitGpp, LRTP, RAND on 84 nodes",
-        "ours": {"seconds": wall, "workers": workers, "worker_cpu_seconds": cpu,
-                 "simulated_s_summed": result.data["simulated_s"],
-                 "policy_s_summed": result.data["policy_s"]},
+        "ours": {"name": "slurmx reproduce fitgpp --only main --seeds 1", "cpu_s": round(cpu, 1),
+                 "wall_s": round(wall, 1), "workers": workers,
+                 "simulated_s_summed": result.data["simulated_s"], "policy_s_summed": result.data["policy_s"]},
+        "baseline": None,
+        "ratio": None,
+        "cpu_seconds": round(cpu, 1),
         "load_average_before_after": [round(before[0], 2), round(os.getloadavg()[0], 2)],
-        "target": "under 300 s on this machine",
-        "holds": wall < 300,
+        "target": f"under {SET_CPU_TARGET_S:.0f} s of CPU (8 sets in 10 minutes)",
+        "holds": cpu < SET_CPU_TARGET_S,
     }
 
 
@@ -168,6 +197,7 @@ def main() -> None:
         "name": "fitgpp",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "cases": cases,
+        "holds": all(c["holds"] for c in cases),
     }, indent=1))
 
 

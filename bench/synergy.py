@@ -8,8 +8,10 @@ Cases (issue 7):
     paper: TUNE about 200x faster than OPT, "hardly a second";
 (b) 4,096 GPUs (512 servers), about 4,000 runnable jobs with the multi-GPU Philly demand mix (1-8 GPUs):
     TUNE under 1 s, beside PROP (first fit at the proportional share, the cheapest possible round).
-Each time includes building the round's server state. Wall times are the median of several runs,
-time.perf_counter. Prints one JSON object on stdout.
+Each time includes building the round's server state. CPU (time.process_time, what the targets judge) and wall
+(time.perf_counter) times are medians of several runs. Case (a) also checks the paper's throughput claim on its
+own round: the sum of TUNE's per-job relative throughputs within 10% of OPT's optimum (the super-machine bound
+OPT credits). Prints one JSON object on stdout.
 
 Usage: python3 bench/synergy.py
 """
@@ -48,20 +50,21 @@ def queue(n: int, shape: ClusterShape, gpu_mix: dict[int, float], seed: int) -> 
     return [job_profile(m, int(g), shape) for m, g in zip(models, gpus, strict=True)]
 
 
-def timed(run: Callable[[], object], repeat: int) -> float:
-    times = []
+def timed(run: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median CPU and wall seconds of `run`."""
+    cpus, walls = [], []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        cpus.append(time.process_time() - started_cpu)
+        walls.append(time.perf_counter() - started)
+    return statistics.median(cpus), statistics.median(walls)
 
 
-def main() -> None:
-    cases: list[dict[str, Any]] = []
+def small_case() -> dict[str, Any]:
     small = ClusterShape(16, 8, 24.0, 500.0)
     jobs = queue(160, small, {1: 1.0}, 1)
-    tune_s = timed(lambda: allocate_round(jobs, small.servers_state(), "tune"), 21)
+    tune_cpu, tune_s = timed(lambda: allocate_round(jobs, small.servers_state(), "tune"), 21)
     admitted = jobs[:128]
     total_c, total_m = small.cpus * small.servers, small.mem_gb * small.servers
 
@@ -71,37 +74,56 @@ def main() -> None:
             return allocate_round(jobs, small.servers_state(), "opt")
         return super_machine([p.opt for p in admitted], total_c, total_m, aggregate=False)
 
-    per_job_s = timed(lambda: opt_uncached(False), 3)
-    agg_s = timed(lambda: opt_uncached(True), 11)
+    per_job_cpu, per_job_s = timed(lambda: opt_uncached(False), 3)
+    agg_cpu, agg_s = timed(lambda: opt_uncached(True), 11)
     per_job = super_machine([p.opt for p in admitted], total_c, total_m, aggregate=False)
     agg = super_machine([p.opt for p in admitted], total_c, total_m)
     tune_round = allocate_round(jobs, small.servers_state(), "tune")
     tune_sum = sum(r[1] for r in tune_round if r is not None)
-    cases.append({
+    gap = 1.0 - tune_sum / per_job.objective
+    ratio = tune_cpu / per_job_cpu
+    return {
         "case": "one round, 128 GPUs, 160 queued single-GPU jobs (128 admitted)",
-        "ours": {"name": "TUNE", "seconds": round(tune_s, 6), "throughput_sum": round(tune_sum, 3)},
-        "baseline": {"name": "OPT as published (per-job binary ILP, HiGHS milp)", "seconds": round(per_job_s, 6),
-                     "objective": round(per_job.objective, 3)},
+        "ours": {"name": "TUNE", "cpu_s": round(tune_cpu, 6), "wall_s": round(tune_s, 6),
+                 "throughput_sum": round(tune_sum, 3)},
+        "baseline": {"name": "OPT as published (per-job binary ILP, HiGHS milp)", "cpu_s": round(per_job_cpu, 6),
+                     "wall_s": round(per_job_s, 6), "objective": round(per_job.objective, 3)},
         "also": {"name": "OPT aggregated by model (ours, same optimum) incl. placement",
-                 "seconds": round(agg_s, 6), "objective": round(agg.objective, 3)},
-        "speedup_vs_opt_published": round(per_job_s / tune_s, 1),
-        "target": "TUNE < 20 ms; paper: TUNE ~200x faster than OPT, within 10% of its throughput",
-        "met": tune_s < 0.020,
-    })
+                 "cpu_s": round(agg_cpu, 6), "wall_s": round(agg_s, 6), "objective": round(agg.objective, 3)},
+        "ratio": round(ratio, 4),
+        "cpu_seconds": round(tune_cpu, 6),
+        "throughput_below_opt": round(gap, 4),
+        "target": "TUNE CPU < 20 ms (paper: ~200x faster than OPT, 'hardly a second'); the round's throughput "
+                  "within 10% of OPT's (paper)",
+        "holds_speed": tune_cpu < 0.020,
+        "holds_throughput": gap <= 0.10,
+        "holds": tune_cpu < 0.020 and gap <= 0.10,
+    }
+
+
+def big_case() -> dict[str, Any]:
     big = ClusterShape(512, 8, 24.0, 500.0)
     many = queue(4000, big, {1: 76634, 2: 1818, 4: 1870, 8: 1643}, 2)
-    tune_big = timed(lambda: allocate_round(many, big.servers_state(), "tune"), 5)
-    prop_big = timed(lambda: allocate_round(many, big.servers_state(), "prop"), 5)
+    tune_cpu, tune_s = timed(lambda: allocate_round(many, big.servers_state(), "tune"), 5)
+    prop_cpu, prop_s = timed(lambda: allocate_round(many, big.servers_state(), "prop"), 5)
     placed = sum(1 for r in allocate_round(many, big.servers_state(), "tune") if r is not None)
-    cases.append({
+    return {
         "case": "one round, 4,096 GPUs (512 servers), 4,000 runnable jobs of 1-8 GPUs",
-        "ours": {"name": "TUNE", "seconds": round(tune_big, 4), "jobs_placed": placed},
-        "baseline": {"name": "PROP (first fit at the proportional share)", "seconds": round(prop_big, 4)},
-        "target": "TUNE < 1 s",
-        "met": tune_big < 1.0,
-    })
-    print(json.dumps({"name": "synergy", "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                      "cases": cases}, indent=2))
+        "ours": {"name": "TUNE", "cpu_s": round(tune_cpu, 4), "wall_s": round(tune_s, 4), "jobs_placed": placed},
+        "baseline": {"name": "PROP (first fit at the proportional share, the cheapest possible round)",
+                     "cpu_s": round(prop_cpu, 4), "wall_s": round(prop_s, 4)},
+        "ratio": round(tune_cpu / prop_cpu, 2),
+        "cpu_seconds": round(tune_cpu, 4),
+        "target": "TUNE CPU < 1 s",
+        "holds": tune_cpu < 1.0,
+    }
+
+
+def main() -> None:
+    cases = [small_case(), big_case()]
+    print(json.dumps({"name": "synergy", "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                                                     "load_average_1m": round(os.getloadavg()[0], 2)},
+                      "cases": cases, "holds": all(c["holds"] for c in cases)}, indent=2))
 
 
 if __name__ == "__main__":

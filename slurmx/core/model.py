@@ -426,6 +426,8 @@ class ViewIndex(Protocol):
 
     def fitting_nodes(self, kind: KindName, request: Resources) -> Iterator[Node]: ...
 
+    def fitting_node_names(self, kind: KindName, request: Resources) -> Iterator[str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
@@ -495,6 +497,13 @@ class ClusterView:
         if self.index is not None:
             return self.index.fitting_nodes(kind, request)
         return (n for n in self.nodes_of_kind(kind) if n.is_usable and request.fits_in(n.free))
+
+    def fitting_node_names(self, kind: KindName, request: Resources) -> Iterator[str]:
+        """The names of `fitting_nodes`: a policy that only needs where a job fits reads no `Node` (a driver may
+        build a node's snapshot only when it is read)."""
+        if self.index is not None:
+            return self.index.fitting_node_names(kind, request)
+        return (n.name for n in self.fitting_nodes(kind, request))
 
     def _nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         partition_name = self.kinds.get(kind)

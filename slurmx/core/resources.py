@@ -83,9 +83,11 @@ class Resources:
         return hash((self.cpus, self.mem_mb, tuple(self.gres.items())))
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, Resources):
             return NotImplemented
-        return (self.cpus, self.mem_mb, dict(self.gres)) == (other.cpus, other.mem_mb, dict(other.gres))
+        return self.cpus == other.cpus and self.mem_mb == other.mem_mb and dict(self.gres) == dict(other.gres)
 
     def gres_count(self, name: str) -> int:
         return self.gres.get(name, 0)

@@ -20,7 +20,7 @@ from typing import TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["LentSnapshot", "freeze_if_alive"]
+__all__ = ["LentSnapshot", "constant", "freeze_if_alive"]
 
 
 class LentSnapshot(Mapping[K, V]):
@@ -89,3 +89,11 @@ def freeze_if_alive(refs: list[weakref.ReferenceType[LentSnapshot[K, V]]]) -> bo
             kept = True
     refs.clear()
     return kept
+
+
+def constant(data: Mapping[K, V]) -> LentSnapshot[K, V]:
+    """A snapshot of a mapping its owner never changes (a site's partitions): lent to every view uncopied."""
+    copy = dict(data)
+    snapshot = LentSnapshot(copy, set(), copy.__getitem__)
+    snapshot.freeze()
+    return snapshot

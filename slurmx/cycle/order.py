@@ -15,6 +15,8 @@ __all__ = ["effect_order"]
 
 def effect_order(plan: Plan) -> list[tuple[type[Action], list[Action]]]:
     """The plan's actions as (type, batch) in the order they take effect."""
+    if not plan.actions:
+        return []  # most decisions of a long queue: the head still does not fit
     others = [a for a in plan.actions if not isinstance(a, Start)]
     starts = [a for a in plan.actions if isinstance(a, Start)]
     batches: list[tuple[type[Action], list[Action]]] = []

@@ -28,30 +28,35 @@ class Fifo:
     name: ClassVar[str] = "fifo"
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
-        free: dict[str, Resources] = {}  # what this plan has already handed out, by node
+        taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
         actions: list[Start] = []
         notes: list[str] = []
         for group in view.pending_groups():
-            placed = self._place(view, group, free)
+            placed = self._place(view, group, taken)
             if placed is None:
                 notes.append(f"{group.group_id}: no node fits any variant")
                 if not self.args.backfill:
                     break
                 continue
             kind, node, request = placed
-            free[node] = (free.get(node) or view.nodes[node].free) - request
+            held = taken.get(node)
+            taken[node] = request if held is None else held + request
             actions.append(Start(group.group_id, kind, (node,), request, reason="fifo: oldest pending group"))
         return Plan(tuple(actions), tuple(notes))
 
     @staticmethod
-    def _place(view: ClusterView, group: Group, free: dict[str, Resources]) -> tuple[str, str, Resources] | None:
+    def _place(view: ClusterView, group: Group, taken: dict[str, Resources]) -> tuple[str, str, Resources] | None:
         for kind in view.kinds:
             variant = group.variant(kind)
             if variant is None:
                 continue
-            for node in view.fitting_nodes(kind, variant.request):  # fits the snapshot; check this plan's starts
-                if variant.request.fits_in(free.get(node.name) or node.free):
-                    return kind, node.name, variant.request
+            request = variant.request
+            # Names fit the snapshot; a node this plan already started a job on is checked against what is left.
+            # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
+            for name in view.fitting_node_names(kind, request):
+                held = taken.get(name)
+                if held is None or (held + request).fits_in(view.nodes[name].free):
+                    return kind, name, request
         return None
 
 

@@ -142,7 +142,10 @@ class PreemptiveArgs(PolicyArgs):
 # memos change no decision, only skip recomputing it, and are dropped whole when they grow past `_MEMO_MAX`.
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
-_FACTS: dict[int, tuple[Group, Variant | None, Marks]] = {}
+# What a round derives from one immutable group, whatever the round: its occupying variant, its marks, whether it
+# waits, whether it is BE, and the request's vector in the layout it was last built for (layout, vector).
+_Facts = tuple[Group, Variant | None, Marks, bool, bool, tuple[str, ...] | None, list[int] | None]
+_FACTS: dict[int, _Facts] = {}
 
 
 def _memo(memo: dict[Any, Any], key: Any, value: Any) -> None:
@@ -246,23 +249,30 @@ class Round:
         others: list[tuple[float, float, bool]] = []
         pending: list[Group] = []
         marked: list[tuple[Variant | None, Marks]] = []
+        layout, node_index = self._layout, self.node_index
         for group in view.groups.values():
             facts = _FACTS.get(id(group))
             if facts is None or facts[0] is not group:
-                facts = (group, next((v for v in group.variants if v.is_occupying), None), preemption_marks(group))
+                occupying = next((v for v in group.variants if v.is_occupying), None)
+                is_be = group.job_class is JobClass.BE
+                facts = (group, occupying, preemption_marks(group),
+                         occupying is None and group.state in _PENDING_STATES, is_be,
+                         layout, self._vector(occupying.request) if occupying is not None and is_be else None)
                 _memo(_FACTS, id(group), facts)
-            _, variant, marks = facts
+            _, variant, marks, waiting, is_be, vec_layout, vec = facts
             if marks is not _NO_MARKS:
                 marked.append((variant, marks))
             if variant is None:
-                if group.state in _PENDING_STATES:
+                if waiting:
                     pending.append(group)
                 continue
-            if group.job_class is not JobClass.BE:
+            if not is_be:
                 continue
             in_grace = marks.grace_deadline is not None
-            nodes = [self.node_index.get(n, -1) for n in variant.nodes]
-            vec = self._vector(variant.request)
+            nodes = [node_index.get(n, -1) for n in variant.nodes]
+            if vec_layout is not layout and vec_layout != layout:
+                vec = self._vector(variant.request)
+                _memo(_FACTS, id(group), (group, variant, marks, waiting, is_be, layout, vec))
             if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
                 rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
             elif variant.nodes and variant.nodes[0] in view.nodes:

@@ -35,6 +35,10 @@ Vector = tuple[int, ...]
 
 # The model builds every node: past this a node count is a typo (or a sizing gone wrong), not a cluster to run.
 MAX_NODES = 1_000_000
+# Up to this many nodes a partition's free capacity is searched in Python (see ModelCluster.__init__).
+_SMALL_PARTITION = 64
+# Past this many candidates (or remembered queries, or releases logged) `fitting` scans the whole partition again.
+_FEW_FIT = 64
 
 
 class SimulationError(Exception):
@@ -86,6 +90,8 @@ class ModelCluster:
         gres = sorted({name for p in shapes for s in p.nodes for name in s.capacity.gres})
         self.dims: tuple[str, ...] = ("cpus", "mem_mb", *(f"gres/{g}" for g in gres))
         self._gres = tuple(gres)
+        self._gres_set = frozenset(gres)  # checked on every `vector` call: built once
+        self._no_gres = (0,) * len(gres)
         self._res_cache: dict[Vector, Resources] = {}
         self.nodes: list[_SimNode] = []
         self.index: dict[str, int] = {}
@@ -97,18 +103,30 @@ class ModelCluster:
             self._add_partition(shape)
         self.node_views: dict[str, Node] = {n.name: self._node_view(n) for n in self.nodes}
         self._stale: set[str] = set()  # nodes whose allocation changed since their view was built
-        # Free capacity per kind as one array (rows in first-fit order), so "which nodes fit this request"
-        # is one vectorised comparison instead of a Python loop over the partition on every policy call.
+        # Free capacity per kind, one row per dimension (columns in first-fit order), so a query compares only
+        # the dimensions a request uses. A large partition keeps numpy rows: "which nodes fit" is a few
+        # vectorised comparisons instead of a Python loop on every policy call. A small one keeps lists: there a
+        # numpy call costs more than the Python loop it replaces.
         self._free: dict[str, np.ndarray] = {}
+        self._free_small: dict[str, list[list[int]]] = {}
         self._kind_index: dict[str, np.ndarray] = {}
         self._row: list[tuple[str, int]] = [("", 0)] * len(self.nodes)
         for kind, order in self.kind_nodes.items():
-            # One row per dimension (contiguous), so a query compares only the dimensions a request uses.
-            self._free[kind] = np.array([self.nodes[i].capacity for i in order], dtype=np.int64).T.copy()
+            rows = [list(col) for col in zip(*(self.nodes[i].capacity for i in order), strict=True)]
+            if len(order) > _SMALL_PARTITION:
+                self._free[kind] = np.array(rows, dtype=np.int64)
+            else:
+                self._free_small[kind] = rows
             self._kind_index[kind] = np.array(order, dtype=np.int64)
             for row, i in enumerate(order):
                 self._row[i] = (kind, row)
         self.used: dict[str, list[int]] = {p: [0] * len(self.dims) for p in self.partitions}
+        # A queue's blocked head asks "which nodes fit" after every release, and the answer is usually none. A
+        # node that lacked room when a query found none can only gain it by a release, so such a query is
+        # remembered with its candidates (nodes that fitted, or were released, since); asked again it checks
+        # only those instead of the whole partition. Allocations only take room: the answer stays exact.
+        self._grown: dict[str, list[int]] = {kind: [] for kind in self._free}  # released rows, in order
+        self._few_fit: dict[tuple[str, Vector], tuple[int, list[int]]] = {}  # -> (len(_grown) then, candidates)
 
     def _add_partition(self, shape: PartitionShape) -> None:
         if shape.name in self.partitions:
@@ -142,10 +160,13 @@ class ModelCluster:
 
     def vector(self, res: Resources) -> Vector:
         """`res` over this cluster's dimensions; a GRES no node has is an error (nothing could ever hold it)."""
-        unknown = set(res.gres) - set(self._gres)
-        if unknown:
-            raise SimulationError(f"no node of this cluster has GRES {', '.join(sorted(unknown))} (asked: {res})")
-        return (res.cpus, res.mem_mb, *(res.gres.get(g, 0) for g in self._gres))
+        gres = res.gres
+        if not gres:
+            return (res.cpus, res.mem_mb, *self._no_gres)
+        if not self._gres_set.issuperset(gres):
+            unknown = sorted(set(gres) - self._gres_set)
+            raise SimulationError(f"no node of this cluster has GRES {', '.join(unknown)} (asked: {res})")
+        return (res.cpus, res.mem_mb, *(gres.get(g, 0) for g in self._gres))
 
     def resources(self, vec: Vector | list[int]) -> Resources:
         """The `Resources` of a vector; one shared immutable object per distinct amount (snapshots reuse them)."""
@@ -204,21 +225,57 @@ class ModelCluster:
     def _add_free(self, node: _SimNode, vec: Vector, sign: int) -> None:
         """Keep the free-capacity array in step: only the dimensions `vec` uses change."""
         kind, row = self._row[node.index]
+        small = self._free_small.get(kind)
+        if small is not None:
+            for d, amount in enumerate(vec):
+                if amount:
+                    small[d][row] += sign * amount
+            return
         free = self._free[kind]
         for d, amount in enumerate(vec):
             if amount:
                 free[d, row] += sign * amount
+        if sign > 0 and self._few_fit:
+            grown = self._grown[kind]
+            grown.append(row)
+            if len(grown) > _FEW_FIT:  # every remembered query has moved on or holds stale positions: start over
+                grown.clear()
+                self._few_fit.clear()
 
-    def fitting(self, kind: str, vec: Vector) -> np.ndarray:
+    def fitting(self, kind: str, vec: Vector) -> list[int] | np.ndarray:
         """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order."""
+        small = self._free_small.get(kind)
+        if small is not None:
+            order = self.kind_nodes[kind]
+            rows = [(small[d], amount) for d, amount in enumerate(vec) if amount > 0]
+            return [order[r] for r in range(len(order)) if all(row[r] >= amount for row, amount in rows)]
         free = self._free[kind]
+        key = (kind, vec)
+        known = self._few_fit.get(key)
+        if known is not None:
+            seen, candidates = known
+            grown = self._grown[kind]
+            if len(grown) > seen:
+                candidates = sorted({*candidates, *grown[seen:]})
+            dims = [(free[d], amount) for d, amount in enumerate(vec) if amount > 0]
+            fit = [r for r in candidates if all(col[r] >= amount for col, amount in dims)]
+            if len(fit) <= _FEW_FIT:
+                self._few_fit[key] = (len(grown), fit)
+                order = self.kind_nodes[kind]
+                return [order[r] for r in fit]
+            del self._few_fit[key]  # many fit again: the vectorised scan is cheaper
         mask: np.ndarray | None = None
         for d, amount in enumerate(vec):
             if amount > 0:
                 fits = free[d] >= amount
                 mask = fits if mask is None else np.logical_and(mask, fits, out=mask)
         index = self._kind_index[kind]
-        return index if mask is None else index[mask]
+        found = index if mask is None else index[mask]
+        if not len(found):
+            if len(self._few_fit) >= _FEW_FIT:
+                self._few_fit.clear()
+            self._few_fit[key] = (len(self._grown[kind]), [])
+        return found
 
     def busy_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if any(n.allocated)]

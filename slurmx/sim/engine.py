@@ -34,7 +34,7 @@ import numpy as np
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView
 from slurmx.core.resources import Resources
-from slurmx.core.snapshot import freeze_if_alive
+from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
@@ -42,7 +42,17 @@ from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
-from slurmx.sim.engine_state import ARRIVAL, DONE, EVENT_NAMES, PENDING, PROFILED, PROFILING, TICK, JobState
+from slurmx.sim.engine_state import (
+    ARRIVAL,
+    DONE,
+    EVENT_NAMES,
+    PENDING,
+    PROFILED,
+    PROFILING,
+    TICK,
+    JobState,
+    KindFacts,
+)
 from slurmx.sim.engine_view import Queues, ViewSteps
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import RunStats, SimResult
@@ -97,6 +107,8 @@ class Engine(ActionSteps, ViewSteps):
         self._lent = []
         self._holes = 0
         self._queues = Queues()
+        self._partitions = constant(cluster.partitions)
+        self._kinds = constant(cluster.kinds)
         self._dirty = {}
         self._next_arrival = 0
         self._arrived = 0
@@ -153,10 +165,8 @@ class Engine(ActionSteps, ViewSteps):
                     vec = vectors[key] = self._checked_vector(job, kind, variant.request)
                 base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
                 kinds.append(kind)
-                j.requests[kind] = variant.request
-                j.vectors[kind] = vec
-                j.est_total[kind] = float(base * factors[drawn - 1]) if factors is not None else float(base)
-                j.vids[kind] = next_vid
+                estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
+                j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid)
                 next_vid += 1
             if not kinds:
                 raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "

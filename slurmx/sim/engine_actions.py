@@ -142,12 +142,13 @@ class ActionSteps(EngineState):
             where = self.cluster.nodes[j.node].name
             raise SimulationInvariantError(f"t={now:g}: group {a.group_id} started twice: it already runs "
                                            f"({j.kind} on {where} since t={j.seg_start:g})")
-        if a.kind not in j.vectors or a.kind not in j.kinds:
+        facts = j.facts.get(a.kind)
+        if facts is None or a.kind not in j.kinds:
             raise SimulationError(f"t={now:g}: Start: group {a.group_id} has no active {a.kind!r} variant "
                                   f"(active: {', '.join(j.kinds)})")
-        request = j.requests[a.kind]
+        request = facts.request
         alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
-        vec = j.vectors[a.kind] if alloc is request else self.cluster.vector(alloc)
+        vec = facts.vector if alloc is request else self.cluster.vector(alloc)
         node = self._start_node(a, vec, now)
         self.cluster.allocate(node, vec, a.group_id, now)
         self._moves += 1
@@ -176,7 +177,7 @@ class ActionSteps(EngineState):
         j.seg_start = begin
         j.held = False
         remaining = j.job.work - j.done
-        j.run_estimate = j.est_total[a.kind] * remaining / j.job.work
+        j.run_estimate = facts.est_total * remaining / j.job.work
         # Time left as a share of the variant's duration: exact for whole durations, where `remaining / rate`
         # rounds up (7 min -> 420.00000000000006 s) and a tick-mode job would free its node a tick late.
         j.complete_at = begin + remaining / j.job.work * variant.duration_s / speed
@@ -284,13 +285,13 @@ class ActionSteps(EngineState):
         if j.alloc.cpus == a.cpus and j.alloc.mem_mb == a.mem_mb:
             return Outcome(REPEATED, "already of that size")
         for k in j.kinds:  # the size is checked now, as Slurm would refuse it at the update
-            self._checked_vector(j.job, k, Resources(a.cpus, a.mem_mb, j.requests[k].gres))
+            self._checked_vector(j.job, k, Resources(a.cpus, a.mem_mb, j.facts[k].request.gres))
         j.resize_to = a
         self._enter_grace(j, j.job.grace_s, now)
         return None
 
     def _resize_kinds(self, j: JobState, a: Resize) -> None:
         for k in j.kinds:
-            request = Resources(a.cpus, a.mem_mb, j.requests[k].gres)
-            j.vectors[k] = self._checked_vector(j.job, k, request)
-            j.requests[k] = request
+            facts = j.facts[k]
+            request = Resources(a.cpus, a.mem_mb, facts.request.gres)
+            j.facts[k] = facts._replace(request=request, vector=self._checked_vector(j.job, k, request))

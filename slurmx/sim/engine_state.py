@@ -8,6 +8,7 @@ declares, typed, the state they all read and write; the kernel's `Engine.__init_
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 from slurmx.core.actions import Resize
 from slurmx.core.resources import Resources
@@ -18,7 +19,7 @@ from slurmx.sim.metrics import JobRecord
 
 __all__ = [
     "ARRIVAL", "CANCELLED", "DONE", "EVENT_NAMES", "FINISH", "GRACE", "GRACE_END", "PENDING", "PROFILED",
-    "PROFILING", "RUNNING", "TICK", "WAITING", "EngineState", "JobState",
+    "PROFILING", "RUNNING", "TICK", "WAITING", "EngineState", "JobState", "KindFacts",
 ]
 
 # Event priorities: the order of events at one instant.
@@ -28,14 +29,23 @@ EVENT_NAMES = ("finish", "grace_end", "arrival", "profiled", "tick")
 WAITING, PROFILING, PENDING, RUNNING, GRACE, DONE, CANCELLED = range(7)
 
 
+class KindFacts(NamedTuple):
+    """What a job asks for on one kind, fixed at set-up (a Resize replaces the tuple)."""
+
+    request: Resources
+    vector: Vector
+    est_total: float  # the scheduler's estimate of the whole run there (s)
+    vid: int  # the variant's id in the view
+
+
 class JobState:
     """Mutable state of one job in the model world."""
 
     __slots__ = (
-        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "est_total", "first_start", "grace_deadline",
+        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "facts", "first_start", "grace_deadline",
         "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "node", "preempted_at",
-        "preemptions", "priority", "productive", "rate", "requests", "requeue_time", "resize_to", "run_estimate",
-        "seg_start", "status", "vectors", "version", "vids",
+        "preemptions", "priority", "productive", "rate", "requeue_time", "resize_to", "run_estimate",
+        "seg_start", "status", "version",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -44,10 +54,7 @@ class JobState:
         self.group_id = job.job_id
         self.status = WAITING
         self.kinds: tuple[str, ...] = ()
-        self.requests: dict[str, Resources] = {}
-        self.vectors: dict[str, Vector] = {}
-        self.est_total: dict[str, float] = {}
-        self.vids: dict[str, int] = {}
+        self.facts: dict[str, KindFacts] = {}  # per kind it can run on: one small tuple, not four dicts per job
         self.kind: str | None = None
         self.node = -1
         self.alloc: Resources = Resources()

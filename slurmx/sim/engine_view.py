@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from slurmx.core.model import ClusterView, Group, KindName, Node, QueueKey, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, KindName, Node, Partition, QueueKey, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 from slurmx.sim.cluster import ModelCluster, SimulationError
@@ -92,6 +92,17 @@ class _Index:
         nodes, sim = self._nodes, cluster.nodes
         return (nodes[sim[i].name] for i in cluster.fitting(kind, vec))  # lazily: first fit reads one or two
 
+    def fitting_node_names(self, kind: KindName, request: Resources) -> Iterator[str]:
+        cluster = self._cluster
+        if kind not in cluster.kind_nodes:
+            return iter(())
+        try:
+            vec = cluster.vector(request)
+        except SimulationError:
+            return iter(())
+        sim = cluster.nodes
+        return (sim[i].name for i in cluster.fitting(kind, vec))
+
 
 class ViewSteps(EngineState):
     """The policy's `ClusterView`: nodes from the model cluster, groups from the engine's jobs."""
@@ -101,6 +112,8 @@ class ViewSteps(EngineState):
     _lent: list[weakref.ReferenceType[LentSnapshot[str, Any]]]  # this decision's snapshots
     _holes: int  # deletions from _groups since it was last rebuilt
     _queues: Queues
+    _partitions: LentSnapshot[str, Partition]  # the site's, which never change: lent to each view uncopied
+    _kinds: LentSnapshot[KindName, str]
 
     def _view(self, now: float) -> ClusterView:
         if self.options.view == "naive":
@@ -134,7 +147,7 @@ class ViewSteps(EngineState):
         lent = LentSnapshot(groups, stale, self._group_view_of)
         self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
         index = _Index(self.cluster, nodes, self._queues)
-        return ClusterView(now, nodes, self.cluster.partitions, lent, self.cluster.kinds, index)
+        return ClusterView(now, nodes, self._partitions, lent, self._kinds, index)
 
     def _file(self, j: JobState, queue: int) -> None:
         """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
@@ -158,14 +171,15 @@ class ViewSteps(EngineState):
         if j.status == PENDING:
             state = VariantState.HELD if j.held else VariantState.PENDING
             share = remaining / job.work
+            facts = j.facts
             variants = tuple(
-                Variant(j.group_id, k, j.vids[k], state, j.requests[k], kinds[k], (), j.est_total[k] * share,
+                Variant(j.group_id, k, facts[k].vid, state, facts[k].request, kinds[k], (), facts[k].est_total * share,
                         j.priority, job.submit_time)
                 for k in j.kinds)
         else:
             assert j.kind is not None
             node = self.cluster.nodes[j.node].name
-            variants = (Variant(j.group_id, j.kind, j.vids[j.kind], VariantState.RUNNING, j.alloc, kinds[j.kind],
+            variants = (Variant(j.group_id, j.kind, j.facts[j.kind].vid, VariantState.RUNNING, j.alloc, kinds[j.kind],
                                 (node,), j.run_estimate, j.priority, job.submit_time, j.seg_start),)
         return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
                      preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,

@@ -20,6 +20,7 @@ __all__ = ["SimJob", "SimVariant", "SpeedFunction"]
 
 # (kind, cpus, mem_mb) -> relative speed; 1.0 at the variant's own request. Synergy's CPU/memory sensitivity.
 SpeedFunction = Callable[[str, int, int], float]
+_NO_META: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,8 @@ class SimJob:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variants", MappingProxyType(dict(self.variants)))
-        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        # Most jobs carry no extras: they share one empty mapping (a million jobs otherwise hold a million dicts).
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)) if self.meta else _NO_META)
         if not self.variants:
             raise ValueError(f"job {self.job_id}: needs at least one variant")
         for kind, variant in self.variants.items():

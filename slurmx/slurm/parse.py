@@ -19,6 +19,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -32,6 +33,7 @@ from slurmx.slurm.hostlist import check_hostlist, expand_hostlist
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
 __all__ = [
+    "clear_caches",
     "expand_hostlist",  # re-exported: slurmx.daemon.observe imports it from here
     "load_json",
     "number",
@@ -195,6 +197,8 @@ def number(value: Any) -> int | float | None:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    if type(value) is int and -_I64_MAX - 1 <= value <= _I64_MAX:
+        return value  # 22.05's plain numbers: most fields of a large listing, so no calls for them
     got = number(value)
     return _in_range(int(got)) if got is not None else default
 
@@ -478,11 +482,30 @@ def _node(raw: Mapping[str, Any]) -> Node:
     features = raw.get("features") or []
     if isinstance(features, str):
         features = [f for f in features.split(",") if f]
-    capacity = _bounded(Resources(_int(raw.get("cpus")), _int(raw.get("real_memory")),
-                                  parse_gres(_gres(raw.get("gres")))))
-    allocated = _bounded(Resources(_int(raw.get("alloc_cpus")), _int(raw.get("alloc_memory")),
-                                   parse_gres(_gres(raw.get("gres_used")))))
+    capacity = _node_resources(_int(raw.get("cpus")), _int(raw.get("real_memory")), _gres(raw.get("gres")))
+    allocated = _node_resources(_int(raw.get("alloc_cpus")), _int(raw.get("alloc_memory")),
+                                _gres(raw.get("gres_used")))
     return Node(str(raw["name"]), tuple(partitions), capacity, allocated, state.upper(), tuple(features))
+
+
+@functools.lru_cache(maxsize=8192)
+def _node_resources(cpus: int, mem_mb: int, gres: str) -> Resources:
+    """Cached like `parse_tres`: a site's nodes come in a few shapes and load levels, so a listing of 1,000 nodes
+    parses each GRES string and builds each `Resources` once (uncached it cost 2x `json.loads` of the listing)."""
+    return _bounded(Resources(cpus, mem_mb, _gres_counts(gres)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _gres_counts(text: str) -> Mapping[str, int]:
+    """One parse per distinct GRES string: busy nodes differ in memory far more often than in GRES."""
+    return MappingProxyType(parse_gres(text))
+
+
+def clear_caches() -> None:
+    """Forget every parsed TRES and node shape (benchmarks time a cold first listing)."""
+    parse_tres.cache_clear()
+    _node_resources.cache_clear()
+    _gres_counts.cache_clear()
 
 
 def _gres(text: Any) -> str:

@@ -433,6 +433,8 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
             for kind in (*view.kinds, "no-such-kind"):
                 for request in requests:
                     assert list(view.fitting_nodes(kind, request)) == list(fresh.fitting_nodes(kind, request))
+                    assert list(view.fitting_node_names(kind, request)) == \
+                        [n.name for n in fresh.fitting_nodes(kind, request)]
             seen.append(view)
             answers.append((tuple(view.pending_groups()), tuple(view.running_groups())))
             return view
@@ -449,6 +451,26 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
     # A snapshot's queues never change afterwards, although the engine's queues moved on since.
     assert [(tuple(v.pending_groups()), tuple(v.running_groups())) for v in seen] == answers
     assert isinstance(seen[0].pending_groups(), GroupQueue)
+
+
+@pytest.mark.parametrize("nodes", [8, 100])  # a partition searched in Python, and one in numpy with remembered misses
+def test_first_fit_answers_equal_a_scan_through_allocations_releases_and_repeated_misses(nodes: int) -> None:
+    model = ModelCluster([PartitionShape("p", "cpu", (NodeShape(nodes, Resources(8, 64), "n"),))])
+    rng = np.random.default_rng(3)
+    held: list[tuple[int, tuple[int, ...]]] = []
+    requests = [(c, m) for c in (1, 2, 4, 8) for m in (1, 16, 64)]
+    for step in range(3000):
+        vec = requests[int(rng.integers(len(requests)))]
+        scan = [i for i in model.kind_nodes["cpu"]
+                if all(c - a >= v for c, a, v in zip(model.capacity(i), model.nodes[i].allocated, vec, strict=True))]
+        assert list(model.fitting("cpu", vec)) == scan
+        if held and (not scan or rng.random() < 0.45):
+            index, amount = held.pop(int(rng.integers(len(held))))
+            model.release(index, amount, "g", float(step))
+        elif scan:
+            index = scan[int(rng.integers(min(len(scan), 3)))]
+            model.allocate(index, vec, "g", float(step))
+            held.append((index, vec))
 
 
 def test_a_snapshot_read_only_after_its_call_still_answers_from_its_own_groups() -> None:
