@@ -387,6 +387,12 @@ def _sim() -> click.Command:
     return sim_group
 
 
+def _whatif() -> click.Command:
+    from slurmx.sim.whatif_cli import whatif_command
+
+    return whatif_command
+
+
 def _register_subcommands() -> None:
     """Commands that live with their packages (kept out of this module so it stays a thin front).
 
@@ -404,6 +410,8 @@ def _register_subcommands() -> None:
                  "Slurm did, group by group.")
     cli.add_lazy("sim", _sim, "Simulate scheduling policies on workloads and traces (the daemon's policies, "
                  "unchanged).")
+    cli.add_lazy("whatif", _whatif, "Replay the site's own Slurm accounting under other policies and print it "
+                 "beside what Slurm did.")
 
 
 _register_subcommands()

@@ -79,7 +79,8 @@ def detect_format(path: str | Path) -> TraceFormat:
     raise TraceError(
         path,
         "unknown trace format; expected an SWF log, the Philly JSON job log, Slurm accounting (sacct --json or "
-        "-P), or a CSV with the columns of the Alibaba v2023 pod list, Helios cluster_log.csv or the Philly-derived CSV",
+        "-P), or a CSV with the columns of the Alibaba v2023 pod list, Helios cluster_log.csv or the Philly-derived "
+        "CSV",
         row=1,
     )
 

@@ -108,7 +108,7 @@ def read_sacct_text(path: str | Path) -> Iterator[AccountedJob | tuple[str, int]
     where = str(path)
     rows = _lines(where)
     header: list[str] = []
-    for line_no, line in rows:
+    for _first, line in rows:
         if line.strip():
             header = [h.strip() for h in line.lstrip("\ufeff").split("|")]
             break
