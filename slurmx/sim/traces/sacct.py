@@ -55,7 +55,7 @@ def _read_json(path: str) -> Iterator[AccountedJob | tuple[str, int]]:
     try:
         total = len(msgspec.json.decode(text, type=_Count).jobs or [])
         records = parse_accounting(text)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise TraceError(path, "not a `sacct --json` answer (expected an object with a jobs list); dump with "
                          "sacct --json, or use sacct -P text") from None
     except SlurmError as exc:
