@@ -37,6 +37,12 @@ def _reproduce() -> click.Command:
     return reproduce_command
 
 
+def _sacct_export() -> click.Command:
+    from slurmx.slurm.export_cli import sacct_export_command
+
+    return sacct_export_command
+
+
 def _shadow_report() -> click.Command:
     from slurmx.daemon.shadow_cli import shadow_report_command
 
@@ -68,6 +74,8 @@ def register_lazy_commands(cli: LazyGroup) -> None:
                  "checkpoint, requeue.")
     cli.add_lazy("reproduce", _reproduce, "Run PAPER's experiments with slurmx's policies and print the paper's "
                  "numbers beside ours.")
+    cli.add_lazy("sacct-export", _sacct_export, "Dump accounting for `slurmx whatif`, one sacct call per day so "
+                 "slurmdbd is never asked for a month at once.")
     cli.add_lazy("shadow-report", _shadow_report, "Compare what `slurmxd --shadow` would have done with what "
                  "Slurm did, group by group.")
     cli.add_lazy("sim", _sim, "Simulate scheduling policies on workloads and traces (the daemon's policies, "

@@ -23,12 +23,11 @@ from slurmx.core.units import UnitError, parse_duration
 from slurmx.sim.traces.common import open_text
 from slurmx.sim.traces.errors import TraceError
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
+from slurmx.slurm.export import SACCT_FIELDS
 from slurmx.slurm.parse import parse_tres
 
 __all__ = ["SACCT_FIELDS", "SACCT_REQUIRED", "AccountedJob", "read_sacct_text"]
 
-SACCT_FIELDS = ("JobID", "JobName", "User", "Partition", "QOS", "Submit", "Start", "End", "ElapsedRaw", "State",
-                "AllocTRES", "ReqTRES", "Timelimit", "ExitCode")
 SACCT_REQUIRED = ("JobID", "Partition", "Submit", "Start", "End", "State")
 _UNSET = {"", "Unknown", "None", "N/A"}
 _EPOCH = datetime(1970, 1, 1)
