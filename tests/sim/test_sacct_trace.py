@@ -13,14 +13,19 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from slurmx.core.model import JobClass
+from slurmx.core.config import load_site_config
+from slurmx.core.model import JobClass, Node
+from slurmx.core.resources import Resources
 from slurmx.sim.traces import TraceError, detect_format, load_trace
 from slurmx.sim.traces.sacct import load_sacct
 from slurmx.sim.traces.sacct_text import SACCT_FIELDS
+from slurmx.sim.whatif import WhatIfError, replay
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 ALONE = FIXTURES / "sacct" / "alone.txt"
 KINDS = ("cpu=cpu", "gpu=gpu", "accel=accel")
+SITE = load_site_config(Path(__file__).parents[2] / "site-config" / "test-cluster.yaml")
+NODES = [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE")]
 QUIET: dict[str, Any] = {"deadline": None, "database": None, "phases": [Phase.explicit, Phase.generate, Phase.shrink],
                          "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]}
 
@@ -80,6 +85,8 @@ def test_te_qos_and_limit() -> None:
      "row 2: column Submit"),
     ("1|a|u|cpu|be|2026-11-02T09:00:00|2026-11-02T09:00:01|2026-11-02T09:10:01|600|COMPLETED|cpu=x|cpu=x|1:00|0:0",
      "row 2: column ReqTRES"),
+    ("1|a|u|cpu|be|2026-11-02T09:00:00|2026-11-02T09:00:01|2026-11-02T09:10:01|600|COMPLETED|cpu=-4|cpu=-4|1:00|0:0",
+     "row 2: column ReqTRES"),
     ("1|a|u|cpu|be|2026-11-02T09:00:00|2026-11-02T09:00:01|2026-11-02T09:10:01|600|COMPLETED|cpu=1|cpu=1|soon|0:0",
      "row 2: column Timelimit"),
     ("1|a|u|cpu|be|2026-11-02T09:00:00", "row 2: expected 14 fields"),
@@ -109,7 +116,8 @@ def test_json_that_is_not_sacct(tmp_path: Path) -> None:
 
 
 FIELD_TEXT = st.one_of(
-    st.sampled_from(["", "Unknown", "None", "UNLIMITED", "2026-11-02T09:00:00", "2026-13-40T99:00:00", "cpu=2,mem=1G",
+    st.sampled_from(["", "Unknown", "None", "UNLIMITED", "2026-11-02T09:00:00", "2026-11-02T10:00:00", "cpu", "te",
+                     "2026-13-40T99:00:00", "cpu=2,mem=1G", "cpu=9,mem=1G", "cpu=1,mem=99999G", "cpu=0,gres/gpu=1",
                      "cpu=-1", "mem=1e400", "gres/gpu=x", "node=0", "node=99", "9" * 400, "1.5", "-3", "nan",
                      "COMPLETED", "CANCELLED by 0", "1-00:00:00", "30", "1.2.3", "a=b=c", "\u00e9"]),
     st.text(alphabet=st.characters(blacklist_characters="|\n\r", blacklist_categories=("Cs",)), max_size=12),
@@ -128,3 +136,8 @@ def test_malformed_rows_are_a_trace_error_never_a_traceback(tmp_path: Path, rows
         assert "\n" not in str(exc) and str(exc).startswith(f"{path}: ")
     else:
         assert len(trace.jobs) + sum(trace.skipped.values()) == len(rows)  # every row replayed or counted
+        if trace.jobs:  # and whatever loads, replays (or says in one line why not)
+            try:
+                replay(trace, NODES, SITE, ["fifo"])
+            except WhatIfError as exc:
+                assert "\n" not in str(exc)

@@ -72,8 +72,10 @@ def _tres(path: str, line: int, column: str, raw: str) -> tuple[Resources, int]:
     try:
         request = parse_tres(raw.strip())
     except (ValueError, UnitError, OverflowError):
+        request = None
+    if request is None or min(request.cpus, request.mem_mb, *request.gres.values()) < 0:
         raise TraceError(path, f"expected a TRES list like cpu=2,mem=1G,node=1,gres/gpu=1, got {raw!r}", row=line,
-                         column=column) from None
+                         column=column)
     nodes = 1
     for item in raw.split(","):
         key, _, value = item.partition("=")
