@@ -18,6 +18,7 @@ from slurmx.sim.report import PlotError
 from slurmx.sim.traces import TraceError
 from slurmx.sim.whatif import WhatIf, WhatIfError, load_history, read_nodes, replay
 from slurmx.sim.whatif_plot import write_wait_cdf
+from slurmx.slurm import adapter_from_config
 
 __all__ = ["whatif_command"]
 
@@ -86,8 +87,9 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
                    "then /etc/slurmx/site.yaml).")
 @click.option("--sacct", "sacct_path", required=True, metavar="PATH",
               help="Accounting dump: `sacct --json` or `sacct -P` text (see slurmx sacct-export).")
-@click.option("--nodes", "nodes_path", required=True, metavar="PATH",
-              help="The cluster's nodes: `scontrol show nodes --json` (`sinfo --json` on 22.05).")
+@click.option("--nodes", "nodes_path", metavar="PATH",
+              help="The cluster's nodes: `scontrol show nodes --json` (`sinfo --json` on 22.05) saved in a file "
+                   "(default: asked of the site's cluster now, through its transport).")
 @click.option("--policy", "policies", default="fifo,fitgpp,allox", show_default=True, metavar="A,B",
               help="Policies to replay, comma-separated (the site's own policy gets the site's params).")
 @click.option("--limit", type=click.IntRange(min=1), help="Replay only the first N usable jobs of the dump.")
@@ -96,7 +98,7 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
 @click.option("--json", "json_path", metavar="PATH", help="Write the comparison as JSON here ('-' for stdout).")
 @click.option("--plot", "plot_dir", metavar="DIR", help="Write wait_cdf.png (each policy vs Slurm) into DIR.")
 @click.pass_obj
-def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path: str, policies: str,
+def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path: str | None, policies: str,
                    limit: int | None, moved: int, json_path: str | None, plot_dir: str | None) -> None:
     """Replay the site's own Slurm accounting under other policies and print it beside what Slurm did.
 
@@ -113,8 +115,9 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
     console = make_console(stderr=json_path == "-")
     try:
         history = load_history(sacct_path, site, limit)
+        nodes = read_nodes(nodes_path) if nodes_path else adapter_from_config(site.transport).nodes()
         with console.status("replaying") as status:
-            what = replay(history, read_nodes(nodes_path), site, names,
+            what = replay(history, nodes, site, names,
                           lambda name: status.update(f"replaying under {name}"))
     except (TraceError, WhatIfError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -124,7 +127,8 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
         click.echo(text, nl=False)
     elif out is not None:
         out.write_text(text, encoding="utf-8")
-    title = f"{Path(sacct_path).name}: {len(what.jobs):,} jobs replayed on {Path(nodes_path).name}"
+    where = Path(nodes_path).name if nodes_path else f"the nodes of {site.cluster.name}"
+    title = f"{Path(sacct_path).name}: {len(what.jobs):,} jobs replayed on {where}"
     _print(console, what, doc, title)
     if out is not None:
         console.print(f"result: {out}")

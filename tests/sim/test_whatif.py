@@ -131,3 +131,20 @@ def test_bad_inputs_are_one_line(tmp_path: Path) -> None:
     bad.write_text("JobID|Partition\n", encoding="utf-8")
     code, out = _run("--sacct", str(bad), "--nodes", str(NODES))
     assert code == 1 and "column Submit" in out and "Traceback" not in out
+
+
+def test_without_nodes_the_site_cluster_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurmx.sim import whatif_cli
+    from slurmx.slurm.adapter import CliSlurm, RetryPolicy
+    from slurmx.slurm.transport import CommandResult, ReplayTransport
+
+    recorded = FIXTURES / "slurm" / "24.11"
+    transport = ReplayTransport({
+        ("scontrol", "--version"): CommandResult((), 0, (recorded / "version.txt").read_text(encoding="utf-8"), ""),
+        ("scontrol", "show", "nodes"): CommandResult((), 0, (recorded / "nodes.json").read_bytes(), ""),
+    })
+    monkeypatch.setattr(whatif_cli, "adapter_from_config", lambda _: CliSlurm(transport, RetryPolicy(retries=0)))
+    code, out = _run("--sacct", str(ALONE), "--policy", "fifo")
+    assert code == 0, out
+    assert "replayed on the nodes of slurmx-test" in out
+    assert ("scontrol", "show", "nodes", "--json") in [call[0] for call in transport.calls]
