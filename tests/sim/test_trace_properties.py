@@ -214,7 +214,7 @@ OPTION_VALUES = st.one_of(JSON_VALUES, st.sampled_from(["te", "BE", "span", "mil
 )
 def test_any_options_load_or_fail_with_one_line(fmt: str, options: dict[str, Any]) -> None:
     fixture = {"alibaba": "alibaba_pods.csv", "helios": "helios_cluster_log.csv", "philly-csv": "philly.csv",
-               "philly-log": "philly_cluster_job_log.json", "swf": "curie_small.swf"}[fmt]  # fmt: skip
-    path = FIXTURES / fixture
+               "philly-log": "philly_cluster_job_log.json", "swf": "curie_small.swf"}.get(fmt)  # fmt: skip
+    path = FIXTURES / fixture if fixture else SACCT / "alone.txt"
     options.pop("fmt", None)
     _loads_or_one_line(path, lambda: load_trace(path, fmt, **options))  # type: ignore[arg-type]
