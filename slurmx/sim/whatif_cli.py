@@ -79,6 +79,9 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
     console.print(f"left out of the replay: {doc['jobs']['skipped_total']:,} ({left})")
     for name, why in what.failed.items():
         console.print(f"[bold]{name}[/bold] could not replay this history: {why}")
+    if what.runs:  # wall time stays out of the JSON, which is the same for the same inputs
+        console.print("replayed in " + ", ".join(f"{name} {result.stats.wall_s:,.1f} s"
+                                                  for name, (result, _) in what.runs.items()))
 
 
 @click.command("whatif")
