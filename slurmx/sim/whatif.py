@@ -10,6 +10,7 @@ other job the replay cannot serve. Each policy runs in the unchanged engine, eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import Node
 from slurmx.core.resources import Resources
-from slurmx.policies.base import make_policy
+from slurmx.policies.base import Policy, make_policy
 from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError
 from slurmx.sim.config import EngineOptions
@@ -30,7 +31,7 @@ from slurmx.sim.whatif_stats import JobTimes, actual_times, compare, simulated_t
 from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.parse import parse_nodes
 
-__all__ = ["WhatIf", "WhatIfError", "cluster_from_nodes", "load_history", "read_nodes", "replay"]
+__all__ = ["WhatIf", "WhatIfError", "cluster_from_nodes", "load_history", "read_nodes", "replay", "unstartable"]
 
 
 class WhatIfError(ValueError):
@@ -144,6 +145,29 @@ def _servable(jobs: Sequence[SimJob], partitions: Sequence[PartitionShape]) -> t
     return kept, skipped
 
 
+def unstartable(make: Callable[[], Policy], partitions: Sequence[PartitionShape], jobs: Sequence[SimJob]) \
+        -> dict[str, int]:
+    """Job shapes (kind, class, request) `policy` does not start even alone on the empty cluster, with how many jobs
+    have each shape.
+
+    Why: a policy that cannot start a kind of job (AlloX and multi-GPU jobs) is otherwise found only by the
+    engine's stall check, after the whole history has been replayed around it (minutes on a month); one
+    one-job run per distinct shape (a fresh policy from `make` each) finds it in a second.
+    """
+    shapes: dict[tuple[str, str, Resources], list[SimJob]] = {}
+    for job in jobs:
+        ((kind, variant),) = job.variants.items()
+        shapes.setdefault((kind, job.job_class.value, variant.request), []).append(job)
+    refused = {}
+    for (kind, job_class, request), same in shapes.items():
+        probe = dataclasses.replace(same[0], job_id="probe", submit_time=0.0)
+        try:
+            engine.Engine(ModelCluster(partitions), make(), [probe], EngineOptions()).run()
+        except SimulationError:
+            refused[f"{kind} {job_class.upper()} {request}"] = len(same)
+    return refused
+
+
 def replay(trace: LoadedTrace, nodes: Sequence[Node], site: SiteConfig, policies: Sequence[str],
            progress: Callable[[str], None] | None = None) -> WhatIf:
     """Run each policy on the history (site's params for the site's own policy, defaults for the others)."""
@@ -160,9 +184,16 @@ def replay(trace: LoadedTrace, nodes: Sequence[Node], site: SiteConfig, policies
         if progress is not None:
             progress(name)
         params = site.policy.params if name == site.policy.name else {}
-        policy = make_policy(name, params, f"--policy {name}")
+        make = functools.partial(make_policy, name, params, f"--policy {name}")
+        refused = unstartable(make, partitions, jobs)
+        if refused:
+            worst = sorted(refused.items(), key=lambda kv: -kv[1])
+            more = f"; and {len(worst) - 3} more shapes" if len(worst) > 3 else ""
+            failed[name] = (f"never starts {sum(refused.values()):,} of the jobs, even alone on the empty cluster: "
+                            + "; ".join(f"{n:,} like {shape}" for shape, n in worst[:3]) + more)
+            continue
         try:
-            result = engine.Engine(ModelCluster(partitions), policy, jobs, EngineOptions()).run()
+            result = engine.Engine(ModelCluster(partitions), make(), jobs, EngineOptions()).run()
         except SimulationError as exc:  # one policy that cannot serve this history must not hide the others
             failed[name] = str(exc)
             continue
