@@ -1,9 +1,10 @@
 """The numbers a what-if prints: wait and JCT by class, utilisation, and the jobs that would have moved most.
 
 One definition for both sides, so the comparison is fair: wait = first start - submit, JCT = end - submit, and
-utilisation = requested amount x run time / (capacity x span) per partition and dimension, the span from the first
-submission to the last end of that side. Slurm's side comes from the accounting itself (each job's meta), the
-simulated side from the engine's job records. Pure functions over plain records.
+utilisation = requested amount x (end - first start) / (capacity x span) per partition and dimension, the span from
+the first submission to the last end of that side (a preempted job counts its requeued time as busy). Slurm's
+side comes from the accounting itself (each job's meta), the simulated side from the engine's job records. Pure
+functions over plain records.
 """
 
 from __future__ import annotations
