@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slurmx.cli_commands import register_lazy_commands
 from slurmx.cli_context import Context, site_path_or_default
 from slurmx.cli_lazy import LazyGroup
 from slurmx.cli_output import console
@@ -351,62 +352,7 @@ def hook(lang: str) -> None:
     click.echo(str(resources.files("slurmx.hooks").joinpath("hook.sh")))
 
 
-def _config() -> click.Command:
-    from slurmx.cli_config import config_group
-
-    return config_group
-
-
-def _fidelity() -> click.Command:
-    from slurmx.fidelity.cli import fidelity_command
-
-    return fidelity_command
-
-
-def _preempt() -> click.Command:
-    from slurmx.daemon.preempt_cli import preempt_command
-
-    return preempt_command
-
-
-def _reproduce() -> click.Command:
-    from slurmx.reproduce.cli import reproduce_command
-
-    return reproduce_command
-
-
-def _shadow_report() -> click.Command:
-    from slurmx.daemon.shadow_cli import shadow_report_command
-
-    return shadow_report_command
-
-
-def _sim() -> click.Command:
-    from slurmx.sim.cli import sim_group
-
-    return sim_group
-
-
-def _register_subcommands() -> None:
-    """Commands that live with their packages (kept out of this module so it stays a thin front).
-
-    Imported only when run: sim, reproduce and fidelity pull in numpy, scipy and the simulator, which
-    `slurmx --help` and `slurmx submit` must not pay for. The summaries are what `--help` lists.
-    """
-    cli.add_lazy("config", _config, "Site config tools: check files as slurmxd would, print the JSON Schema.")
-    cli.add_lazy("fidelity", _fidelity, "Run one small workload live (slurmxd's cycle in this process) and in "
-                 "the simulator; compare them.")
-    cli.add_lazy("preempt", _preempt, "Preempt running jobs: grace signal to the batch shell, wait for the "
-                 "checkpoint, requeue.")
-    cli.add_lazy("reproduce", _reproduce, "Run PAPER's experiments with slurmx's policies and print the paper's "
-                 "numbers beside ours.")
-    cli.add_lazy("shadow-report", _shadow_report, "Compare what `slurmxd --shadow` would have done with what "
-                 "Slurm did, group by group.")
-    cli.add_lazy("sim", _sim, "Simulate scheduling policies on workloads and traces (the daemon's policies, "
-                 "unchanged).")
-
-
-_register_subcommands()
+register_lazy_commands(cli)
 
 
 def _run(entry: Callable[..., Any], prog: str) -> None:

@@ -250,6 +250,10 @@ class CliSlurm:
             records = [r for r in records if r.job_id in wanted]
         return records
 
+    def accounting_dump(self, options: Sequence[str]) -> bytes:
+        """`sacct OPTIONS` as it printed it, for `slurmx sacct-export`; retried while slurmdbd is unreachable."""
+        return self._call(["sacct", *options]).data
+
     # ------------------------------------------------------------------------------------------ writes
 
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:

@@ -78,7 +78,7 @@ for _ in range(100_000):  # a value whose plain repr() would be a RecursionError
         ("helios_cluster_log.csv", {"limit": "9" * 500},
          f"option limit: expected a whole number >= 0 or null, got '{'9' * 12}...{'9' * 13}'"),
         ("philly.csv", {"fmt": ["x"]},
-         "unknown trace format ['x']; expected one of alibaba, philly-csv, philly-log, swf, helios"),
+         "unknown trace format ['x']; expected one of alibaba, philly-csv, philly-log, swf, helios, sacct"),
     ],
 )  # fmt: skip
 def test_wrong_option_is_one_line(fixture: str, options: dict[str, Any], expected: str) -> None:

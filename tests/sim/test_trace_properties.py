@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from slurmx.sim.traces import LOADERS, TraceError, load_alibaba_nodes, load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SACCT = Path(__file__).parents[1] / "fixtures" / "sacct"
+SLURM = Path(__file__).parents[1] / "fixtures" / "slurm"
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 # No example database and no explain phase: nothing is written into the repository (.hypothesis/).
 QUIET: dict[str, Any] = {
@@ -47,6 +49,8 @@ def _seeds() -> dict[str, tuple[str, bytes]]:
         "helios_cluster_log.csv": ("helios", (FIXTURES / "helios_cluster_log.csv").read_bytes()),
         "philly.csv": ("philly-csv", (FIXTURES / "philly.csv").read_bytes()),
         "philly_cluster_job_log.json": ("philly-log", (FIXTURES / "philly_cluster_job_log.json").read_bytes()),
+        "sacct_alone.txt": ("sacct", (SACCT / "alone.txt").read_bytes()),
+        "sacct_26.05.json": ("sacct", (SLURM / "26.05" / "sacct.json").read_bytes()),
     }
     real = {
         "curie_head.swf": ("swf", TRACES / "pwa_swf" / "CEA-Curie-2011-2.1-cln.swf.gz", 60),
@@ -91,7 +95,7 @@ def mutated(draw: st.DrawFn, data: bytes) -> bytes:
                 m = numbers[draw(st.integers(0, len(numbers) - 1))]
                 data = data[: m.start()] + draw(st.sampled_from(HOSTILE_NUMBERS)) + data[m.end() :]
         elif op == "field":  # a column too many or too few
-            sep = draw(st.sampled_from([b",", b" "]))
+            sep = draw(st.sampled_from([b",", b" ", b"|"]))
             hits = [i for i in range(len(data)) if data[i : i + 1] == sep]
             if hits:
                 i = hits[draw(st.integers(0, len(hits) - 1))]
@@ -210,7 +214,7 @@ OPTION_VALUES = st.one_of(JSON_VALUES, st.sampled_from(["te", "BE", "span", "mil
 )
 def test_any_options_load_or_fail_with_one_line(fmt: str, options: dict[str, Any]) -> None:
     fixture = {"alibaba": "alibaba_pods.csv", "helios": "helios_cluster_log.csv", "philly-csv": "philly.csv",
-               "philly-log": "philly_cluster_job_log.json", "swf": "curie_small.swf"}[fmt]  # fmt: skip
-    path = FIXTURES / fixture
+               "philly-log": "philly_cluster_job_log.json", "swf": "curie_small.swf"}.get(fmt)  # fmt: skip
+    path = FIXTURES / fixture if fixture else SACCT / "alone.txt"
     options.pop("fmt", None)
     _loads_or_one_line(path, lambda: load_trace(path, fmt, **options))  # type: ignore[arg-type]

@@ -214,7 +214,7 @@ def test_the_graph_reads_every_kind_of_import() -> None:
     graph = import_graph()
     assert "slurmx.sim.runner" in graph["slurmx.sim.sweep"]
     assert "slurmx.cli_context" in graph["slurmx.daemon.preempt_cli"]
-    assert "slurmx.daemon.preempt_cli" in graph["slurmx.cli"]  # imported inside its lazy loader
+    assert "slurmx.daemon.preempt_cli" in graph["slurmx.cli_commands"]  # imported inside its lazy loader
     assert "slurmx.hooks.progress" in graph["slurmx.hooks"]  # from .progress import ...
     assert "slurmx.hooks._env" in graph["slurmx.hooks.progress"]  # from . import _env
     assert "slurmx.hooks" not in graph["slurmx.hooks.progress"]

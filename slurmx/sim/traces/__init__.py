@@ -1,7 +1,8 @@
 """Loaders for real job traces: each maps a published format onto `SimJob`s and says what it had to assume.
 
 `load_trace(path)` picks the loader from the file itself (SWF by its `;` header or `.swf` name, the Philly
-job log by its JSON array, the CSVs by their header), so `slurmx sim run` can take any supported trace path.
+job log by its JSON array, Slurm accounting by its JSON object or `JobID|` header, the CSVs by their header),
+so `slurmx sim run` can take any supported trace path.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from slurmx.sim.traces.helios import HELIOS_COLUMNS, load_helios
 from slurmx.sim.traces.options import check_path
 from slurmx.sim.traces.philly import PHILLY_CSV_COLUMNS, load_philly_csv, load_philly_job_log
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
+from slurmx.sim.traces.sacct import load_sacct
 from slurmx.sim.traces.swf import load_swf
 
 __all__ = [
@@ -30,17 +32,19 @@ __all__ = [
     "load_helios",
     "load_philly_csv",
     "load_philly_job_log",
+    "load_sacct",
     "load_swf",
     "load_trace",
 ]
 
-TraceFormat = Literal["alibaba", "philly-csv", "philly-log", "swf", "helios"]
+TraceFormat = Literal["alibaba", "philly-csv", "philly-log", "swf", "helios", "sacct"]
 LOADERS: dict[str, Callable[..., LoadedTrace]] = {
     "alibaba": load_alibaba,
     "philly-csv": load_philly_csv,
     "philly-log": load_philly_job_log,
     "swf": load_swf,
     "helios": load_helios,
+    "sacct": load_sacct,
 }
 # Columns that identify a CSV format; the loader then checks all the columns it needs and names a missing one
 # (the Alibaba multigpu* resamples, for instance, have requests but no QoS or times).
@@ -66,14 +70,17 @@ def detect_format(path: str | Path) -> TraceFormat:
         return "swf"
     if text.startswith("["):
         return "philly-log"
+    if text.startswith("{") or "JobID|" in text.split("\n", 1)[0]:
+        return "sacct"
     columns = {c.strip() for c in text.splitlines()[0].split(",")} if text else set()
     for fmt, required in _CSV_FORMATS:
         if set(required) <= columns:
             return fmt
     raise TraceError(
         path,
-        "unknown trace format; expected an SWF log, the Philly JSON job log, or a CSV with the columns of "
-        "the Alibaba v2023 pod list, Helios cluster_log.csv or the Philly-derived CSV",
+        "unknown trace format; expected an SWF log, the Philly JSON job log, Slurm accounting (sacct --json or "
+        "-P), or a CSV with the columns of the Alibaba v2023 pod list, Helios cluster_log.csv or the Philly-derived "
+        "CSV",
         row=1,
     )
 
