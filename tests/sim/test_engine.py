@@ -610,7 +610,8 @@ def test_plots_are_written_when_matplotlib_is_there(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "run.yaml"
     path.write_text(CONFIG.format(seed=2))
-    result = CliRunner().invoke(sim_group, ["run", str(path), "--plot", str(tmp_path / "plots")])
+    result = CliRunner().invoke(sim_group, ["run", str(path), "--plot", str(tmp_path / "plots"),
+                                            "--json", str(tmp_path / "run.json")])
     assert result.exit_code == 0, result.output
     assert {p.name for p in (tmp_path / "plots").iterdir()} == {"jct_cdf.png", "utilisation.png"}
 
