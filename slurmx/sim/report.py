@@ -17,7 +17,7 @@ from rich.table import Table
 from slurmx.sim.config import SimConfig, Workload
 from slurmx.sim.metrics import SimResult
 
-__all__ = ["FORMAT_VERSION", "PlotError", "result_document", "result_json", "summary_table", "write_plots"]
+__all__ = ["FORMAT_VERSION", "PlotError", "pyplot", "result_document", "result_json", "summary_table", "write_plots"]
 
 FORMAT_VERSION = 1
 
@@ -92,9 +92,8 @@ def summary_table(metrics: dict[str, Any], title: str, wall_s: float | None = No
     return table
 
 
-def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Path, title: str = "") -> list[Path]:
-    """jct_cdf.png (per class) and utilisation.png (each partition/dimension over time), each titled with `title`
-    (config, policy, workload), so a plot found later in a folder of runs says what it shows."""
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display on a login node), or PlotError naming the fix."""
     try:
         import matplotlib
 
@@ -102,6 +101,13 @@ def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Pat
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotError("plots need matplotlib: pip install 'slurmx[plot]'") from None
+    return plt
+
+
+def write_plots(result: SimResult, metrics: dict[str, Any], directory: str | Path, title: str = "") -> list[Path]:
+    """jct_cdf.png (per class) and utilisation.png (each partition/dimension over time), each titled with `title`
+    (config, policy, workload), so a plot found later in a folder of runs says what it shows."""
+    plt = pyplot()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slurmx.sim.report import PlotError
+from slurmx.sim.report import pyplot
 from slurmx.sim.whatif_stats import JobTimes
 
 __all__ = ["write_wait_cdf"]
@@ -16,13 +16,7 @@ __all__ = ["write_wait_cdf"]
 def write_wait_cdf(actual: Sequence[JobTimes], runs: Mapping[str, Sequence[JobTimes]], directory: str | Path,
                    title: str) -> Path:
     """`wait_cdf.png` in `directory`: one step curve per side; waits of 0 s stay visible (symlog axis)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PlotError("plots need matplotlib: pip install 'slurmx[plot]'") from None
+    plt = pyplot()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4.5))
