@@ -196,7 +196,7 @@ def test_a_managed_call_preempted_twice_and_cut_by_its_time_limit_loses_no_step(
     site_path = daemon_site(cluster, tmp_path, "fifo", kinds=("cpu",))
     site = load_site_config(site_path)
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
-    ex.update_parameters(name=tag, mode="managed", python="python3", variants=["cpu"], time="2m", grace="15s",
+    ex.update_parameters(name=tag, mode="managed", python="python3", variants=["cpu"], time="1m", grace="15s",
                          max_requeues=3)
     marks = cluster.shared / f"{tag}-marks"
     marks.mkdir(mode=0o777)
@@ -204,7 +204,7 @@ def test_a_managed_call_preempted_twice_and_cut_by_its_time_limit_loses_no_step(
     daemon = DaemonProcess(site_path, tmp_path / "slurmxd.log")
     daemon.start()
     try:
-        job = ex.submit(MarkingTrainer(150, str(marks / "step")))
+        job = ex.submit(MarkingTrainer(80, str(marks / "step")))
         [job_id] = job.job_ids
         for run, step in ((0, 10), (1, 20)):
             wait_until(lambda run=run, step=step: _past(marks / "step", run, step), 180,  # type: ignore[misc]
@@ -216,7 +216,7 @@ def test_a_managed_call_preempted_twice_and_cut_by_its_time_limit_loses_no_step(
         out = job.result(timeout=600)
     finally:
         daemon.stop()
-    assert out["done"] == list(range(150))  # every step exactly once across four runs
+    assert out["done"] == list(range(80))  # every step exactly once across four runs
     assert out["restarts"] == 3  # two preemptions and the time limit
     assert "Traceback" not in daemon.text()
 
