@@ -80,6 +80,7 @@ class ProfilingStage(SampleLifecycle):
         self.seeded = False
         self._seen_runs: set[int] = set()
         self._variants: dict[tuple[str, str], SlurmJob] = {}  # (group, kind) -> the variant its samples match
+        self.sample_jobs = {}
         self._users: dict[str, str] = {}
         self._uids: dict[str, int] = {}
         self._unprofiled: set[str] = set()  # groups whose registration failed: never retried, never in the way
@@ -100,12 +101,13 @@ class ProfilingStage(SampleLifecycle):
         if not self.seeded:
             self.seed_history(now)
             self.check_qos()
+        self.index_samples(obs)
         self._learn_runs(obs)
         self._register(obs, now)
         if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
             self._follow_samples(obs, now)
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan([], now), now)  # next samples
-        self.searches.cycle(obs, now, self._users, self._qos_of)
+        self.searches.cycle(obs, now, self._users, self._qos_of, self.queued_samples)
         self.cancel_unneeded(obs, now)
         self._feed_progress(obs, now)
         self._record(obs.view, now)
@@ -201,7 +203,7 @@ class ProfilingStage(SampleLifecycle):
     def _sampled_here(self, obs: Observation, group_id: str, kind: str) -> bool:
         """Whether the variant has samples: queued in squeue (held, or released by an earlier life of this daemon)
         or already in the store."""
-        return bool(self.queued_samples(obs, group_id, kind, held=False)) or \
+        return bool(self.queued_samples(group_id, kind, held=False)) or \
             any(row.kind == kind and not sid.endswith(f".{SEARCH_INDEX}")
                 for sid, row in self.store.samples(group_id).items())
 

@@ -16,9 +16,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.resources import Resources
 from slurmx.core.spool import group_spool
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import SampleRow, Store
@@ -29,7 +31,8 @@ from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["WAITING", "AuditRow", "SampleLifecycle", "read_progress", "reported_timing"]
+__all__ = ["WAITING", "AuditRow", "QueuedSample", "SampleLifecycle", "read_progress", "reported_timing",
+           "sample_mismatch"]
 
 log = logging.getLogger("slurmxd")
 
@@ -53,6 +56,30 @@ def reported_timing(comment: str, limit_s: float) -> tuple[float | None, float |
 
     wall = number("t")
     return wall, number("ps") if wall is not None else None
+
+
+class QueuedSample(NamedTuple):
+    """A sample job of the snapshot and the fields of its comment."""
+
+    fields: dict[str, str]
+    job: SlurmJob
+
+
+def sample_mismatch(job: SlurmJob, request: SampleRequest, variant: Resources, partition: str, qos: str) -> str:
+    """Why a queued sample is not the planned one (empty: it is). The user made it, so all of it is checked: a
+    bigger or longer job must not start under the profiling QOS. A run-time sample asks for exactly its
+    variant's request; a sensitivity sample for `search_cpus` CPUs with the variant's memory and GRES."""
+    if job.qos != qos:
+        return f"QOS {job.qos!r}, not {qos!r}"
+    if job.time_limit_s is None or job.time_limit_s > request.time_limit_rounded_s:
+        return f"time limit {job.time_limit_s}s over the plan's {request.time_limit_rounded_s}s"
+    if job.partition != partition:
+        return f"partition {job.partition!r}, not its variant's {partition!r}"
+    want, whose = (Resources(request.search_cpus, variant.mem_mb, dict(variant.gres)), "the search's") \
+        if request.search_cpus else (variant, "its variant's")
+    if job.request != want:
+        return f"request {job.request}, not {whose} {want}"
+    return ""
 
 
 def _sample_tag(request_id: str) -> str:
@@ -79,6 +106,7 @@ class SampleLifecycle:
     _uids: dict[str, int]  # group -> its submitter's uid (Slurm's UserId): who its spool files must belong to
     _qos: dict[str, str]
     _variants: dict[tuple[str, str], SlurmJob]  # (group, kind) -> the variant a sample must match
+    sample_jobs: dict[tuple[str, str], list[QueuedSample]]  # this cycle's sample jobs by (group, kind)
     _requests: dict[str, SampleRequest]
     _rows: list[AuditRow]
     _cycle: int
@@ -109,23 +137,33 @@ class SampleLifecycle:
                     replayed = True
             requests = self.profiler.plan([], now) if replayed else []
 
-    def queued_samples(self, obs: Observation, group_id: str, kind: str, *, held: bool = True) -> list[SlurmJob]:
-        """The samples the group's user queued for this variant (`slurmx submit`), lowest index first: those
-        still held, or (`held=False`) in any state, e.g. released by this daemon's previous life."""
-        user = self._users.get(group_id)
-        found = []
+    def index_samples(self, obs: Observation) -> None:
+        """Every sample job of the snapshot by (group, kind), its comment read once: registration, release, the
+        search and the clean-up all look samples up, and a scan of the whole queue per group would grow with
+        groups x jobs."""
+        index: dict[tuple[str, str], list[QueuedSample]] = {}
         for job in obs.jobs.values():
             fields = sample_fields(job.comment)
-            if fields is not None and fields.get("g") == group_id and fields.get("v") == kind \
-                    and fields.get("s") != str(SEARCH_INDEX) and job.user == user \
-                    and (job.state is VariantState.HELD or not held):
-                found.append(job)
-        return sorted(found, key=lambda j: j.comment)
+            if fields is not None:
+                index.setdefault((fields.get("g", ""), fields.get("v", "")), []).append(QueuedSample(fields, job))
+        for found in index.values():
+            found.sort(key=lambda q: q.job.comment)
+        self.sample_jobs = index
+
+    def queued_samples(self, group_id: str, kind: str, *, held: bool = True, search: bool = False) \
+            -> list[SlurmJob]:
+        """The samples the group's user queued for this variant (`slurmx submit`), lowest index first: the
+        run-time samples, or (`search`) the sensitivity sample; those still held, or (`held=False`) in any state,
+        e.g. released by this daemon's previous life."""
+        user = self._users.get(group_id)
+        return [q.job for q in self.sample_jobs.get((group_id, kind), ())
+                if (q.fields.get("s") == str(SEARCH_INDEX)) is search and q.job.user == user
+                and (q.job.state is VariantState.HELD or not held)]
 
     def _release(self, obs: Observation, request: SampleRequest, now: float) -> None:
         what = f"sample {request.index} of {request.kind} ({request.steps} steps, QOS {self._qos_of(request)})"
         tag = request.comment
-        job = next((j for j in self.queued_samples(obs, request.group_id, request.kind) if j.comment == tag), None)
+        job = next((j for j in self.queued_samples(request.group_id, request.kind) if j.comment == tag), None)
         if job is None:
             self._fail(SampleRow(request.sample_id, request.group_id, request.kind, request.steps, None, "failed",
                                  now), f"no queued {what} (`slurmx submit` queues it held beside the variants): "
@@ -159,28 +197,18 @@ class SampleLifecycle:
         return self._qos.get(request.group_id, request.qos) if self.qos_missing else request.qos
 
     def _mismatch(self, job: SlurmJob, request: SampleRequest) -> str:
-        """Why a queued sample is not the one the plan and the group's variant say (empty: it is). The user made
-        it, so all of it is checked: a bigger or longer job must not start under the profiling QOS."""
+        """Why a queued sample is not the one the plan and the group's variant say (empty: it is)."""
         variant = self._variants.get((request.group_id, request.kind))
         if variant is None:
             return "its variant is not in the queue"
-        if job.qos != self._qos_of(request):
-            return f"QOS {job.qos!r}, not {self._qos_of(request)!r}"
-        if job.time_limit_s is None or job.time_limit_s > request.time_limit_rounded_s:
-            return f"time limit {job.time_limit_s}s over the plan's {request.time_limit_rounded_s}s"
-        if job.partition != variant.partition:
-            return f"partition {job.partition!r}, not its variant's {variant.partition!r}"
-        if job.request != variant.request:
-            return f"request {job.request}, not its variant's {variant.request}"
-        return ""
+        return sample_mismatch(job, request, variant.request, variant.partition, self._qos_of(request))
 
     def cancel_unneeded(self, obs: Observation, now: float) -> None:
         """Cancel queued samples nothing will release: their group left the queue or was never a group, or the
         profiler no longer wants them (history answered, a sibling was cut, profiling is done)."""
         doomed: list[int] = []
-        for job in obs.jobs.values():
-            fields = sample_fields(job.comment)
-            if fields is None or job.state is not VariantState.HELD:
+        for fields, job in (q for found in self.sample_jobs.values() for q in found):
+            if job.state is not VariantState.HELD:
                 continue
             gid = fields.get("g", "")
             group = obs.view.groups.get(gid)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from slurmx.core.model import Group, VariantState
-from slurmx.core.resources import Resources
 from slurmx.daemon.observe import Observation
-from slurmx.daemon.profiling_samples import VISIBLE_AFTER_S, WAITING
+from slurmx.daemon.profiling_samples import VISIBLE_AFTER_S, WAITING, sample_mismatch
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.hooks.search import parse_points
 from slurmx.profile.sampling import (
@@ -39,6 +39,12 @@ __all__ = ["SensitivitySearches"]
 Audit = Callable[[str, str, str], None]  # (group, event, detail)
 
 
+class Queued(Protocol):
+    """`SampleLifecycle.queued_samples`: a group's queued samples from the stage's per-cycle index."""
+
+    def __call__(self, group_id: str, kind: str, *, held: bool = True, search: bool = False) -> list[SlurmJob]: ...
+
+
 class SensitivitySearches:
     """One per profiling stage; `kind` None (a policy that reads no sensitivity) makes every call a no-op."""
 
@@ -53,8 +59,10 @@ class SensitivitySearches:
         self._points: dict[str, tuple[tuple[int, float], ...]] = {}
         self._settled: set[str] = set()  # searched, or never to be: the policy may see the group
 
-    def cycle(self, obs: Observation, now: float, users: dict[str, str], qos: Callable[[SampleRequest], str]) -> None:
-        """Release, follow and read the search samples of registered groups (`users`: group -> its user)."""
+    def cycle(self, obs: Observation, now: float, users: dict[str, str], qos: Callable[[SampleRequest], str],
+              queued: Queued) -> None:
+        """Release, follow and read the search samples of registered groups (`users`: group -> its user;
+        `queued`: the profiling stage's look-up of a group's queued samples)."""
         if self.kind is None:
             return
         rows = {sid: row for sid, row in self.store.samples().items() if sid.endswith(f".{SEARCH_INDEX}")}
@@ -69,7 +77,7 @@ class SensitivitySearches:
             row = rows.get(sample_id)
             try:
                 if row is None:
-                    self._start(obs, now, group, users[gid], qos)
+                    self._start(now, group, users[gid], qos, queued)
                 else:
                     self._follow(obs, now, row)
             except SlurmUnavailable:
@@ -91,8 +99,8 @@ class SensitivitySearches:
 
     # ------------------------------------------------------------------------------------------ stages
 
-    def _start(self, obs: Observation, now: float, group: Group, user: str,
-               qos: Callable[[SampleRequest], str]) -> None:
+    def _start(self, now: float, group: Group, user: str, qos: Callable[[SampleRequest], str],
+               queued: Queued) -> None:
         assert self.kind is not None
         variant = group.variant(self.kind)
         assert variant is not None
@@ -102,13 +110,12 @@ class SensitivitySearches:
         plan = GroupToProfile(group.group_id, user, group.name, "",
                               (VariantToProfile(self.kind, variant.request, None),))
         request = search_request(plan, plan.variants[0], self.params)
-        job = next((j for j in obs.jobs.values() if j.comment == request.comment and j.user == user
-                    and j.state is VariantState.HELD), None)
+        job = next((j for j in queued(group.group_id, self.kind, search=True) if j.comment == request.comment), None)
         if job is None:
             self._give_up(group.group_id, None, now, "no sensitivity sample queued with the group (submitted by "
                           "an older slurmx, or by hand): treated as insensitive")
             return
-        problem = _mismatch(job, request, variant.request, variant.partition, qos(request))
+        problem = sample_mismatch(job, request, variant.request, variant.partition, qos(request))
         if problem:
             if not self.dry_run:
                 self.adapter.cancel([job.job_id])
@@ -174,17 +181,3 @@ class SensitivitySearches:
         self._settled.add(group_id)
         self.audit(group_id, "profile", why)
 
-
-def _mismatch(job: SlurmJob, request: SampleRequest, variant: Resources, partition: str, qos: str) -> str:
-    """Why a queued search sample is not the planned one: it holds `search_cpus` CPUs with the variant's memory
-    and GRES, under the profiling QOS, no longer than planned."""
-    if job.qos != qos:
-        return f"QOS {job.qos!r}, not {qos!r}"
-    if job.time_limit_s is None or job.time_limit_s > request.time_limit_rounded_s:
-        return f"time limit {job.time_limit_s}s over the plan's {request.time_limit_rounded_s}s"
-    if job.partition != partition:
-        return f"partition {job.partition!r}, not its variant's {partition!r}"
-    want = Resources(request.search_cpus, variant.mem_mb, dict(variant.gres))
-    if job.request != want:
-        return f"request {job.request}, not the search's {want}"
-    return ""
