@@ -280,3 +280,16 @@ slurmx_checkpoint_dir() {
 slurmx_restart_count() {
   printf '%s\n' "$(_slurmx_int "${SLURM_RESTART_COUNT:-}" 0)"
 }
+
+# _slurmx_report_to_slurmxd FIELDS: append ",FIELDS" to this job's Slurm comment, where slurmxd reads what a
+# profiling sample measured (its folder is the user's, mode 0700). Never fails the job: a line on stderr instead.
+_slurmx_report_to_slurmxd() {
+  local comment
+  [[ -n ${1:-} ]] || return 0
+  if comment=$(squeue -h -j "$SLURM_JOB_ID" -o %k 2>/dev/null) \
+      && scontrol update JobId="$SLURM_JOB_ID" Comment="$comment,$1" >/dev/null 2>&1; then
+    return 0
+  fi
+  printf 'slurmx: not reported to slurmxd (scontrol update failed): %s\n' "$1" >&2
+  return 0
+}

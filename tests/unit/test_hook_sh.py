@@ -391,3 +391,23 @@ def test_auto_ignores_a_marker_left_by_the_run_before_a_requeue(bash: Any, tmp_p
     code, out, _ = script.finish()
     assert "work done" in out and code == 0
     assert not (tmp_path / "handler-43").exists()
+
+
+def test_a_sample_reports_to_slurmxd_by_appending_to_its_comment(bash: Any, tmp_path: Path) -> None:
+    """What both sample templates call: the job's comment read with squeue, the fields appended with scontrol;
+    nothing to report is no call, and a refused update is a line on stderr, never a failed job."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/bash\necho 'slurmx-sample:g=g-1,v=cpu,s=0,n=5'\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path}/calls\nexit "${{FAIL:-0}}"\n')
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    rc, _, err = bash("_slurmx_report_to_slurmxd 't=2.5,ps=0.1'\n_slurmx_report_to_slurmxd ''\n",
+                      PATH=path, SLURM_JOB_ID="42").finish()
+    assert rc == 0 and err == ""
+    assert (tmp_path / "calls").read_text() == \
+        "update JobId=42 Comment=slurmx-sample:g=g-1,v=cpu,s=0,n=5,t=2.5,ps=0.1\n"
+    rc, _, err = bash("_slurmx_report_to_slurmxd 'w=2:40'\necho still here\n", PATH=path, SLURM_JOB_ID="42",
+                      FAIL="1").finish()
+    assert rc == 0 and err == "slurmx: not reported to slurmxd (scontrol update failed): w=2:40\n"

@@ -116,11 +116,6 @@ slurmx_run "$_slurmx_payload" --lr 0.1 'two words' '$HOME;`id`'
 # Report the sample's timing to slurmxd in its own comment (slurmx.hooks.sample): the daemon reads comments, not
 # the group folder, so it need not be root. Without python3 on the node it falls back to Slurm's whole seconds.
 _slurmx_rc=$?
-_slurmx_report=$(python3 -m slurmx.hooks.sample 2>/dev/null) || _slurmx_report=""
-if [ -n "$_slurmx_report" ]; then
-  _slurmx_comment=$(squeue -h -j "$SLURM_JOB_ID" -o %k 2>/dev/null) \
-    && scontrol update JobId="$SLURM_JOB_ID" Comment="$_slurmx_comment,$_slurmx_report" >/dev/null 2>&1 \
-    || echo "slurmx: sample timing not reported to slurmxd (scontrol update failed)" >&2
-fi
+_slurmx_report_to_slurmxd "$(python3 -m slurmx.hooks.sample 2>/dev/null)"
 exit "$_slurmx_rc"
 
