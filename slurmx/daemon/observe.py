@@ -111,7 +111,9 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
             submit, preemptions, requeued = fact
         else:
             times = [v.submit_time for v in variants if v.submit_time is not None]
-            submit, preemptions, requeued = (min(times) if times else now), 0, None
+            # Not after `now`: the cycle reads its clock before squeue, and a group submitted in between shows
+            # Slurm's whole second, which can be a fraction past `now`; a view never holds a future submission.
+            submit, preemptions, requeued = min(min(times, default=now), now), 0, None
         if len(variants) == 2:  # the usual group: a cpu and a gpu variant
             if order[variants[0].kind] > order[variants[1].kind]:
                 variants.reverse()

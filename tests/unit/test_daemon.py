@@ -230,6 +230,13 @@ def test_released_variant_shows_running_on_its_nodes_and_finished_groups_leave_t
     assert obs.view.nodes["c1"].free == Resources(3, 7500)
 
 
+def test_a_group_submitted_between_the_clock_read_and_squeue_is_not_submitted_in_the_future() -> None:
+    """Slurm records whole seconds: a job submitted at 101.02, read by a cycle whose clock said 100.95, shows 101."""
+    obs = build_view(SITE, [job(1, "a"), job(2, "a", "gpu")], NODES, PARTITIONS, 100.95)
+    assert obs.view.groups["a"].submit_time == 100.95
+    assert build_view(SITE, [job(1, "a")], NODES, PARTITIONS, 300.0).view.groups["a"].submit_time == 101
+
+
 # ------------------------------------------------------------------------------------------------ enforce
 
 
