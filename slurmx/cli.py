@@ -169,7 +169,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     """
     from slurmx.submit.directives import split_command_line
     from slurmx.submit.entry import build_submission
-    from slurmx.submit.submitter import plan_group, submit_group
+    from slurmx.submit.submitter import array_specs, plan_group, submit_groups
 
     if scripts and not dry_run:
         raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
@@ -184,28 +184,34 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     for note in submission.notes:
         click.echo(f"slurmx: note: {note}", err=True)
     if dry_run:
-        gid, chosen, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=path)
-        for variant in rendered:
-            click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
-            if scripts:  # tens of KB each (the hook is embedded): only on request
-                click.echo(variant.script)
+        if spec.dependency:
+            click.echo("# --dependency names groups here; at submission each becomes its variants' job ids")
+        for one in array_specs(spec):
+            gid, chosen, rendered = plan_group(one, site, mode=mode, pick=pick, only=only, source=path)
+            for variant in rendered:
+                click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
+                if scripts:  # tens of KB each (the hook is embedded): only on request
+                    click.echo(variant.script)
         return
-    group = submit_group(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
-    if group.note:
-        click.echo(f"slurmx: note: {group.note}", err=True)
-    if parsable:
-        click.echo(group.group_id)
+    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
+    for group in groups:
+        if group.note:
+            click.echo(f"slurmx: note: {group.note}", err=True)
+    if parsable:  # one id, or an array's ids joined as a dependency takes them (afterany:$(slurmx submit ...))
+        click.echo(":".join(group.group_id for group in groups))
     elif as_json:
-        click.echo(json.dumps({"group": group.group_id, "name": group.name, "mode": group.mode,
-                               "variants": dict(group.variants), "samples": list(group.samples),
-                               "spool": group.spool_dir}))
+        shown = [{"group": group.group_id, "name": group.name, "mode": group.mode, "variants": dict(group.variants),
+                  "samples": list(group.samples), "spool": group.spool_dir} for group in groups]
+        click.echo(json.dumps(shown if spec.array is not None else shown[0]))
     else:
-        jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
-        queued = f"; {len(group.samples)} profiling sample(s) queued held for slurmxd" if group.samples else ""
-        click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}{queued}")
-    if wait:  # as sbatch --wait: SubmitError (one line, status 1) unless the group completed
+        for group in groups:
+            jobs = ", ".join(f"{kind}={job_id}" for kind, job_id in group.variants)
+            queued = f"; {len(group.samples)} profiling sample(s) queued held for slurmxd" if group.samples else ""
+            click.echo(f"Submitted group {group.group_id} ({group.mode}): {jobs}{queued}")
+    if wait:  # as sbatch --wait: SubmitError (one line, status 1) unless every group completed
         from slurmx.submit.api import GroupHandle, wait_for
-        click.echo(wait_for(GroupHandle(group, ctx.adapter())), err=True)
+        for group in groups:
+            click.echo(wait_for(GroupHandle(group, ctx.adapter())), err=True)
 
 
 def _status_rows(groups: list[Any]) -> Table:

@@ -4,7 +4,8 @@ Two things Slurm cannot tell the policy are added from the store: a variant the 
 not started yet is shown *running on the nodes it was steered to* (so the next decision does not hand the same
 room out twice), and a victim in its grace period carries its deadline, its beneficiary and the nodes it frees;
 the earmark (beneficiary and nodes) is void once the beneficiary runs or is gone, as in the simulator.
-Only active variants enter the view: a cancelled sibling must never look startable.
+Only active variants enter the view: a cancelled sibling must never look startable, and a group that waits on
+its `--dependency` enters once Slurm finds the dependency satisfied (its leases are renewed meanwhile).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
                     done = True  # one variant already ran to its end: nothing of this group may start again
                     break
                 continue
+            if state in _NOT_STARTED and job.waits_on_dependency:
+                done = True  # `--dependency`: Slurm would not start it yet; as if not yet submitted
+                break
             variant = _variant(group_id, kind, job, tg.estimates.get(kind))
             if mark is not None and mark.job_id == job.job_id and state in _WAITING:
                 # Released but not started: it will take these nodes; show it there so nothing else is put there.

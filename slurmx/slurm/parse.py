@@ -325,6 +325,7 @@ class _SqueueJob(msgspec.Struct, gc=False):
     end_time: _Num = None
     required_nodes: str = ""
     exit_code: _I64 | _ExitCode | None = None
+    dependency: str = ""
 
 
 class _SqueueAnswer(msgspec.Struct):
@@ -420,6 +421,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         job.required_nodes,
         _exit_code(job.exit_code),
         _num(job.eligible_time) or None,
+        job.dependency,
     )
 
 

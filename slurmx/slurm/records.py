@@ -48,6 +48,19 @@ class SlurmJob:
     exit_code: int | None = None
     # When Slurm may start it (`--begin`, a lease, the restart delay after a requeue); None when Slurm does not say.
     begin_time: int | None = None
+    # What it waits on (`--dependency`), as squeue shows it: "" when nothing or when Slurm found it satisfied.
+    dependency: str = ""
+
+    @property
+    def waits_on_dependency(self) -> bool:
+        """Slurm has not found its dependency satisfied (it clears a satisfied one; a term that is still shown
+        says `(fulfilled)`, `(unfulfilled)` or `(failed)`; `?` means any of, `,` all of)."""
+        text = self.dependency
+        if not text:
+            return False
+        if "?" in text:
+            return not any(term.endswith("(fulfilled)") for term in text.split("?"))
+        return not all(term.endswith("(fulfilled)") for term in text.split(","))
 
     @property
     def slurmx_tags(self) -> dict[str, str]:

@@ -11,12 +11,13 @@ from typing import Any
 
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.validation import ConfigError
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 from slurmx.submit.spec import JobSpec, load_spec, parse_spec
-from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group
+from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group, submit_groups
 
-__all__ = ["GroupHandle", "submit", "wait_for"]
+__all__ = ["GroupHandle", "submit", "submit_array", "wait_for"]
 
 
 @dataclass
@@ -55,6 +56,23 @@ def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | st
            mode: str | None = None, pick: str | None = None, variants: tuple[str, ...] | None = None,
            adapter: SlurmAdapter | None = None) -> GroupHandle:
     """Submit a job spec (a JobSpec, a mapping, or the path of a YAML spec) as one group."""
+    job, site_config, slurm = _prepare(spec, site, adapter)
+    if job.array is not None:
+        raise ConfigError(["array: submit() returns one group; slurmx.submit.api.submit_array submits one per index"])
+    submitted = submit_group(job, site_config, slurm, mode=mode, pick=pick, only=variants)
+    return GroupHandle(submitted, slurm)
+
+
+def submit_array(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None = None, *,
+                 mode: str | None = None, pick: str | None = None, variants: tuple[str, ...] | None = None,
+                 adapter: SlurmAdapter | None = None) -> list[GroupHandle]:
+    """Submit a spec with `array:` as one group per index (all or none); a spec without it as one group."""
+    job, site_config, slurm = _prepare(spec, site, adapter)
+    return [GroupHandle(g, slurm) for g in submit_groups(job, site_config, slurm, mode=mode, pick=pick, only=variants)]
+
+
+def _prepare(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None,
+             adapter: SlurmAdapter | None) -> tuple[JobSpec, SiteConfig, SlurmAdapter]:
     if site is None:
         site = os.environ.get("SLURMX_SITE", "/etc/slurmx/site.yaml")
     site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
@@ -64,9 +82,7 @@ def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | st
         job = parse_spec(spec)
     else:
         job = load_spec(spec)
-    slurm = adapter or adapter_from_config(site_config.transport)
-    submitted = submit_group(job, site_config, slurm, mode=mode, pick=pick, only=variants)
-    return GroupHandle(submitted, slurm)
+    return job, site_config, adapter or adapter_from_config(site_config.transport)
 
 
 def wait_for(handle: GroupHandle, poll: float = 5.0) -> str:

@@ -5,11 +5,12 @@ a comment. Every option lands in one of five places:
 
 - modelled: name, time, memory (`--mem`, `--mem-per-cpu`), CPUs, GPUs (`--gpus`/`-G`, `--gpus-per-task`,
   `--gpus-per-node`), QOS and partition become spec fields, applied per resource kind (`-p gpu` means the
-  kinds on partition gpu; `--gpus=2` means the kinds with GPUs, each asking for two);
+  kinds on partition gpu; `--gpus=2` means the kinds with GPUs, each asking for two); `--dependency` names
+  groups (submit/dependency.py) and `--array` makes one group per index (submit/array.py);
 - the submitting command's own: `--wait` (wait for the group), `--parsable` (print the group id) and
   `--test-only` (submit nothing: `--dry-run`);
 - refused, in one line saying what to write instead: options whose meaning a group of variants cannot keep
-  (`--array`, `--dependency`, several tasks or nodes, per-GPU amounts);
+  (several tasks or nodes, per-GPU amounts);
 - dropped with a note: options each variant sets itself (output, signal, hold, GRES other than GPUs ...);
 - passed through: every other valid option.
 
@@ -66,16 +67,12 @@ _VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", 
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
-             "gpus-per-task": "gpus", "gpus-per-node": "gpus"}
+             "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array"}
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")
 # Options a group of variants cannot honour: what to write instead.
 _REFUSED = {
-    "array": "array tasks would split a group's variants apart; submit one group per index, e.g. "
-             "`for i in 1 2 3; do slurmx submit job.sh $i; done`",
-    "dependency": "it would name one variant's job id, which never completes when a sibling variant runs "
-                  "instead; chain groups with `slurmx submit --wait first.sh && slurmx submit next.sh`",
     "mem-per-gpu": "write the job's whole memory as --mem (mem: in a spec)",
     "cpus-per-gpu": "write the job's whole CPU count as --cpus-per-task (cpus: in a spec)",
     "ntasks-per-gpu": "a variant is one task; ask for its GPUs with --gpus and its CPUs with --cpus-per-task",
@@ -263,6 +260,7 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
         if name == "gres" and value is not None and _gpu_count(value) is not None:
             name, value, key = "gpus", _gpu_count(value), "gpus"  # one node: its GPUs are the job's
         if key is not None and value is not None:
+            _check_value(key, value, where)
             if key in _MEMORY:
                 other = _MEMORY[1 - _MEMORY.index(key)]
                 if other in result.fields:
@@ -277,6 +275,19 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
         else:
             result.passthrough.append(f"--{name}" if value is None else f"--{name}={value}")
     return result
+
+
+def _check_value(key: str, value: str, where: str) -> None:
+    """An `--array` or `--dependency` value is checked where it was written (the rest when the spec is read)."""
+    from slurmx.submit.array import parse_array
+    from slurmx.submit.dependency import parse_dependency
+
+    check = {"array": parse_array, "dependency": parse_dependency}.get(key)
+    if check is not None:
+        try:
+            check(value)
+        except ValueError as exc:
+            raise ConfigError([f"{where}: --{key}={value}: {exc}"]) from None
 
 
 def parse_directives(text: str, source: str) -> Directives:

@@ -96,6 +96,8 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append("--no-requeue")
     if mode == "managed":  # slurmxd's to start until the lease runs out (daemon/lease.py), then Slurm's
         options.append(f"--begin=now+{site.daemon.lease_s}")
+    if spec.dependency:  # in Slurm's terms once submitted (submitter.with_resolved_dependency); slurmxd waits too
+        options.append(f"--dependency={spec.dependency}")
     options += cfg.extra_flags
     overrides = spec.overrides.get(kind)
     options += spec.sbatch + (overrides.sbatch if overrides is not None else ())

@@ -41,8 +41,9 @@ class QueuedSamples:
 def plan_samples(spec: JobSpec, site: SiteConfig, group_id: str,
                  rendered: Sequence[RenderedVariant]) -> list[tuple[SampleRequest, str]]:
     """(request, script) of every sample slurmxd's profiler would ask for; none when the site's policy reads no
-    estimates or the spec declares no `work` in steps."""
-    if not site.profile.active_for(site.policy.name) or spec.work is None:
+    estimates, the spec declares no `work` in steps, or the group waits on another (its input may not exist
+    yet: slurmxd goes by history or the declared estimates)."""
+    if not site.profile.active_for(site.policy.name) or spec.work is None or spec.dependency:
         return []
     params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
     steps = round(spec.work)

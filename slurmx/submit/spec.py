@@ -34,6 +34,8 @@ from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
+from slurmx.submit.array import parse_array
+from slurmx.submit.dependency import parse_dependency
 from slurmx.submit.directives import CLIENT_OPTIONS, canonical_long_option, modelled_key, refusal, short_option
 
 __all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
@@ -150,7 +152,8 @@ def _clean_text(value: Any, where: str = "") -> Any:
 
 # A modelled sbatch option (`directives.modelled_key`) -> the spec key that says it.
 _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
-             "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus"}
+             "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
+             "dependency": "dependency", "array": "array"}
 
 
 def _flags(value: Any) -> Any:
@@ -255,6 +258,9 @@ class JobSpec(_Model):
     time_s: int | None = Field(None, validation_alias="time", gt=0)
     workdir: str | None = None
     sbatch: tuple[str, ...] = ()
+    # sbatch's syntax with group ids (submit/dependency.py); resolved to variant job ids at submission
+    dependency: str | None = None
+    array: tuple[int, ...] | None = None  # `--array`: one group per index (submit/array.py)
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -262,6 +268,20 @@ class JobSpec(_Model):
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_grace = field_validator("grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
+
+    @field_validator("dependency")
+    @classmethod
+    def _dependency(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_dependency(value)
+        return value
+
+    @field_validator("array", mode="before")
+    @classmethod
+    def _array(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        return parse_array(value) if isinstance(value, str) else value
 
     @field_validator("name")
     @classmethod

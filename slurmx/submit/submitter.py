@@ -16,11 +16,15 @@ from slurmx.core.validation import ConfigError
 from slurmx.core.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import FolderTaken
+from slurmx.submit.array import array_environment
+from slurmx.submit.dependency import resolve_dependency
+from slurmx.submit.groups import find_group
 from slurmx.submit.render import RenderedVariant, render_with_sample
 from slurmx.submit.samples import plan_samples, queue_samples
 from slurmx.submit.spec import JobSpec, resolve_variants
 
-__all__ = ["SubmitError", "SubmittedGroup", "new_group_id", "plan_group", "submit_group"]
+__all__ = ["SubmitError", "SubmittedGroup", "array_specs", "new_group_id", "plan_group", "submit_group",
+           "submit_groups"]
 
 MODES = ("managed", "race", "pick")
 
@@ -68,11 +72,50 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
     return gid, mode, rendered
 
 
+def array_specs(spec: JobSpec) -> list[JobSpec]:
+    """One spec per `--array` index (`NAME_INDEX`, with the index in Slurm's array variables); [spec] without."""
+    if spec.array is None:
+        return [spec]
+    return [spec.model_copy(update={"array": None, "name": f"{spec.name}_{index}",
+                                    "env": {**spec.env, **array_environment(spec.array, index)}})
+            for index in spec.array]
+
+
+def with_resolved_dependency(spec: JobSpec, adapter: SlurmAdapter, source: str = "<spec>") -> JobSpec:
+    """The spec with its group-level dependency in Slurm's terms: the job ids of the named groups' variants."""
+    if spec.dependency is None:
+        return spec
+    try:
+        resolved = resolve_dependency(spec.dependency, lambda group_id: find_group(adapter, group_id))
+    except ValueError as exc:
+        raise ConfigError([f"{source}: dependency: {exc}"]) from None
+    return spec.model_copy(update={"dependency": resolved or None})
+
+
+def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
+                  pick: str | None = None, only: tuple[str, ...] | None = None,
+                  source: str = "<spec>") -> list[SubmittedGroup]:
+    """The spec's group, or one group per `--array` index: all of them or none (a refusal cancels the ones
+    already submitted)."""
+    resolved = with_resolved_dependency(spec, adapter, source)
+    submitted: list[SubmittedGroup] = []
+    for one in array_specs(resolved):
+        try:
+            submitted.append(submit_group(one, site, adapter, mode=mode, pick=pick, only=only, source=source))
+        except SubmitError as exc:
+            earlier = [(str(g.group_id), job_id) for g in submitted for job_id in (*g.job_ids(), *g.samples)]
+            raise SubmitError(f"{exc}{_roll_back(adapter, earlier)}" if earlier else str(exc)) from None
+    return submitted
+
+
 def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                  pick: str | None = None, only: tuple[str, ...] | None = None,
                  source: str = "<spec>", files: Mapping[str, str] | None = None) -> SubmittedGroup:
     """Submit every variant or none; `files` (name -> text) are written into the group folder before the first
     sbatch, as the submitting user, so a job finds them whichever variant starts first."""
+    if spec.array is not None:
+        raise ConfigError([f"{source}: array: one group per index: submit it with submit_groups"])
+    spec = with_resolved_dependency(spec, adapter, source)
     gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source,
                                             files=files or {})
     # Samples first: when slurmxd first sees the group's variants, the samples it may release are already queued.

@@ -185,12 +185,14 @@ SBATCH_CASES: list[tuple[str, str, bytes, list[str], dict[str, list[str]] | str]
     ("partition-unknown", "job.yaml", b"name: j\ncommand: 'true'\n", ["-p", "debug"],
      "command line: --partition=debug: 'debug' is the partition of no resource kind; known partitions (kind): "
      "cpu (cpu), gpu (gpu), accel (accel); or choose kinds with --variants"),
-    ("array", "job.sh", b"#!/bin/bash\n#SBATCH --array=1-3\ntrue\n", [],
-     "{path}:2: --array is not supported: array tasks would split a group's variants apart; submit one group per "
-     "index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
-    ("dependency", "job.yaml", b"name: j\ncommand: 'true'\n", ["--dependency=afterok:7"],
-     "command line: --dependency is not supported: it would name one variant's job id, which never completes when "
-     "a sibling variant runs instead; chain groups with `slurmx submit --wait first.sh && slurmx submit next.sh`"),
+    ("array-throttle", "job.sh", b"#!/bin/bash\n#SBATCH --array=1-3%2\ntrue\n", [],
+     "{path}:2: --array=1-3%2: a throttle (%N) is not supported: each index is a group of its own, which Slurm does "
+     "not count as one array task; leave %N out (slurmxd and Slurm queue the groups by policy)"),
+    ("dependency-job-id", "job.yaml", b"name: j\ncommand: 'true'\n", ["--dependency=afterok:7"],
+     {"cpu": ["--dependency=afterok:7"], "gpu": ["--dependency=afterok:7"], "accel": ["--dependency=afterok:7"]}),
+    ("dependency-afternotok", "job.yaml", b"name: j\ncommand: 'true'\n", ["-d", "afternotok:7"],
+     "command line: --dependency=afternotok:7: afternotok is not supported on groups: a losing variant is "
+     "cancelled, which counts as not ok while the group itself runs fine; use afterok or afterany"),
     ("variant-command-beside-script", "job.yaml",
      b"name: j\nscript: 'echo top'\noverrides: {gpu: {command: echo gpu}}\n", [], {"cpu": [], "gpu": [], "accel": []}),
     ("sbatch-line-ends-only-at-newline", "job.sh", b"#!/bin/bash\n#SBATCH -c 2 #\x0b#SBATCH --mem=9G\ntrue\n", [],

@@ -329,16 +329,12 @@ REFUSED = [
                                     "(gpus: in a spec)"),
     ("#SBATCH --tres-per-task=cpu:2", "job.sh:2: --tres-per-task is not supported: write --cpus-per-task and --gpus "
                                       "(cpus: and gpus: in a spec)"),
-    ("#SBATCH --array=1-3", "job.sh:2: --array is not supported: array tasks would split a group's variants apart; "
-                            "submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
-    ("#SBATCH -a 1-3", "job.sh:2: --array is not supported: array tasks would split a group's variants apart; "
-                       "submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; done`"),
-    ("#SBATCH --dependency=afterok:12", "job.sh:2: --dependency is not supported: it would name one variant's job "
-                                        "id, which never completes when a sibling variant runs instead; chain groups "
-                                        "with `slurmx submit --wait first.sh && slurmx submit next.sh`"),
-    ("#SBATCH -d afterany:12", "job.sh:2: --dependency is not supported: it would name one variant's job id, which "
-                               "never completes when a sibling variant runs instead; chain groups with "
-                               "`slurmx submit --wait first.sh && slurmx submit next.sh`"),
+    ("#SBATCH --array=1-3%2", "job.sh:2: --array=1-3%2: a throttle (%N) is not supported: each index is a group of "
+                              "its own, which Slurm does not count as one array task; leave %N out (slurmxd and "
+                              "Slurm queue the groups by policy)"),
+    ("#SBATCH -d afternotok:12", "job.sh:2: --dependency=afternotok:12: afternotok is not supported on groups: "
+                                 "a losing variant is cancelled, which counts as not ok while the group itself runs "
+                                 "fine; use afterok or afterany"),
 ]
 
 
@@ -348,7 +344,7 @@ def test_an_option_a_group_cannot_keep_is_refused_in_one_line(tmp_path: Path, li
 
 
 def test_the_same_refusal_from_the_command_line(tmp_path: Path) -> None:
-    assert _script_error(tmp_path, "", ["--array=1-3"]).startswith("command line: --array is not supported: ")
+    assert _script_error(tmp_path, "", ["--array=1-3%2"]).startswith("command line: --array=1-3%2: a throttle")
 
 
 def test_slurmx_s_own_option_after_an_sbatch_one_says_where_it_goes(tmp_path: Path) -> None:
@@ -377,7 +373,8 @@ def test_property_any_mix_of_resource_options_maps_or_is_refused_in_one_line(
     for variant in rendered:
         names = [o.split("=")[0] for o in variant.options]
         assert names.count("--mem") == 1 and "--mem-per-cpu" not in names and "--gpus" not in names
-        assert not {"--array", "--dependency", "--mem-per-gpu"} & set(names)
+        assert not {"--array", "--mem-per-gpu"} & set(names)  # an array is groups; per-GPU memory refused
+        assert {o for o in variant.options if o.startswith("--dependency")} <= {"--dependency=afterok:1"}
         assert {o for o in variant.options if o.startswith(("--ntasks", "--nodes"))} <= {"--ntasks=1",
                                                                                          "--ntasks-per-node=1"}
         if spec.gpus is not None:

@@ -19,7 +19,7 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
-             "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch")
+             "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
@@ -175,9 +175,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
                                                                             "mem_per_cpu")),
     ("sbatch-ntasks", spec(sbatch=["-n4"]), "job.yaml: sbatch: --ntasks=4: a variant is one task; ask for its CPUs "
      "with --cpus-per-task (cpus: in a spec) and start the processes inside the script"),
-    ("sbatch-array", spec(sbatch=["--array=1-3"]), "job.yaml: sbatch: --array is not supported: array tasks would "
-     "split a group's variants apart; submit one group per index, e.g. `for i in 1 2 3; do slurmx submit job.sh $i; "
-     "done`"),
+    ("sbatch-array", spec(sbatch=["--array=1-3"]), "job.yaml: sbatch: --array is what the spec's 'array:' says; "
+     "write array: instead"),
+    ("array-throttle", spec(array="1-3%2"), "job.yaml: array: a throttle (%N) is not supported: each index is a group "
+     "of its own, which Slurm does not count as one array task; leave %N out (slurmxd and Slurm queue the groups by "
+     "policy)"),
+    ("dependency-after", spec(dependency="after:5"), "job.yaml: dependency: after is not supported on groups: a losing "
+     "variant is cancelled, which satisfies `after` before the group's own variant starts; use afterok or afterany"),
     ("sbatch-wait", spec(sbatch=["--wait"]),
      "job.yaml: sbatch: --wait is an option of the command: give `slurmx submit --wait`"),
     ("sbatch-value-word", spec(sbatch=["--account", "proj"]),
