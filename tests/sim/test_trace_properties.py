@@ -158,14 +158,14 @@ def philly_shapes(draw: st.DrawFn) -> bytes:
 
 
 def _loads_or_one_line(path: Path, load: Callable[[], object]) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a busy 2-core machine (a cluster starting beside) slows the wall clock
     try:
         load()
     except TraceError as exc:
         text = str(exc)
         assert "\n" not in text and text.startswith(f"{path}: "), text
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"{path.name}: {elapsed:.2f} s"
+    elapsed = time.process_time() - start
+    assert elapsed < 2.0, f"{path.name}: {elapsed:.2f} s of CPU"
 
 
 @pytest.fixture(scope="module")
