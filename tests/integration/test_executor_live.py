@@ -19,7 +19,6 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
 from slurmx.executor import Executor, Job, JobError, RemoteTraceback
 from slurmx.slurm import CliSlurm
@@ -157,7 +156,7 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
     marks.mkdir(mode=0o777)
     marks.chmod(0o777)
     ex = executor(site_path, tmp_path, name=tag)
-    items = list(range(6))
+    items = list(range(20))  # the acceptance: 20 items, 20 results in order, each run once
     jobs = ex.map(square_once, items, [str(marks)] * len(items))
     assert [job.result(timeout=420) for job in jobs] == [x * x for x in items]
     runs = sorted(p.name.split("-")[0] for p in marks.iterdir())
@@ -185,39 +184,43 @@ def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_pat
     assert "the cap (max_requeues)" in (capped.stderr() or "")
 
 
-def test_a_managed_call_preempted_twice_and_cut_by_its_time_limit_loses_no_step(
+def test_a_managed_call_preempted_twice_by_fitgpp_and_cut_by_its_time_limit_loses_no_step(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, same_python: None) -> None:
-    """Managed mode under slurmxd: the daemon starts the call; the grace protocol (intent file, signal, requeue
-    at the deadline, as slurmxd preempts) preempts it twice, then Slurm's own time limit cuts its third run. Each
-    time it checkpoints and resumes; the result has every step once and three restarts (max_requeues is 3)."""
-    from slurmx.daemon.preemption import preempt_and_wait
-    from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site
+    """Managed mode under slurmxd running FitGpp: a TE job filling node c2 and the call (BE) filling c1; each of two
+    TE jobs that arrive later finds no room, so FitGpp preempts the call, the only BE job running. Then Slurm's
+    own time limit cuts its third run. Each time it checkpoints and resumes; the result has every step once and
+    three restarts (max_requeues is 3). FitGpp's cap P on preemptions per job is raised from its default 1 to 2."""
+    from slurmx.daemon.store import Store
+    from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, submit_group
 
-    site_path = daemon_site(cluster, tmp_path, "fifo", kinds=("cpu",))
-    site = load_site_config(site_path)
+    site_path = daemon_site(cluster, tmp_path, "fitgpp", kinds=("cpu",), grace=15, params={"max_preemptions": 2})
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
     ex.update_parameters(name=tag, mode="managed", python="python3", variants=["cpu"], time="1m", grace="15s",
-                         max_requeues=3)
+                         max_requeues=3, cpus=4)
     marks = cluster.shared / f"{tag}-marks"
     marks.mkdir(mode=0o777)
     marks.chmod(0o777)
     daemon = DaemonProcess(site_path, tmp_path / "slurmxd.log")
+    filler = submit_group(admin, tag, {"cpu": (600, "sleep 600")}, job_class="te", cpus=4, group_id=f"{tag}-fill")
     daemon.start()
+    arrivals = []
     try:
+        wait_until(lambda: admin.jobs([filler.jobs["cpu"]])[0].state is VariantState.RUNNING, 90,
+                   "the TE job filling one node to run")
         job = ex.submit(MarkingTrainer(80, str(marks / "step")))
-        [job_id] = job.job_ids
         for run, step in ((0, 10), (1, 20)):
             wait_until(lambda run=run, step=step: _past(marks / "step", run, step), 180,  # type: ignore[misc]
                        f"run {run} past step {step}")
-            outcome = preempt_and_wait(admin, job_id, 15, signal=site.preemption.signal,
-                                       spool_dir=str(job.folder), reason="integration test",
-                                       requeue_exit_code=site.preemption.requeue_exit_code, poll=0.5)
-            assert outcome.error is None, outcome.line()
+            arrivals.append(submit_group(admin, tag, {"cpu": (5, "sleep 2")}, job_class="te", cpus=1,
+                                         group_id=f"{tag}-te{run}"))
         out = job.result(timeout=600)
     finally:
         daemon.stop()
+        admin.cancel([filler.jobs["cpu"], *(j for g in arrivals for j in g.jobs.values())])
     assert out["done"] == list(range(80))  # every step exactly once across four runs
-    assert out["restarts"] == 3  # two preemptions and the time limit
+    assert out["restarts"] == 3  # two preemptions by FitGpp and the time limit
+    history = Store(tmp_path / "state" / "slurmxd.sqlite").history(job.group_id)
+    assert len([e for e in history if e.event == "preempt"]) == 2, [(e.event, e.detail) for e in history]
     assert "Traceback" not in daemon.text()
 
 
