@@ -102,6 +102,7 @@ def _claims_fig2(groups: dict[float, list[Outcome]], scale: Scale) -> list[Claim
                    tolerance=MMI_TOLERANCE, seeds=list(seeds),
                    per_seed=[change_pct(_mean(r, "ours"), _mean(r, "mmi")) for r in seeds.values()]),
     ]
+    claims += _charged_claims(where, middle, seeds)
     light, heavy = (groups.get(float(j), []) for j in scale.light_heavy)
     if light and heavy:
         gaps = [1 - _mean(g, "ours") / _mean(g, "mmi") for g in (light, heavy)]
@@ -114,6 +115,27 @@ def _claims_fig2(groups: dict[float, list[Outcome]], scale: Scale) -> list[Claim
     claims.append(info_claim(f"{where}: Johnson's rule instead of MTTF (the paper's Theorem 3 is false)",
                              "MTTF is optimal per responder (Thm 3)", f"Johnson {pct(-johnson / 100)} shorter",
                              value=johnson, paper_value=0.0, unit="%", direction="lower", check=""))
+    return claims
+
+
+def _charged(runs: Sequence[Outcome]) -> float:
+    """Ours' mean make-span with the solver's measured time added: the batch waits for its plan."""
+    return float(np.mean([o.makespan["ours"] + o.solve_s for o in runs]))
+
+
+def _charged_claims(where: str, middle: Sequence[Outcome], seeds: dict[int, list[Outcome]]) -> list[Claim]:
+    """The Fig. 2 reductions again with LST's solve time charged (the paper charges none; SCT and MMI plan in
+    milliseconds). Wall time measured on this machine: the value moves with its speed and load."""
+    charged = _charged(middle)
+    solve = float(np.mean([o.solve_s for o in middle]))
+    claims = []
+    for name, paper, tolerance in (("sct", -32.0, SCT_TOLERANCE), ("mmi", -10.0, MMI_TOLERANCE)):
+        base = _mean(middle, name)
+        claims.append(band_claim(
+            f"{where}: make-span reduction vs {_LABEL[name]}, LST's solve time charged (mean {solve:.2f} s)",
+            f"about {-paper:g}% (solver time not charged)", f"{-(1 - charged / base):+.1%}",
+            value=change_pct(charged, base), paper_value=paper, unit="%", direction="lower", tolerance=tolerance,
+            seeds=list(seeds), per_seed=[change_pct(_charged(r), _mean(r, name)) for r in seeds.values()]))
     return claims
 
 
@@ -260,7 +282,10 @@ def report(outcomes: Sequence[Outcome], scale: Scale, seeds: int, quick: bool, p
     ]
     result.assumptions = [
         f"compute-time spread across responders: u_ij ~ U[1-{COMPUTE_SPREAD:g}, 1+{COMPUTE_SPREAD:g}] i.i.d. "
-        "(the paper says only 'approximately proportional'; of 0.1, 0.25, 0.5 the one nearest its Fig. 2 gaps)",
+        "(the paper says only 'approximately proportional': within +-10%, the workload's default; 0.25 and 0.5 "
+        "in docs/policies/accel.md's sensitivity table)",
+        "solver time: the free claims charge none, as the paper; the 'charged' ones add LST's measured wall time "
+        "per batch (this machine, its load) to ours' make-span",
         "LST rounding: a split job goes to the support responder where its load ends least (any choice keeps the "
         "bound; the paper leaves it free)",
         "execution model with the l <= k fix of constraint (2): a computation starts once its own input is in",

@@ -36,7 +36,9 @@ class ZhaoParams(WorkloadParams):
     responder_rate_mbps: float = Field(1000.0, gt=0)  # 1 Gbps for every responder
     rate_spread: float = Field(0.0, ge=0, lt=1)  # ours: r_j ~ r U[1-x, 1+x]; the paper's NICs are all equal
     compute_per_mb_s: float = Field(0.001, gt=0)
-    compute_spread: float = Field(0.5, ge=0, lt=1)  # delta; ours, calibrated to the paper's gaps (digest §6.2)
+    # delta: ours. The paper's computation time is "approximately proportional to its size" (Sec. V): within
+    # +-10%, read from that word alone, never from a result (sensitivity to 0.25 and 0.5 in docs/policies/accel.md)
+    compute_spread: float = Field(0.1, ge=0, lt=1)
     estimate_error: float = Field(0.0, ge=0, lt=1)  # e: t_hat = t U[1-e, 1+e], per (job, responder)
     kind: str = "accel"
 
