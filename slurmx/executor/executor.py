@@ -15,7 +15,7 @@ from typing import Any
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.executor.job import Job
 from slurmx.executor.params import ExecutorParams, job_name
-from slurmx.executor.payload import call_label, folder_files, job_script, pickle_call
+from slurmx.executor.payload import call_label, carries_bytecode, folder_files, job_script, pickle_call
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.submitter import SubmittedGroup, submit_group
 
@@ -46,8 +46,10 @@ class Executor:
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
         """Submit `fn(*args, **kwargs)` as one group; the Job's `result()` is its return value."""
         params = self.params
-        spec = params.job_spec(job_name(fn), job_script(params.python, params.max_requeues, call_label(fn)))
-        files = folder_files(pickle_call(fn, args, kwargs))
+        call = pickle_call(fn, args, kwargs)
+        script = job_script(params.python, params.max_requeues, call_label(fn), carries_bytecode(call))
+        spec = params.job_spec(job_name(fn), script)
+        files = folder_files(call)
         submitted = submit_group(spec, self.site, self.adapter, mode=params.mode, pick=params.pick,
                                  source="Executor.submit", files=files)
         self._record(submitted)

@@ -2,7 +2,8 @@
 
 The folder is created owner-only by the submitting user before the first sbatch (`submit_group(files=)`), which
 writes text only: the pickled call and the runtime (the job-side runner and cloudpickle, zipped) travel base64.
-The runtime is shipped with every group so that a node needs nothing but a Python of the same minor version.
+The runtime is shipped with every group so that a node needs nothing but a Python: of the same minor version when
+the call carries code by value (bytecode), any Python 3 when everything in it is pickled by reference.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import cloudpickle
 from slurmx.core.userfiles import read_user_file
 from slurmx.executor import jobside
 
-__all__ = ["OUTCOME", "RUNTIME_MODULE", "folder_files", "job_script", "pickle_call", "read_outcome"]
+__all__ = ["OUTCOME", "RUNTIME_MODULE", "carries_bytecode", "folder_files", "job_script", "pickle_call",
+           "read_outcome"]
 
 OUTCOME = jobside.OUTCOME
 RUNTIME_MODULE = "_slurmx_call"
@@ -41,6 +43,16 @@ def pickle_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[s
     except Exception as exc:
         raise TypeError(f"cannot pickle the call to {getattr(fn, '__name__', fn)!r}: {exc}") from None
     return data
+
+
+# What cloudpickle writes for code it pickles by value (functions, classes, code objects): bytecode, which only
+# the same minor version of Python can run. A call without them holds references and data only.
+_BY_VALUE_MARKS = (b"_make_function", b"_make_skeleton_class", b"_make_skeleton_enum", b"CodeType")
+
+
+def carries_bytecode(call: bytes) -> bool:
+    """Whether the pickled call holds code by value (conservative: a data string naming these counts too)."""
+    return any(mark in call for mark in _BY_VALUE_MARKS)
 
 
 @functools.cache
@@ -69,8 +81,10 @@ def call_label(fn: Callable[..., Any]) -> str:
     return re.sub(r"[^\w.<>-]", "_", label)[:200]
 
 
-def job_script(python: str, max_requeues: int, label: str = "") -> str:
-    """The variant payload: unpack the call and the runtime (once per run, into the group folder), then run it."""
+def job_script(python: str, max_requeues: int, label: str = "", bytecode: bool = True) -> str:
+    """The variant payload: unpack the call and the runtime (once per run, into the group folder), then run it.
+    With `bytecode` (the call carries code by value) the node refuses to run it on another minor version."""
+    pickled_by = f" --pickled-by {sys.version_info[0]}.{sys.version_info[1]}" if bytecode else ""
     return (
         "#!/bin/bash\n"
         f"# slurmx call: {label}\n"
@@ -79,8 +93,7 @@ def job_script(python: str, max_requeues: int, label: str = "") -> str:
         f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'
         f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
         'export PYTHONPATH="$d/executor.zip${PYTHONPATH:+:$PYTHONPATH}"\n'
-        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)} "
-        f"--pickled-by {sys.version_info[0]}.{sys.version_info[1]}\n"
+        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)}{pickled_by}\n"
     )
 
 

@@ -371,3 +371,20 @@ def test_a_failing_checkpoint_still_leaves_for_requeue_with_the_last_saved_call(
     assert proc.wait(30) == 99 and not (folder / "resume.pkl").exists()
     err = next(folder.glob("fn-*.err")).read_text()
     assert "RuntimeError: disk full" in err and "requeueing with the last saved call" in err
+
+
+def test_only_a_call_carrying_code_by_value_is_tied_to_this_python_minor_version() -> None:
+    """Code by value is bytecode of one minor version; references and data load on any Python 3 (pickle protocol
+    5), so the node checks the version only when the call carries bytecode."""
+    import collections
+    import math
+
+    from slurmx.executor.payload import carries_bytecode
+
+    assert not carries_bytecode(pickle_call(math.factorial, (5,), {}))
+    assert not carries_bytecode(pickle_call(collections.Counter, ("abc",), {"x": [1.5, "text"]}))
+    assert carries_bytecode(pickle_call(lambda: 1, (), {}))
+    assert carries_bytecode(pickle_call(add, (2, 3), {}))  # this module is registered by value above
+    here = f"--pickled-by {sys.version_info[0]}.{sys.version_info[1]}"
+    assert here in job_script("python3", 1, bytecode=True) and "--pickled-by" not in job_script("python3", 1,
+                                                                                                 bytecode=False)
