@@ -1,18 +1,20 @@
 """`slurmx.Executor` on the real cluster: functions, results, exceptions, output, map, re-attach, time-limit requeue.
 
-The nodes' python3 is not this venv's: the jobs run `python3`, and the functions of this module travel by value
-(the nodes cannot import it), as bytecode of this Python's minor version. On a cluster whose nodes have that minor
-version (the 22.05 image: Debian bookworm's 3.11) the calls run; on one whose nodes have another (24.11, trixie's
-3.13) a call must fail with the one line naming both versions and the fix, and the tests that need a run say so.
+The nodes' python3 is not this venv's: the jobs run `python3`. The calls come from `executor_calls.py`, copied to
+the shared storage and imported from there on both sides, so they are pickled by reference and run on the nodes'
+Python whatever its minor version (22.05's bookworm 3.11, 24.11's trixie 3.13). A function of this module travels
+by value, as bytecode of this Python's minor version: on nodes with another one it must fail with the one line
+naming both versions and the fix.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,38 +30,29 @@ from .conftest import Cluster, wait_until
 pytestmark = pytest.mark.integration
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 REPO = Path(__file__).resolve().parents[2]
+CALLS_MODULE = "slurmx_it_calls"
 
 
-def add(a: int, b: int) -> int:
-    print(f"adding {a} and {b} on {os.environ.get('SLURMX_VARIANT')}", flush=True)
+def add_by_value(a: int, b: int) -> int:
     return a + b
 
 
-def fail(text: str) -> None:
-    raise ValueError(text)
-
-
-def square_once(x: int, marks: str) -> int:
-    """Leaves one file per run, named by item and job, so a second run of an item would show."""
-    Path(marks, f"{x}-{os.environ['SLURM_JOB_ID']}").touch()
-    return x * x
-
-
-class Trainer:
-    """`total` steps of 1 s; the state is the list of steps done, so a lost or repeated step shows in the result."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done: list[int] = []
-
-    def __call__(self) -> dict[str, Any]:
-        while len(self.done) < self.total:
-            time.sleep(1.0)
-            self.done.append(len(self.done))
-        return {"done": self.done, "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
-
-    def checkpoint(self) -> Trainer:
-        return self  # resume with this object (its steps so far) and the same arguments
+@pytest.fixture(scope="module")
+def calls(cluster: Cluster) -> Iterator[Any]:
+    """`executor_calls.py` as module `slurmx_it_calls` from a folder on the shared storage, on sys.path here."""
+    folder = cluster.shared / "it-executor-calls"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)
+    target = folder / f"{CALLS_MODULE}.py"
+    target.write_text((Path(__file__).parent / "executor_calls.py").read_text())
+    target.chmod(0o644)
+    sys.path.insert(0, str(folder))
+    sys.modules.pop(CALLS_MODULE, None)
+    try:
+        yield importlib.import_module(CALLS_MODULE)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(CALLS_MODULE, None)
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +66,9 @@ def node_python(cluster: Cluster) -> str:
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-@pytest.fixture
-def same_python(node_python: str) -> None:
-    if node_python != HERE:
-        pytest.skip(f"the nodes run Python {node_python}, this process {HERE}: a call pickled here cannot run "
-                    "there (test_a_call_on_nodes_with_another_python_fails_with_the_fix checks the refusal)")
-
-
 def test_a_call_on_nodes_with_another_python_fails_with_the_fix(site_path: Path, cluster: Cluster, tmp_path: Path,
                                                                  tag: str, node_python: str) -> None:
-    job = executor(site_path, tmp_path, name=tag, variants=["cpu"]).submit(add, 2, 3)
+    job = executor(site_path, tmp_path, name=tag, variants=["cpu"]).submit(add_by_value, 2, 3)
     if node_python == HERE:
         assert job.result(timeout=300) == 5
         return
@@ -91,25 +77,15 @@ def test_a_call_on_nodes_with_another_python_fails_with_the_fix(site_path: Path,
         job.result(timeout=300)
 
 
-class MarkingTrainer(Trainer):
-    """A Trainer that leaves `<restart> <steps done>` in a shared file after each step, for the test to follow."""
-
-    def __init__(self, total: int, marks: str) -> None:
-        super().__init__(total)
-        self.marks = marks
-
-    def __call__(self) -> dict[str, Any]:
-        restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
-        while len(self.done) < self.total:
-            time.sleep(1.0)
-            self.done.append(len(self.done))
-            Path(self.marks).write_text(f"{restart} {len(self.done)}\n")
-        return {"done": self.done, "restarts": int(restart)}
+def calls_env(module: Any) -> dict[str, str]:
+    """The job's environment: the shared folder the calls' module is imported from."""
+    return {"PYTHONPATH": str(Path(module.__file__).parent)}
 
 
-def executor(site_path: Path, tmp_path: Path, **params: Any) -> Executor:
+def executor(site_path: Path, tmp_path: Path, calls: Any = None, **params: Any) -> Executor:
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
-    ex.update_parameters(**{"mode": "race", "python": "python3", "variants": ["cpu", "gpu"], "time": "5m", **params})
+    ex.update_parameters(**{"mode": "race", "python": "python3", "variants": ["cpu", "gpu"], "time": "5m",
+                            "env": calls_env(calls) if calls is not None else {}, **params})
     return ex
 
 
@@ -124,10 +100,10 @@ def ran_once(job: Job, slurm: CliSlurm) -> str:
 
 def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,
-                                                                        tag: str, same_python: None) -> None:
-    ex = executor(site_path, tmp_path, name=tag)
-    job = ex.submit(add, 2, 3)
-    bad = ex.submit(fail, "bad input")
+                                                                        tag: str, calls: Any) -> None:
+    ex = executor(site_path, tmp_path, calls, name=tag)
+    job = ex.submit(calls.add, 2, 3)
+    bad = ex.submit(calls.fail, "bad input")
     assert job.result(timeout=300) == 5
     assert job.state == "COMPLETED" and job.done()
     assert job.variant in ("cpu", "gpu") and job.variant == ran_once(job, slurm)
@@ -135,7 +111,7 @@ def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_pat
     with pytest.raises(ValueError, match="bad input") as info:
         bad.result(timeout=300)
     assert isinstance(info.value.__cause__, RemoteTraceback)
-    remote = str(info.value.__cause__)  # code pickled by value has no source lines on the node: names only
+    remote = str(info.value.__cause__)  # the node's own traceback of the call
     assert ", in fail\n" in remote and remote.endswith("ValueError: bad input\n")
     assert isinstance(bad.exception(), ValueError) and bad.state == "FAILED"
     ran_once(bad, slurm)
@@ -151,13 +127,13 @@ def test_submit_returns_the_value_reraises_the_exception_and_reattaches(site_pat
 
 
 def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Cluster, slurm: CliSlurm,
-                                                 tmp_path: Path, tag: str, same_python: None) -> None:
+                                                 tmp_path: Path, tag: str, calls: Any) -> None:
     marks = cluster.shared / f"{tag}-map"
     marks.mkdir(mode=0o777)
     marks.chmod(0o777)
-    ex = executor(site_path, tmp_path, name=tag)
+    ex = executor(site_path, tmp_path, calls, name=tag)
     items = list(range(20))  # the acceptance: 20 items, 20 results in order, each run once
-    jobs = ex.map(square_once, items, [str(marks)] * len(items))
+    jobs = ex.map(calls.square_once, items, [str(marks)] * len(items))
     assert [job.result(timeout=420) for job in jobs] == [x * x for x in items]
     runs = sorted(p.name.split("-")[0] for p in marks.iterdir())
     assert runs == sorted(str(x) for x in items)  # one run per item
@@ -167,13 +143,13 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
 
 def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,
-                                                                        tag: str, same_python: None) -> None:
+                                                                        tag: str, calls: Any) -> None:
     """Slurm signals the job `grace` before its 2-minute limit; the call checkpoints, the job requeues itself and
     resumes where it stopped. With max_requeues=0 the same call runs on and is killed at the limit."""
-    ex = executor(site_path, tmp_path, name=tag, time="2m", grace="30s", variants=["cpu"], max_requeues=3)
-    job = ex.submit(Trainer(100))
-    capped = executor(site_path, tmp_path, name=f"{tag}-cap", time="2m", grace="30s", variants=["cpu"],
-                      max_requeues=0).submit(Trainer(200))
+    ex = executor(site_path, tmp_path, calls, name=tag, time="2m", grace="30s", variants=["cpu"], max_requeues=3)
+    job = ex.submit(calls.Trainer(100))
+    capped = executor(site_path, tmp_path, calls, name=f"{tag}-cap", time="2m", grace="30s", variants=["cpu"],
+                      max_requeues=0).submit(calls.Trainer(200))
     out = job.result(timeout=600)
     assert out["done"] == list(range(100))  # every step once, none lost across the requeue
     assert 1 <= out["restarts"] <= 3
@@ -185,7 +161,7 @@ def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_pat
 
 
 def test_a_managed_call_preempted_twice_by_fitgpp_and_cut_by_its_time_limit_loses_no_step(
-        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, same_python: None) -> None:
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
     """Managed mode under slurmxd running FitGpp: a TE job filling node c2 and the call (BE) filling c1; each of two
     TE jobs that arrive later finds no room, so FitGpp preempts the call, the only BE job running. Then Slurm's
     own time limit cuts its third run. Each time it checkpoints and resumes; the result has every step once and
@@ -196,7 +172,7 @@ def test_a_managed_call_preempted_twice_by_fitgpp_and_cut_by_its_time_limit_lose
     site_path = daemon_site(cluster, tmp_path, "fitgpp", kinds=("cpu",), grace=15, params={"max_preemptions": 2})
     ex = Executor(site=site_path, folder=tmp_path / "jobs")
     ex.update_parameters(name=tag, mode="managed", python="python3", variants=["cpu"], time="1m", grace="15s",
-                         max_requeues=3, cpus=4)
+                         max_requeues=3, cpus=4, env=calls_env(calls))
     marks = cluster.shared / f"{tag}-marks"
     marks.mkdir(mode=0o777)
     marks.chmod(0o777)
@@ -207,7 +183,7 @@ def test_a_managed_call_preempted_twice_by_fitgpp_and_cut_by_its_time_limit_lose
     try:
         wait_until(lambda: admin.jobs([filler.jobs["cpu"]])[0].state is VariantState.RUNNING, 90,
                    "the TE job filling one node to run")
-        job = ex.submit(MarkingTrainer(80, str(marks / "step")))
+        job = ex.submit(calls.MarkingTrainer(80, str(marks / "step")))
         for run, step in ((0, 10), (1, 20)):
             wait_until(lambda run=run, step=step: _past(marks / "step", run, step), 180,  # type: ignore[misc]
                        f"run {run} past step {step}")

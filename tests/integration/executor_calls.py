@@ -1,0 +1,57 @@
+"""The functions the executor's live tests run: a module the nodes import from the shared storage, so each call
+is pickled by reference and runs on the nodes' own Python 3, whatever its minor version (standard library only)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add(a: int, b: int) -> int:
+    print(f"adding {a} and {b} on {os.environ.get('SLURMX_VARIANT')}", flush=True)
+    return a + b
+
+
+def fail(text: str) -> None:
+    raise ValueError(text)
+
+
+def square_once(x: int, marks: str) -> int:
+    """Leaves one file per run, named by item and job, so a second run of an item would show."""
+    Path(marks, f"{x}-{os.environ['SLURM_JOB_ID']}").touch()
+    return x * x
+
+
+class Trainer:
+    """`total` steps of 1 s; the state is the list of steps done, so a lost or repeated step shows in the result."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: list[int] = []
+
+    def __call__(self) -> dict[str, Any]:
+        while len(self.done) < self.total:
+            time.sleep(1.0)
+            self.done.append(len(self.done))
+        return {"done": self.done, "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+
+    def checkpoint(self) -> Trainer:
+        return self  # resume with this object (its steps so far) and the same arguments
+
+
+class MarkingTrainer(Trainer):
+    """A Trainer that leaves `<restart> <steps done>` in a shared file after each step, for the test to follow."""
+
+    def __init__(self, total: int, marks: str) -> None:
+        super().__init__(total)
+        self.marks = marks
+
+    def __call__(self) -> dict[str, Any]:
+        restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+        while len(self.done) < self.total:
+            time.sleep(1.0)
+            self.done.append(len(self.done))
+            Path(self.marks).write_text(f"{restart} {len(self.done)}\n")
+        return {"done": self.done, "restarts": int(restart)}
