@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
 
 from slurmx.core.actions import Plan, Start
-from slurmx.core.model import ClusterView, Group
+from slurmx.core.model import ClusterView, Group, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.reservation import Reservation, Started, expected_end, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
 
 
 class FifoArgs(PolicyArgs):
-    """`backfill`: let later jobs start while the head of the queue waits (strict FIFO when false)."""
+    """`backfill`: whether later groups may start while the oldest waits. `false`: strict FIFO; `true` or `easy`:
+    EASY backfill as Slurm's, around a reservation for the oldest (policies/reservation.py); `greedy`: any later
+    group that fits starts, however long it delays the oldest. `backfill_depth`: how many groups behind a blocked
+    oldest one each decision looks at (Slurm's `bf_max_job_test`)."""
 
-    backfill: bool = False
+    backfill: Literal["none", "easy", "greedy"] = "none"
+    backfill_depth: int = Field(500, ge=1)
+
+    @field_validator("backfill", mode="before")
+    @classmethod
+    def _booleans(cls, value: object) -> object:
+        return {False: "none", True: "easy"}.get(value, value) if isinstance(value, bool) else value
 
 
 @dataclass(frozen=True)
@@ -29,23 +42,41 @@ class Fifo:
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
+        started: list[Started] = []  # and to whom, with the expected ends (for a reservation)
         actions: list[Start] = []
         notes: list[str] = []
+        mode = self.args.backfill
+        reservation: Reservation | None = None
+        blocked = False
+        looked = 0
         for group in view.pending_groups():
-            placed = self._place(view, group, taken)
+            if blocked:
+                looked += 1
+                if looked > self.args.backfill_depth:
+                    break
+            allowed = None if reservation is None else _leaves(reservation, now)
+            placed = self._place(view, group, taken, allowed)
             if placed is None:
                 notes.append(f"{group.group_id}: no node fits any variant")
-                if not self.args.backfill:
+                if mode == "none":
                     break
+                if mode == "easy" and not blocked:
+                    reservation = reserve(view, group, taken, started, now)
+                    if reservation is not None:
+                        notes.append(f"{group.group_id}: reserved {reservation.node} at t={reservation.at:g}")
+                blocked = True
                 continue
-            kind, node, request = placed
+            kind, node, request, variant = placed
             held = taken.get(node)
             taken[node] = request if held is None else held + request
-            actions.append(Start(group.group_id, kind, (node,), request, reason="fifo: oldest pending group"))
+            started.append((node, request, expected_end(None, variant.estimate_s, now)))
+            reason = "fifo: oldest pending group" if not blocked else f"fifo: {mode} backfill"
+            actions.append(Start(group.group_id, kind, (node,), request, reason=reason))
         return Plan(tuple(actions), tuple(notes))
 
     @staticmethod
-    def _place(view: ClusterView, group: Group, taken: dict[str, Resources]) -> tuple[str, str, Resources] | None:
+    def _place(view: ClusterView, group: Group, taken: dict[str, Resources],
+               allowed: Callable[[str, Variant], bool] | None) -> tuple[str, str, Resources, Variant] | None:
         for kind in view.kinds:
             variant = group.variant(kind)
             if variant is None:
@@ -55,9 +86,15 @@ class Fifo:
             # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
             for name in view.fitting_node_names(kind, request):
                 held = taken.get(name)
-                if held is None or (held + request).fits_in(view.nodes[name].free):
-                    return kind, name, request
+                if (held is None or (held + request).fits_in(view.nodes[name].free)) and \
+                        (allowed is None or allowed(name, variant)):
+                    return kind, name, request, variant
         return None
+
+
+def _leaves(reservation: Reservation, now: float) -> Callable[[str, Variant], bool]:
+    """Whether starting a variant now on a node leaves the head's reservation intact (EASY backfill)."""
+    return lambda node, variant: reservation.allows(node, variant.request, expected_end(None, variant.estimate_s, now))
 
 
 register("fifo", FifoArgs)(Fifo)
