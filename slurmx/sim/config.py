@@ -21,6 +21,7 @@ profiling: {fixed: 0, fraction: 0.03}
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,6 +235,9 @@ class SimConfig(_Model):
     mode: Mode = "event"
     period_s: float | None = Field(None, alias="period", gt=0)
     checkpoint: Literal["keep", "lose"] = "keep"
+    # What a job pays each time it starts again after a preemption or requeue (loading its checkpoint, warming
+    # up): its work begins this long after the start. 0 (the papers' silent default) makes preemption free.
+    restart_cost_s: float = Field(0.0, alias="restart_cost", ge=0, allow_inf_nan=False)
     estimation_error: ErrorModelConfig | None = None
     profiling: ProfilingConfig = ProfilingConfig()
     call_when_idle: bool = False
@@ -241,7 +245,7 @@ class SimConfig(_Model):
     count_notes: tuple[str, ...] = ()
     report: ReportConfig = ReportConfig()
 
-    @field_validator("period_s", mode="before")
+    @field_validator("period_s", "restart_cost_s", mode="before")
     @classmethod
     def _period(cls, value: Any) -> Any:
         return _seconds(value)
@@ -259,6 +263,7 @@ class SimConfig(_Model):
             call_when_idle=self.call_when_idle,
             view=self.view,
             count_notes=self.count_notes,
+            restart_cost_s=self.restart_cost_s,
         )
 
 
@@ -287,6 +292,7 @@ class EngineOptions:
     # A victim's time from the grace signal to its requeue when its hook exits at once on the signal (measured by
     # `slurmx fidelity`); None: it keeps its node for its whole grace period.
     requeue_delay_s: float | None = None
+    restart_cost_s: float = 0.0  # a restarted job's work begins this long after its start (SimConfig.restart_cost)
 
     def __post_init__(self) -> None:
         if self.mode != "event" and not self.period_s > 0:
@@ -295,6 +301,8 @@ class EngineOptions:
             raise ValueError(f"start_latency_s must be >= 0, got {self.start_latency_s}")
         if self.requeue_delay_s is not None and not self.requeue_delay_s >= 0:
             raise ValueError(f"requeue_delay_s must be >= 0, got {self.requeue_delay_s}")
+        if not (self.restart_cost_s >= 0 and math.isfinite(self.restart_cost_s)):
+            raise ValueError(f"restart_cost_s must be finite and >= 0, got {self.restart_cost_s}")
 
 
 def parse_sim_config(data: Mapping[str, Any], source: str = "<sim>") -> SimConfig:

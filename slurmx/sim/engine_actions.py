@@ -168,6 +168,8 @@ class ActionSteps(EngineState):
         begin = now + self.options.start_latency_s
         if j.first_start is None:
             j.first_start = begin
+        else:  # a restart: the job reloads its checkpoint before its work goes on (`restart_cost`)
+            begin += self.options.restart_cost_s
         j.status = RUNNING
         j.kind = a.kind
         j.kinds = (a.kind,)

@@ -243,6 +243,18 @@ def test_a_preempted_job_resumes_with_exactly_the_work_left(checkpoint: str, wor
     assert result.reschedule_intervals == (10.0,)
 
 
+def test_a_restart_cost_delays_the_resumed_work_not_the_first_start() -> None:
+    """As above with `keep`, and each restart paying 15 s to reload: a restarts at 40, works from 55, ends at 125;
+    its node is held from the restart (the cost is time on the node), its first start is not charged."""
+    policy = _preempt_at_30(10)
+    result = run([job("a", 0, 100, cpus=4), job("b", 30, 1, cpus=1)], policy, model=cluster(cpus=8),
+                 restart_cost_s=15.0)
+    a = record(result, "a")
+    assert (a.first_start, a.finish, a.preemptions) == (0.0, 125.0, 1)
+    with pytest.raises(ValueError, match="restart_cost_s must be finite and >= 0"):
+        EngineOptions(restart_cost_s=-1.0)
+
+
 def test_the_grace_period_holds_the_node_and_a_zero_grace_frees_it_at_once() -> None:
     def decide(grace: int) -> Scripted:
         def plan(view: ClusterView, now: float) -> Sequence[Action]:

@@ -30,7 +30,8 @@ def test_quick_run_reports_every_table_claim_and_figure(quick: Reproduction) -> 
     assert {"table1", "table2", "table3", "s", "P", "te_share", "grace_scale", "be_sources"} <= set(quick.data)
     titles = [t.title.split(":")[0] for t in quick.tables]
     assert titles == ["Table 1", "Table 2", "Table 3", "Fig. 4", "Fig. 5 / Table 4", "Fig. 6", "Fig. 7",
-                      "BE sources (not in the paper)", "Readings (not in the paper)"]
+                      "BE sources (not in the paper)", "Readings (not in the paper)", "Steady state (not in the paper)",
+                      "Restart cost (not in the paper)"]
     for claim in quick.claims:
         assert claim.paper and claim.ours
         assert claim.holds is None or claim.check
@@ -49,8 +50,9 @@ def test_identical_runs_are_simulated_once(quick: Reproduction) -> None:
     # main 4; s 0/4/8: 3; P: LRTP, RAND at 1 and all three at inf: 5; TE share 0.3 adds FIFO, 0.5 all four: 5;
     # grace x8: FitGpp s=4, s=8, LRTP, RAND: 4 (x1 is s=4, s=8 and P=1 already); BE sources: FitGpp at P = 0 (FIFO
     # and FitGpp are the TE share 0.3 runs); readings: FIFO at grace sd 1, and FitGpp, LRTP, RAND at wait / sd 1,
-    # reselect / sd 1 and reselect / sd 3 (wait / sd 3 is the default: the runs above)
-    assert quick.data["runs"] == 4 + 3 + 5 + 5 + 4 + 1 + 10
+    # reselect / sd 1 and reselect / sd 3 (wait / sd 3 is the default: the runs above); steady: FIFO and FitGpp
+    # at 512 and 1,024 jobs (2,048 is main); restart cost: FitGpp at 5 min (FIFO and 0 min are the TE share 0.3 runs)
+    assert quick.data["runs"] == 4 + 3 + 5 + 5 + 4 + 1 + 10 + 4 + 1
     assert quick.data["readings"]["wait, GP sd 3"]["be_p50"]["fitgpp"] == quick.data["s"]["s=4"]["fitgpp"]["be_p50"]
     assert quick.data["be_sources"]["FitGpp, P=1"]["be_p50"] == quick.data["s"]["s=4"]["fitgpp"]["be_p50"]
     assert quick.data["be_sources"]["TE first, P=0"]["preempted_be"] == 0.0

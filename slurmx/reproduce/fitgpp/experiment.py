@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ __all__ = ["EXPERIMENTS", "POLICIES", "PREEMPTIVE_ARGS", "READINGS", "WORKLOAD",
            "RunOutcome", "RunSpec", "Scale", "backlog", "experiment_points", "measured_load", "pool",
            "reading_label", "run_all", "run_one", "scale_of", "selected", "slowdowns"]
 
-EXPERIMENTS = ("main", "intervals", "preempted", "s", "P", "te_share", "grace_scale", "be_sources", "readings")
+EXPERIMENTS = ("main", "intervals", "preempted", "s", "P", "te_share", "grace_scale", "be_sources", "readings",
+               "steady", "restart_cost")
 POLICIES = ("fifo", "fitgpp", "lrtp", "rand")
 MIN = 60.0
 NODE = {"cpus": 32, "mem": "256G", "gres": "gpu:8"}
@@ -72,11 +73,15 @@ class Scale:
     p_values: tuple[int | None, ...]
     te_shares: tuple[float, ...]
     grace_scales: tuple[float, ...]
+    lengths: tuple[int, ...] = ()  # `steady`: run lengths (jobs) on the main experiment's nodes
+    steady_sets: int = 1
+    restart_costs_min: tuple[float, ...] = ()  # `restart_cost`: minutes a restarted job spends reloading
 
 
 FULL = Scale(65536, 8, 84, 8192, 2, 84, (0.0, 1.0, 2.0, 4.0, 8.0), (1, 2, None), (0.1, 0.3, 0.5),
-             (1.0, 2.0, 4.0, 8.0))
-QUICK = Scale(2048, 1, 84, 384, 1, 12, (0.0, 4.0, 8.0), (1, None), (0.3, 0.5), (1.0, 8.0))
+             (1.0, 2.0, 4.0, 8.0), (8192, 16384, 32768, 65536), 2, (0.0, 1.0, 5.0))
+QUICK = Scale(2048, 1, 84, 384, 1, 12, (0.0, 4.0, 8.0), (1, None), (0.3, 0.5), (1.0, 8.0), (512, 1024, 2048), 1,
+              (0.0, 5.0))
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class RunSpec:
     nodes: int
     policy_params: tuple[tuple[str, Any], ...] = ()
     workload_params: tuple[tuple[str, Any], ...] = ()
+    restart_cost_s: float = 0.0
 
     def params(self) -> FitgppParams:
         return FitgppParams.model_validate({**WORKLOAD, "n_jobs": self.jobs, "nodes": self.nodes,
@@ -102,6 +108,7 @@ class RunSpec:
             "policy": {"name": self.policy, "params": {**params, **dict(self.policy_params)}},
             "mode": "tick",
             "checkpoint": "keep",
+            "restart_cost": self.restart_cost_s,
             "count_notes": [FALLBACK_NOTE],
         }, f"fitgpp reproduction ({self.policy})")
 
@@ -123,6 +130,9 @@ class RunOutcome:
     cpu_s: float = 0.0
     backlog: tuple[int, ...] = ()
     gpu_alloc: float = math.nan  # allocated share of the GPUs over the submission window (grace holds included)
+    # Each job of `te` / `be`: its place in the submission order (0 = the first job, 1 = the last).
+    te_at: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    be_at: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 BACKLOG_AT = (0.25, 0.5, 0.75, 1.0)  # fractions of the submission window where the backlog is counted
@@ -171,6 +181,15 @@ def slowdowns(records: Sequence[JobRecord], cls: JobClass) -> npt.NDArray[np.flo
     return np.array([(r.finish - r.submit) / r.exec_s for r in records if r.job_class is cls and not r.cancelled])
 
 
+def submitted_at(records: Sequence[JobRecord], cls: JobClass) -> npt.NDArray[np.float64]:
+    """Each `cls` job's place in the submission order of all jobs (0 the first, 1 the last), in `slowdowns`'
+    order: warm-up is cut by jobs, as the closed loop submits its first hundreds at once."""
+    order = sorted(range(len(records)), key=lambda i: (records[i].submit, i))
+    rank = np.empty(len(records))
+    rank[order] = np.arange(len(records)) / max(len(records) - 1, 1)
+    return np.array([rank[i] for i, r in enumerate(records) if r.job_class is cls and not r.cancelled])
+
+
 def run_one(spec: RunSpec) -> RunOutcome:
     """Run one spec (top level, so a process pool can pickle it)."""
     jobs = fitgpp(spec.params(), spec.seed)
@@ -188,7 +207,8 @@ def run_one(spec: RunSpec) -> RunOutcome:
                       result.stats.wall_s, result.stats.policy_wall_s, cpu,
                       backlog(jobs, {r.job_id: r.first_start if r.first_start is not None else r.finish
                                      for r in records}),
-                      _gpu_alloc(result, min(j.submit_time for j in jobs), max(j.submit_time for j in jobs)))
+                      _gpu_alloc(result, min(j.submit_time for j in jobs), max(j.submit_time for j in jobs)),
+                      submitted_at(records, JobClass.TE), submitted_at(records, JobClass.BE))
 
 
 def _gpu_alloc(result: SimResult, start: float, end: float) -> float:
@@ -227,16 +247,19 @@ def _non_default(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _point(label: str, policy: str, scale: Scale, main: bool, policy_params: Mapping[str, Any] | None = None,
-           workload_params: Mapping[str, Any] | None = None) -> Point:
+           workload_params: Mapping[str, Any] | None = None, *, jobs_sets: tuple[int, int] | None = None,
+           restart_cost_s: float = 0.0) -> Point:
     jobs, sets, nodes = (scale.jobs, scale.sets, scale.nodes) if main else (
         scale.sweep_jobs, scale.sweep_sets, scale.sweep_nodes)
+    if jobs_sets is not None:  # `steady`: another length on the main experiment's nodes
+        (jobs, sets), nodes = jobs_sets, scale.nodes
     specs = []
     for seed in range(sets):
         params = _non_default(policy_params)
         if policy == "rand":
             params = {**dict(_rand_params(seed)), **params}
         specs.append(RunSpec(policy, seed, jobs, nodes, tuple(sorted(params.items())),
-                             tuple(sorted(_non_default(workload_params).items()))))
+                             tuple(sorted(_non_default(workload_params).items())), restart_cost_s))
     return Point(label, policy, tuple(specs))
 
 
@@ -261,6 +284,13 @@ def experiment_points(experiment: str, scale: Scale) -> list[Point]:
         return [_point("FIFO", "fifo", scale, False), _point("TE first, P=0", "fitgpp", scale, False,
                                                              {"max_preemptions": 0}),
                 _point("FitGpp, P=1", "fitgpp", scale, False)]
+    if experiment == "steady":
+        return [_point(f"{n} jobs", policy, scale, False, jobs_sets=(n, scale.steady_sets))
+                for n in scale.lengths for policy in ("fifo", "fitgpp")]
+    if experiment == "restart_cost":
+        return [_point("FIFO", "fifo", scale, False)] + [
+            _point(f"restart {m:g} min", "fitgpp", scale, False, restart_cost_s=m * MIN)
+            for m in scale.restart_costs_min]
     if experiment == "readings":
         return [_point(reading_label(g, sd), policy, scale, False, None if policy == "fifo" else {"in_grace": g},
                        {"gp_sd_min": sd}) for g, sd in READINGS for policy in POLICIES]
@@ -319,8 +349,7 @@ def pool(results: Results, point: Point) -> Pooled:
 def scale_of(options: ReproOptions) -> Scale:
     """The run size `options` ask for (`--seeds` sets the main experiment's sets only)."""
     base = QUICK if options.quick else FULL
-    return Scale(base.jobs, options.seeds or base.sets, base.nodes, base.sweep_jobs, base.sweep_sets,
-                 base.sweep_nodes, base.s_values, base.p_values, base.te_shares, base.grace_scales)
+    return replace(base, sets=options.seeds or base.sets)
 
 
 def selected(options: ReproOptions) -> tuple[str, ...]:

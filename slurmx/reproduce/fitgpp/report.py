@@ -39,6 +39,7 @@ from slurmx.reproduce.fitgpp.experiment import (
     reading_label,
 )
 from slurmx.reproduce.fitgpp.plots import NAMES, plots
+from slurmx.reproduce.fitgpp.steady import restart_cost, steady
 
 __all__ = ["ASSUMPTIONS", "TITLE", "non_increasing_in_s", "report"]
 
@@ -377,7 +378,8 @@ def _readings(rep: Reproduction, results: Results, scale: Scale) -> None:
 
 BUILDERS: dict[str, Callable[[Reproduction, Results, Scale], None]] = {
     "main": _main, "intervals": _intervals, "preempted": _preempted, "s": _s, "P": _p, "te_share": _te_share,
-    "grace_scale": _grace_scale, "be_sources": _be_sources, "readings": _readings,
+    "grace_scale": _grace_scale, "be_sources": _be_sources, "readings": _readings, "steady": steady,
+    "restart_cost": restart_cost,
 }
 
 
@@ -421,7 +423,8 @@ ASSUMPTIONS = [
     "(in_grace: reselect) — brings LRTP's and RAND's preempted share to about 7x FitGpp's but 4x the paper's, and "
     "fires FitGpp's fallback; `readings` shows both with grace sd 3 and 1",
     "slowdown = (completion - submission) / execution time: the victim's grace and re-queue wait count as waiting",
-    "a preempted job makes no progress in its grace period and resumes its remaining work (no resume cost)",
+    "a preempted job makes no progress in its grace period and resumes its remaining work (no resume cost; "
+    "`restart_cost` shows 1 and 5 minutes)",
     "LRTP / RAND pick victims cluster-wide until the TE job fits on one node (digest §2.2); P applies to all three",
     "RAND: one random stream per set (seed = set index) instead of 4 repetitions of each set",
     "percentiles pool the jobs of all sets; preempted proportion = BE jobs preempted at least once over all BE "
