@@ -9,6 +9,7 @@ import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from slurmx.policies.synergy import ClusterShape, Mechanism, Order
@@ -52,9 +53,19 @@ __all__ = [
     "trace_jobs",
 ]
 
-EXPERIMENTS = ("headline", "policies", "ratio", "load", "multigpu", "bigdata", "physical", "engine")
+EXPERIMENTS = ("headline", "policies", "ratio", "load", "multigpu", "bigdata", "physical", "philly", "engine")
 ENGINE_MECHANISMS: tuple[Mechanism, ...] = ("prop", "tune")
 PEER_JOBLIST = Path(__file__).resolve().parents[4] / "shared" / "peers" / "synergy" / "joblist_load9.0.csv"
+PHILLY_CSV = Path(__file__).resolve().parents[4] / "shared" / "traces" / "philly_derived_pollux_sia" / "philly.csv"
+# Fig. 6's job list (the released code's `--philly_arrival --no_exp --multigpu`, digest §4.3): arrivals from hour
+# 2400 to 3000 after the raw log's first submission, GPU demand in {1, 2, 4, 8, 16}, duration in 10^1.5-10^4 min,
+# the first 8,000 such jobs, arrivals re-based to 0, on 64 servers (512 GPUs).
+PHILLY_START = datetime(2017, 8, 7)
+PHILLY_HOURS = (2400.0, 3000.0)
+PHILLY_GPUS = (1, 2, 4, 8, 16)
+PHILLY_MINUTES = (10 ** 1.5, 10 ** 4.0)
+PHILLY_FIRST = 8000
+PHILLY_SERVERS = 64
 W1 = (20.0, 70.0, 10.0)
 W2 = (50.0, 0.0, 50.0)
 
@@ -82,7 +93,7 @@ class RunSpec:
 
     mechanism: Mechanism
     order: Order
-    trace: str = "peers"  # peers | gen | static | dynamic
+    trace: str = "peers"  # peers | gen | static | dynamic | philly
     load: float = 9.0
     split: tuple[float, float, float] = W1
     multi_gpu: bool = False
@@ -142,8 +153,38 @@ def _generated(spec: RunSpec) -> list[RoundJob]:
             for j in synergy(params, spec.seed)]
 
 
+def philly_jobs(path: Path, split: tuple[float, float, float] = W1, first: int = PHILLY_FIRST) -> list[RoundJob]:
+    """Fig. 6's selection from the Philly-derived CSV (`timestamp,duration,num_gpus,...`): the trace's arrivals,
+    GPU demands and durations; models by the released mix for `split`, iterations from the duration at the
+    proportional share. Every job is measured."""
+    low, high = (PHILLY_START + timedelta(hours=h) for h in PHILLY_HOURS)
+    picked: list[tuple[datetime, float, int]] = []
+    try:
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                at = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
+                seconds, gpus = float(row["duration"]), int(row["num_gpus"])
+                if low <= at < high and gpus in PHILLY_GPUS and \
+                        PHILLY_MINUTES[0] * 60 < seconds < PHILLY_MINUTES[1] * 60:
+                    picked.append((at, seconds, gpus))
+    except (OSError, KeyError, ValueError) as exc:
+        raise UnknownPaper(f"synergy: cannot read the Philly-derived trace {path} ({exc}); it is in "
+                           "../shared/traces/philly_derived_pollux_sia/") from None
+    picked.sort(key=lambda p: p[0])  # stable: the file's order among equal timestamps
+    picked = picked[:first]
+    if not picked:
+        raise UnknownPaper(f"synergy: no job of {path} passes Fig. 6's selection")
+    start = picked[0][0]
+    models = assign_models(len(picked), split)
+    return [RoundJob(i, (at - start).total_seconds(), gpus, m.name, max(1, int(seconds / m.iter_time_s + 1e-9)),
+                     m.iter_time_s)
+            for i, ((at, seconds, gpus), m) in enumerate(zip(picked, models, strict=True))]
+
+
 def trace_jobs(spec: RunSpec) -> list[RoundJob]:
-    """The spec's trace: the authors' job list or our generator's."""
+    """The spec's trace: the authors' job list, the Philly selection, or our generator's."""
+    if spec.trace == "philly":
+        return philly_jobs(PHILLY_CSV, spec.split, spec.n_jobs)
     return peer_jobs(spec.window, spec.split) if spec.trace == "peers" else _generated(spec)
 
 
@@ -192,6 +233,7 @@ def gen_spec(scale: Scale, mechanism: Mechanism, order: Order, load: float, **kw
 
 
 LOADS = (3.0, 5.0, 7.0, 9.0)
+PHILLY_ORDERS: tuple[Order, ...] = ("fifo", "srtf", "las")
 MULTI: tuple[tuple[Order, float], ...] = (("las", 4.0), ("srtf", 5.5))
 BASELINES: tuple[tuple[Order, str], ...] = (("drf", "7.2x"), ("tetris", "1.8x"))
 
@@ -224,6 +266,10 @@ def specs_of(experiment: str, scale: Scale) -> list[RunSpec]:
         return ([gen_spec(scale, m, o, load, multi_gpu=True) for o, load in MULTI
                  for m in ("prop", "tune")]
                 + [gen_spec(scale, m, "fifo", 5.5, multi_gpu=True, split=W2) for m in ("prop", "greedy", "tune")])
+    if experiment == "philly":  # the file is outside the repository: full runs only
+        return [] if not scale.peers else [
+            RunSpec(m, o, "philly", 0.0, servers=PHILLY_SERVERS, n_jobs=PHILLY_FIRST, window=(0, PHILLY_FIRST))
+            for o in PHILLY_ORDERS for m in ("prop", "tune")]
     if experiment == "bigdata":
         return [base_spec(scale, m, o, split=sp) for sp in (W1, W2) for o, _ in BASELINES for m in ("greedy", "tune")]
     return [physical_spec(scale, k, m, s) for k in ("static", "dynamic") for m in ("prop", "tune", "opt")
