@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurmx.reproduce import UnknownPaper
+from slurmx.reproduce.allox.authors_input import authors_jobs
 from slurmx.reproduce.base import ReproOptions
 from slurmx.sim.config import SimConfig, parse_sim_config
 from slurmx.sim.jobs import SimJob
@@ -27,7 +28,7 @@ __all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "DEFAULT_ALPHA", "DEFAULT_ERROR", "DEFAUL
            "MAIN_POLICIES", "QUICK", "UNIT_S", "Results", "RunOutcome", "RunSpec", "Scale", "average_speedup",
            "experiment_specs", "progress_spread", "run_all", "run_one", "scale_of", "selected"]
 
-EXPERIMENTS = ("main", "alpha", "error", "overhead")
+EXPERIMENTS = ("authors", "main", "alpha", "error", "overhead")
 
 UNIT_S = 60.0  # the workload's time unit (AlloxParams.time_unit_s)
 GPU_NODE = {"nodes": 20, "cpus": 4, "mem": "61G", "gres": "gpu:1"}  # EC2 p2.xlarge: 1 K80, 4 cores, 61 GB
@@ -47,11 +48,12 @@ class Scale:
     alphas: tuple[float, ...]
     errors: tuple[float, ...]
     overheads: tuple[float, ...]
+    authors: bool = True  # run the `authors` experiment (their input file is outside the repository)
 
 
 FULL = Scale(1000, 5, tuple(round(0.1 * i, 1) for i in range(1, 11)), (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6),
              (0.0, 0.03, 0.06, 0.09, 0.12, 0.15))
-QUICK = Scale(15, 1, (0.1, 0.5, 1.0), (0.0, 0.1, 0.6), (0.0, 0.03, 0.15))
+QUICK = Scale(15, 1, (0.1, 0.5, 1.0), (0.0, 0.1, 0.6), (0.0, 0.03, 0.15), authors=False)
 DEFAULT_ERROR, DEFAULT_OVERHEAD, DEFAULT_ALPHA = 0.1, 0.03, 0.1
 
 
@@ -66,12 +68,14 @@ class RunSpec:
     alpha: float = DEFAULT_ALPHA
     error_sd: float = DEFAULT_ERROR
     overhead: float = DEFAULT_OVERHEAD
+    source: str = "generator"  # "generator": the stand-in workload; "authors": their simulator's input file
 
     @staticmethod
     def make(policy: str, seed: int, scale: Scale, alpha: float = DEFAULT_ALPHA, error_sd: float = DEFAULT_ERROR,
-             overhead: float = DEFAULT_OVERHEAD) -> RunSpec:
-        return RunSpec(policy, seed, scale.jobs_per_user, alpha if policy in ("allox", "allox_plus") else 0.0,
-                       error_sd if policy != "drff" else 0.0, overhead if policy != "drff" else 0.0)
+             overhead: float = DEFAULT_OVERHEAD, source: str = "generator") -> RunSpec:
+        return RunSpec(policy, seed, scale.jobs_per_user if source == "generator" else 1000,
+                       alpha if policy in ("allox", "allox_plus") else 0.0, error_sd if policy != "drff" else 0.0,
+                       overhead if policy != "drff" else 0.0, source)
 
     def config(self, jobs: Sequence[SimJob] = ()) -> SimConfig:
         """The run's config; DRFA's β is the workload's average speedup, as the authors compute it, and ES
@@ -94,6 +98,8 @@ class RunSpec:
         }, f"allox reproduction ({self.policy})")
 
     def workload(self) -> list[SimJob]:
+        if self.source == "authors":  # one fixed input: their drawn errors (sd 0.1), or none (DRFF)
+            return list(authors_jobs(with_errors=self.error_sd > 0))
         return allox(AlloxParams(jobs_per_user=self.jobs_per_user, estimate_error_sd=self.error_sd), self.seed)
 
 
@@ -180,6 +186,8 @@ Results = Mapping[RunSpec, RunOutcome]
 def experiment_specs(experiment: str, scale: Scale, seeds: range) -> list[RunSpec]:
     """The runs one experiment needs (runs the experiments share are equal specs: dedupe before running)."""
     out: list[RunSpec] = []
+    if experiment == "authors":  # one fixed input, no seeds; its file is outside the repository: full runs only
+        return [RunSpec.make(p, 0, scale, source="authors") for p in MAIN_POLICIES] if scale.authors else []
     for s in seeds:
         if experiment == "main":
             out += [RunSpec.make(p, s, scale) for p in MAIN_POLICIES]
@@ -197,7 +205,7 @@ def scale_of(options: ReproOptions, jobs_per_user: int | None = None) -> Scale:
     """The run size `options` ask for; `jobs_per_user` overrides the scale's (the paper's 1,000; quick 15)."""
     base = QUICK if options.quick else FULL
     return Scale(jobs_per_user or base.jobs_per_user, options.seeds or base.seeds, base.alphas, base.errors,
-                 base.overheads)
+                 base.overheads, base.authors)
 
 
 def selected(options: ReproOptions) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def _mean(results: Results, specs: Sequence[RunSpec], what: Callable[[RunOutcome
     return float(np.mean(values)) if values else math.nan
 
 
-def _jct(results: Results, policy: str, scale: Scale, seeds: range, **kw: float) -> float:
+def _jct(results: Results, policy: str, scale: Scale, seeds: range, **kw: Any) -> float:
     return _mean(results, [RunSpec.make(policy, s, scale, **kw) for s in seeds], lambda o: o.mean_jct)
 
 
@@ -64,7 +65,7 @@ def _fmt(x: float) -> str:
     return f"{x:,.1f}"
 
 
-def _per_seed(results: Results, policy: str, scale: Scale, seeds: range, **kw: float) -> list[float]:
+def _per_seed(results: Results, policy: str, scale: Scale, seeds: range, **kw: Any) -> list[float]:
     return [results[RunSpec.make(policy, s, scale, **kw)].mean_jct for s in seeds]
 
 
@@ -76,32 +77,40 @@ def _chain(jct: Mapping[str, float]) -> float:
     return min(-change_pct(a, b) for a, b in links)
 
 
-def _main(rep: Reproduction, results: Results, scale: Scale, seeds: range) -> None:
-    jct = {p: _jct(results, p, scale, seeds) for p in MAIN_POLICIES}
-    top1 = {p: _mean(results, [RunSpec.make(p, s, scale) for s in seeds], lambda o: o.top1_jct) for p in jct}
-    spread = {p: _mean(results, [RunSpec.make(p, s, scale) for s in seeds], lambda o: o.spread) for p in jct}
-    by_seed = {p: _per_seed(results, p, scale, seeds) for p in MAIN_POLICIES}
+def _main(rep: Reproduction, results: Results, scale: Scale, seeds: range, source: str = "generator",
+          name: str = "main") -> None:
+    """Fig. 13's comparison on one workload: the authors' input (`authors`) or the stand-in generator (`main`)."""
+    if source == "authors" and not scale.authors:
+        rep.conditions.append("authors: skipped (quick run; the authors' input is outside the repository)")
+        return
+    jct = {p: _jct(results, p, scale, seeds, source=source) for p in MAIN_POLICIES}
+    top1 = {p: _mean(results, [RunSpec.make(p, s, scale, source=source) for s in seeds], lambda o: o.top1_jct)
+            for p in jct}
+    spread = {p: _mean(results, [RunSpec.make(p, s, scale, source=source) for s in seeds], lambda o: o.spread)
+              for p in jct}
+    by_seed = {p: _per_seed(results, p, scale, seeds, source=source) for p in MAIN_POLICIES}
     seed_jct = [{p: by_seed[p][i] for p in MAIN_POLICIES} for i in range(len(seeds))]
     ranking = " < ".join(_label(p) for p in sorted(MAIN_POLICIES, key=jct.__getitem__))
     rep.claims.append(ordering_claim(
-        "main: average JCT ordering", "SRPT < AlloX < DRFA < {ES, DRFS} < DRFF (Fig. 13)", ranking,
+        f"{name}: average JCT ordering", "SRPT < AlloX < DRFA < {ES, DRFS} < DRFF (Fig. 13)", ranking,
         margin=_chain(jct), per_seed=[_chain(j) for j in seed_jct], seeds=seeds,
         check="smallest link's margin (1 - lower/higher) > 0 on the mean and in every seed"))
     for base, paper in PAPER_REDUCTION.items():
         change = change_pct(jct["allox"], jct[base])
         rep.claims.append(band_claim(
-            f"main: AlloX's JCT reduction vs {base.upper()}", f"{paper:.0%} (§5.2.2)", f"{change / 100:+.1%}",
+            f"{name}: AlloX's JCT reduction vs {base.upper()}", f"{paper:.0%} (§5.2.2)", f"{change / 100:+.1%}",
             value=change, paper_value=-100 * paper, unit="%", direction="lower", tolerance=REDUCTION_TOLERANCE,
             seeds=seeds, per_seed=[change_pct(by_seed["allox"][i], by_seed[base][i]) for i in range(len(seeds))]))
     gap = change_pct(jct["allox"], jct["srpt"])
-    rep.claims.append(info_claim("main: AlloX (α = 0.1) above SRPT", "30% (§5.2.2; 'not far from SRPT')",
+    rep.claims.append(info_claim(f"{name}: AlloX (α = 0.1) above SRPT", "30% (§5.2.2; 'not far from SRPT')",
                                  f"{gap / 100:+.1%} (or SRPT {pct(1 - jct['srpt'] / jct['allox'])} below AlloX)",
                                  value=gap, paper_value=30.0, unit="%", direction="lower", seeds=seeds,
                                  per_seed=[change_pct(j["allox"], j["srpt"]) for j in seed_jct],
                                  check="informational: SRPT preempts for free"))
-    top1_seed = {p: [results[RunSpec.make(p, s, scale)].top1_jct for s in seeds] for p in ("allox", "srpt")}
+    top1_seed = {p: [results[RunSpec.make(p, s, scale, source=source)].top1_jct for s in seeds]
+                 for p in ("allox", "srpt")}
     rep.claims.append(ordering_claim(
-        "main: longest 1% of jobs, AlloX vs SRPT", "AlloX beats SRPT (Fig. 13 caption)",
+        f"{name}: longest 1% of jobs, AlloX vs SRPT", "AlloX beats SRPT (Fig. 13 caption)",
         f"AlloX {_fmt(top1['allox'])} vs SRPT {_fmt(top1['srpt'])}", margin=-change_pct(top1["allox"], top1["srpt"]),
         per_seed=[-change_pct(a, b) for a, b in zip(top1_seed["allox"], top1_seed["srpt"], strict=True)],
         seeds=seeds, check="AlloX < SRPT (mean JCT of the longest 1%) on the mean and in every seed"))
@@ -109,10 +118,11 @@ def _main(rep: Reproduction, results: Results, scale: Scale, seeds: range) -> No
                   f"{spread[p]:.4f}" if not math.isnan(spread[p]) else "n/a (preempts)",
                   pct(1.0 - jct["allox"] / jct[p]) if p != "allox" else "")
                  for p in sorted(MAIN_POLICIES, key=jct.__getitem__))
-    rep.tables.append(ResultTable(f"main: mean over {len(seeds)} seeds (time unit {UNIT_S:g} s)",
+    over = "the authors' input (one fixed workload)" if source == "authors" else f"mean over {len(seeds)} seeds"
+    rep.tables.append(ResultTable(f"{name}: {over} (time unit {UNIT_S:g} s)",
                                   ("policy", "avg JCT", "avg JCT longest 1%", "progress std", "AlloX reduction"),
                                   rows))
-    rep.data["main"] = {"mean_jct": jct, "top1_jct": top1, "progress_std": spread,
+    rep.data[name] = {"mean_jct": jct, "top1_jct": top1, "progress_std": spread,
                         "ordered_per_seed": [_chain(j) > 0 for j in seed_jct], "mean_jct_per_seed": by_seed}
 
 
@@ -162,7 +172,10 @@ def _sweep(rep: Reproduction, results: Results, scale: Scale, seeds: range, name
 
 def _sweep_seed(results: Results, scale: Scale, seed: int, key: str, points: Sequence[float],
                 policies: Sequence[str]) -> dict[str, list[float]]:
-    return {p: [results[RunSpec.make(p, seed, scale, **{key: x})].mean_jct for x in points] for p in policies}
+    def point(x: float) -> dict[str, Any]:
+        return {key: x}
+
+    return {p: [results[RunSpec.make(p, seed, scale, **point(x))].mean_jct for x in points] for p in policies}
 
 
 def _beats(better: Sequence[float], *others: Sequence[float]) -> float:
@@ -295,6 +308,8 @@ def report(results: Results, only: Sequence[str], scale: Scale, seeds: range, qu
            plot_dir: Path | None) -> Reproduction:
     """The whole report of the selected experiments, from their runs' outcomes."""
     rep = Reproduction("allox", TITLE, _conditions(scale, seeds, quick), list(ASSUMPTIONS))
+    if "authors" in only:
+        _main(rep, results, scale, range(1), source="authors", name="authors' input")
     for name, build in (("main", _main), ("alpha", _alpha), ("error", _error), ("overhead", _overhead)):
         if name in only:
             build(rep, results, scale, seeds)
