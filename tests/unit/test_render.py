@@ -330,3 +330,15 @@ def test_each_script_embeds_the_bash_hook_once_and_sample_modules_only_in_sample
     assert "/sample.py" not in variant and "/search.py" not in variant
     assert "/sample.py" in sample and "/search.py" not in sample
     assert "/sample.py" in search and "/search.py" in search and "python3 -m slurmx.hooks.search" in search
+
+
+def test_a_pythonpath_in_env_keeps_the_hooks_importable(tmp_path: Path) -> None:
+    """`env: {PYTHONPATH: ...}` is the user's code; the job's own `slurmx.hooks` (in the group folder's pylib) must
+    stay on the path, or every Python payload using the hooks fails with ModuleNotFoundError."""
+    job = parse_spec({"name": "j", "command": "true", "env": {"PYTHONPATH": "/shared/code"}})
+    script = render_variant(job, site(), "cpu", GID, "race", "job.yaml").script
+    block = section(script, 'export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib', "# --- the payload, verbatim")
+    exports = [line for line in block.splitlines() if line.startswith("export PYTHONPATH=")]
+    shown = subprocess.run(["bash", "-c", "\n".join([*exports, 'echo "$PYTHONPATH"'])], capture_output=True,
+                           text=True, check=True, env={"SLURMX_SPOOL_DIR": str(tmp_path)}).stdout.strip()
+    assert shown == f"{tmp_path}/pylib:/shared/code"
