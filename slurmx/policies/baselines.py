@@ -46,7 +46,7 @@ class Fifo:
         actions: list[Start] = []
         notes: list[str] = []
         mode = self.args.backfill
-        reservation: Reservation | None = None
+        allowed: Callable[[str, Variant], bool] | None = None  # EASY: what leaves the reservation intact
         blocked = False
         looked = 0
         for group in view.pending_groups():
@@ -54,7 +54,6 @@ class Fifo:
                 looked += 1
                 if looked > self.args.backfill_depth:
                     break
-            allowed = None if reservation is None else _leaves(reservation, now)
             placed = self._place(view, group, taken, allowed)
             if placed is None:
                 notes.append(f"{group.group_id}: no node fits any variant")
@@ -64,6 +63,7 @@ class Fifo:
                     reservation = reserve(view, group, taken, started, now)
                     if reservation is not None:
                         notes.append(f"{group.group_id}: reserved {reservation.node} at t={reservation.at:g}")
+                        allowed = _leaves(reservation, now)
                 blocked = True
                 continue
             kind, node, request, variant = placed

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurmx.core.validation import ConfigError
+from slurmx.submit.array import parse_array
+from slurmx.submit.dependency import parse_dependency
 
 __all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives", "refusal",
            "short_option", "sort_options", "split_command_line", "split_options"]
@@ -279,9 +281,6 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
 
 def _check_value(key: str, value: str, where: str) -> None:
     """An `--array` or `--dependency` value is checked where it was written (the rest when the spec is read)."""
-    from slurmx.submit.array import parse_array
-    from slurmx.submit.dependency import parse_dependency
-
     check = {"array": parse_array, "dependency": parse_dependency}.get(key)
     if check is not None:
         try:

@@ -101,7 +101,7 @@ def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mod
     submitted: list[SubmittedGroup] = []
     for one in array_specs(resolved):
         try:
-            submitted.append(submit_group(one, site, adapter, mode=mode, pick=pick, only=only, source=source))
+            submitted.append(_submit_resolved(one, site, adapter, mode=mode, pick=pick, only=only, source=source))
         except SubmitError as exc:
             earlier = [(str(g.group_id), job_id) for g in submitted for job_id in (*g.job_ids(), *g.samples)]
             raise SubmitError(f"{exc}{_roll_back(adapter, earlier)}" if earlier else str(exc)) from None
@@ -115,7 +115,14 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     sbatch, as the submitting user, so a job finds them whichever variant starts first."""
     if spec.array is not None:
         raise ConfigError([f"{source}: array: one group per index: submit it with submit_groups"])
-    spec = with_resolved_dependency(spec, adapter, source)
+    return _submit_resolved(with_resolved_dependency(spec, adapter, source), site, adapter, mode=mode, pick=pick,
+                            only=only, source=source, files=files)
+
+
+def _submit_resolved(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None,
+                     pick: str | None, only: tuple[str, ...] | None, source: str,
+                     files: Mapping[str, str] | None = None) -> SubmittedGroup:
+    """`submit_group` of a spec whose dependency is already in Slurm's terms (resolved once per array)."""
     gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source,
                                             files=files or {})
     # Samples first: when slurmxd first sees the group's variants, the samples it may release are already queued.
