@@ -10,7 +10,6 @@ deadline) is synthesised by `mlfs_from_trace` as for the generator.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,12 +17,11 @@ import numpy as np
 
 from slurmx.core.resources import Resources
 from slurmx.reproduce import UnknownPaper
+from slurmx.reproduce.philly_csv import PHILLY_CSV, philly_csv
 from slurmx.sim.jobs import SimJob
-from slurmx.sim.traces import TraceError, load_trace
 
 __all__ = ["MAX_GPUS", "PHILLY_CSV", "WEEK_S", "Week", "philly_week"]
 
-PHILLY_CSV = Path(__file__).resolve().parents[4] / "shared" / "traces" / "philly_derived_pollux_sia" / "philly.csv"
 WEEK_S = 7 * 24 * 3600.0
 MAX_GPUS = 32  # the paper's largest job (GPUs uniform over {1, ..., 32})
 
@@ -37,15 +35,6 @@ class Week:
     jobs: tuple[SimJob, ...]
 
 
-@functools.cache
-def _trace(path: Path) -> tuple[SimJob, ...]:
-    try:
-        return load_trace(path, "philly-csv").jobs
-    except TraceError as exc:
-        raise UnknownPaper(f"mlfs: {exc}; the Philly-derived CSV is in ../shared/traces/philly_derived_pollux_sia/"
-                           ) from None
-
-
 def _capped(job: SimJob, submit: float) -> SimJob:
     variant = next(iter(job.variants.values()))
     gpus = variant.request.gres_count("gpu")
@@ -57,7 +46,7 @@ def _capped(job: SimJob, submit: float) -> SimJob:
 
 def philly_week(seed: int, n_jobs: int, path: Path = PHILLY_CSV) -> Week:
     """`n_jobs` jobs of one full week of the trace (all of them if the week has fewer), chosen by `seed`."""
-    jobs = _trace(path)
+    jobs = philly_csv("mlfs", path).jobs
     weeks = int(max(j.submit_time for j in jobs) // WEEK_S)  # full weeks only
     if weeks < 1:
         raise UnknownPaper(f"mlfs: {path} spans less than a week")

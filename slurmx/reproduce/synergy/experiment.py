@@ -9,12 +9,13 @@ import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from slurmx.policies.synergy import ClusterShape, Mechanism, Order
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
+from slurmx.reproduce.philly_csv import PHILLY_CSV, philly_csv
 from slurmx.reproduce.synergy.engine_run import EngineOutcome, compare
 from slurmx.reproduce.synergy.round_replica import RoundJob, RoundSettings, simulate
 from slurmx.sim.parallel import parallel_map
@@ -56,7 +57,6 @@ __all__ = [
 EXPERIMENTS = ("headline", "policies", "ratio", "load", "multigpu", "bigdata", "physical", "philly", "engine")
 ENGINE_MECHANISMS: tuple[Mechanism, ...] = ("prop", "tune")
 PEER_JOBLIST = Path(__file__).resolve().parents[4] / "shared" / "peers" / "synergy" / "joblist_load9.0.csv"
-PHILLY_CSV = Path(__file__).resolve().parents[4] / "shared" / "traces" / "philly_derived_pollux_sia" / "philly.csv"
 # Fig. 6's job list (the released code's `--philly_arrival --no_exp --multigpu`, digest §4.3): arrivals from hour
 # 2400 to 3000 after the raw log's first submission, GPU demand in {1, 2, 4, 8, 16}, duration in 10^1.5-10^4 min,
 # the first 8,000 such jobs, arrivals re-based to 0, on 64 servers (512 GPUs).
@@ -154,30 +154,24 @@ def _generated(spec: RunSpec) -> list[RoundJob]:
 
 
 def philly_jobs(path: Path, split: tuple[float, float, float] = W1, first: int = PHILLY_FIRST) -> list[RoundJob]:
-    """Fig. 6's selection from the Philly-derived CSV (`timestamp,duration,num_gpus,...`): the trace's arrivals,
-    GPU demands and durations; models by the released mix for `split`, iterations from the duration at the
-    proportional share. Every job is measured."""
-    low, high = (PHILLY_START + timedelta(hours=h) for h in PHILLY_HOURS)
-    picked: list[tuple[datetime, float, int]] = []
-    try:
-        with path.open(newline="") as fh:
-            for row in csv.DictReader(fh):
-                at = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
-                seconds, gpus = float(row["duration"]), int(row["num_gpus"])
-                if low <= at < high and gpus in PHILLY_GPUS and \
-                        PHILLY_MINUTES[0] * 60 < seconds < PHILLY_MINUTES[1] * 60:
-                    picked.append((at, seconds, gpus))
-    except (OSError, KeyError, ValueError) as exc:
-        raise UnknownPaper(f"synergy: cannot read the Philly-derived trace {path} ({exc}); it is in "
-                           "../shared/traces/philly_derived_pollux_sia/") from None
-    picked.sort(key=lambda p: p[0])  # stable: the file's order among equal timestamps
-    picked = picked[:first]
+    """Fig. 6's selection from the Philly-derived CSV: the trace's arrivals, GPU demands and durations; models by
+    the released mix for `split`, iterations from the duration at the proportional share. Every job is
+    measured."""
+    trace = philly_csv("synergy", path)
+    if not trace.jobs:
+        raise UnknownPaper(f"synergy: {path} holds no job")
+    # The loader counts seconds from the CSV's first submission; the window counts hours from the raw log's.
+    shift = float(trace.info["first_submission_epoch"]) - PHILLY_START.replace(tzinfo=UTC).timestamp()
+    low, high = (h * 3600.0 for h in PHILLY_HOURS)
+    picked = [(job.submit_time + shift, variant.duration_s, variant.request.gres_count("gpu"))
+              for job in trace.jobs for variant in job.variants.values()
+              if low <= job.submit_time + shift < high and variant.request.gres_count("gpu") in PHILLY_GPUS
+              and PHILLY_MINUTES[0] * 60 < variant.duration_s < PHILLY_MINUTES[1] * 60][:first]
     if not picked:
         raise UnknownPaper(f"synergy: no job of {path} passes Fig. 6's selection")
     start = picked[0][0]
     models = assign_models(len(picked), split)
-    return [RoundJob(i, (at - start).total_seconds(), gpus, m.name, max(1, int(seconds / m.iter_time_s + 1e-9)),
-                     m.iter_time_s)
+    return [RoundJob(i, at - start, gpus, m.name, max(1, int(seconds / m.iter_time_s + 1e-9)), m.iter_time_s)
             for i, ((at, seconds, gpus), m) in enumerate(zip(picked, models, strict=True))]
 
 

@@ -23,12 +23,12 @@ from slurmx.reproduce.base import (
     ordering_claim,
     quick_claims,
 )
+from slurmx.reproduce.philly_csv import PHILLY_CSV
 from slurmx.reproduce.synergy.experiment import (
     BASELINES,
     ENGINE_MECHANISMS,
     LOADS,
     MULTI,
-    PHILLY_CSV,
     PHILLY_ORDERS,
     W1,
     W2,

@@ -83,7 +83,8 @@ def load_philly_csv(
     ]
     if jobs:
         assumptions.append(f"submit times are seconds since the first submission, {iso(base)}")
-    return LoadedTrace(jobs, tuple(assumptions), f"philly-csv:{path}")
+    return LoadedTrace(jobs, tuple(assumptions), f"philly-csv:{path}",
+                       info={"first_submission_epoch": f"{base:.0f}"} if jobs else {})
 
 
 def _json_array_items(path: str | Path, chunk_chars: int = 1 << 20) -> Iterator[tuple[int, Any]]:
