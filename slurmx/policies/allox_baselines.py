@@ -249,10 +249,17 @@ class EqualShareArgs(PolicyArgs):
     `users`: who the split is among. The paper's ES divides "statically" among all users, so a user with
     nothing to run leaves her share idle: list them here (the site's user population; a user in the view
     but not listed joins the split). None: the users in the view, so an absent user's share goes to others
-    (work-conserving across users, which the paper's ES is not)."""
+    (work-conserving across users, which the paper's ES is not).
+
+    `split`: "static" (the paper's §5.1.1 wording: each user's share is fixed) or "online" (the authors'
+    simulator as stored in their IRFsim repository, `EqualShareScheduler.onlineEqualShare`: kinds in turn,
+    accelerators first, the waiting user holding the fewest machines of the kind starts her job shortest on
+    it, until the kind has no idle machine; no per-user cap, so it is work-conserving). `order` and `users`
+    apply to "static" only."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
     users: tuple[str, ...] | None = None
+    split: Literal["static", "online"] = "static"
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):
@@ -261,6 +268,8 @@ class EqualShare(_OnMachines[EqualShareArgs]):
     name: ClassVar[str] = "es"
 
     def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+        if self.args.split == "online":
+            return _online_equal_share(view, cluster)
         users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())} | set(self.args.users or ()))
         if not users:
             return []
@@ -299,6 +308,28 @@ class EqualShare(_OnMachines[EqualShareArgs]):
                     if not any(room(user, k) and take(job, k, "fcfs, favourite first") for k in kinds):
                         break
         return actions
+
+
+def _online_equal_share(view: ClusterView, cluster: Cluster) -> list[Start]:
+    """ES as the authors' stored simulator runs it: per kind, the waiting user with the fewest of its machines
+    in use starts her job shortest on it (ties: user name), until the kind has no idle machine."""
+    usage = _usage(view, cluster)
+    actions: list[Start] = []
+    for kind in cluster.kinds:
+        while cluster.idle(kind):
+            waiting = sorted({j.user for j in cluster.jobs if kind in j.estimates})
+            if not waiting:
+                break
+            user = min(waiting, key=lambda u: (usage.get(u, {}).get(kind, 0.0), u))
+            job = min((j for j in cluster.jobs if j.user == user and kind in j.estimates),
+                      key=lambda j: (j.estimates[kind], _fcfs(j)))
+            start = cluster.start(cluster.idle(kind)[0], job, kind, f"es (online): {user} holds the fewest {kind}")
+            if start is None:
+                break
+            actions.append(start)
+            mine = usage.setdefault(user, {})
+            mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
+    return actions
 
 
 class SrptArgs(PolicyArgs):

@@ -7,7 +7,13 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
-from slurmx.reproduce.allox.experiment import EXPERIMENTS, progress_spread
+from slurmx.reproduce.allox.experiment import (
+    EXPERIMENTS,
+    FULL,
+    STORED_CODE,
+    experiment_specs,
+    progress_spread,
+)
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import JobRecord
 from tests.sim.claims import assert_machine_checkable
@@ -59,6 +65,17 @@ def test_small_instance_allox_beats_the_static_split_and_drfa_and_profiling_cost
 def test_unknown_experiment_is_a_one_line_error() -> None:
     with pytest.raises(UnknownPaper, match=r"unknown experiment.*choose from authors, main, alpha, error, overhead"):
         run("allox", ReproOptions(quick=True, workers=1, progress=False, only=("mian",)))
+
+
+def test_the_authors_input_also_runs_es_and_drfa_as_the_stored_code_has_them() -> None:
+    specs = experiment_specs("authors", FULL, range(1))
+    stored = {s.policy: s for s in specs if s.variant == STORED_CODE}
+    assert sorted(stored) == ["drfa", "es"] and len(specs) == 9
+    jobs = [_job("j1", "u1", 10.0, 70.0), _job("j2", "u2", 10.0, 30.0)]
+    assert stored["es"].config(jobs).policy.params == {"split": "online"}
+    assert stored["drfa"].config(jobs).policy.params == {"beta": {"cpu": 1.0, "gpu": 69.0 / 32}}
+    paper = next(s for s in specs if s.policy == "drfa" and not s.variant)
+    assert paper.config(jobs).policy.params == {"beta": {"cpu": 1.0, "gpu": 5.0}}  # the average speedup
 
 
 def _job(job_id: str, user: str, gpu_s: float, cpu_s: float) -> SimJob:

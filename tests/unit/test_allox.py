@@ -317,6 +317,17 @@ def test_es_with_a_static_user_list_leaves_an_absent_users_share_idle() -> None:
     assert [a.group_id for a in static.of_type(Start)] == ["a1"]  # the paper's static split: bob's GPU idles
 
 
+def test_online_es_gives_each_free_machine_to_the_user_holding_fewest_and_fills_every_kind() -> None:
+    specs = [Spec("a1", "ann", {"gpu": 9.0, "cpu": 10.0}), Spec("a2", "ann", {"gpu": 1.0, "cpu": 30.0}),
+             Spec("a3", "ann", {"gpu": 2.0, "cpu": 40.0}), Spec("b1", "bob", {"gpu": 4.0, "cpu": 5.0})]
+    view = _view(0.0, specs, {}, {s.name: 1.0 for s in specs}, set(), _nodes(1, 2, 2))
+    plan = EqualShare(EqualShareArgs(split="online")).schedule(view, 0.0)
+    # GPUs: ann (0 held, first by name) takes her GPU-shortest a2, then bob (0) b1; CPUs: ann's CPU-shortest
+    # a1, then ann again (bob has nothing left) a3, which a static split would have left waiting
+    assert [(a.group_id, a.kind) for a in plan.of_type(Start)] == [
+        ("a2", "gpu"), ("b1", "gpu"), ("a1", "cpu"), ("a3", "cpu")]
+
+
 def test_srpt_preempts_for_shorter_remaining_work_and_migrates_for_free() -> None:
     specs = [Spec("long", "u", {"gpu": 100.0, "cpu": 400.0}), Spec("short", "v", {"gpu": 5.0, "cpu": 50.0}, 10.0)]
     done = _replay(Srpt(SrptArgs()), specs, _nodes(1, 1, 1))

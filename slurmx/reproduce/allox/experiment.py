@@ -24,19 +24,25 @@ from slurmx.sim.parallel import parallel_map
 from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.allox import AlloxParams, allox
 
-__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "DEFAULT_ALPHA", "DEFAULT_ERROR", "DEFAULT_OVERHEAD", "EXPERIMENTS", "FULL",
-           "MAIN_POLICIES", "QUICK", "UNIT_S", "Results", "RunOutcome", "RunSpec", "Scale", "average_speedup",
-           "experiment_specs", "progress_spread", "run_all", "run_one", "scale_of", "selected"]
+__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "CPU_NODE_CORES", "DEFAULT_ALPHA", "DEFAULT_ERROR", "DEFAULT_OVERHEAD",
+           "EXPERIMENTS", "FULL", "MAIN_POLICIES", "QUICK", "STORED_CODE", "STORED_DRFA_BETA_CORES", "UNIT_S",
+           "Results", "RunOutcome", "RunSpec", "Scale", "average_speedup", "experiment_specs", "progress_spread",
+           "run_all", "run_one", "scale_of", "selected"]
 
 EXPERIMENTS = ("authors", "main", "alpha", "error", "overhead")
 
 UNIT_S = 60.0  # the workload's time unit (AlloxParams.time_unit_s)
 GPU_NODE = {"nodes": 20, "cpus": 4, "mem": "61G", "gres": "gpu:1"}  # EC2 p2.xlarge: 1 K80, 4 cores, 61 GB
-CPU_NODE = {"nodes": 20, "cpus": 32, "mem": "64G"}  # the authors' simulator: 32 cores, 64 GB per machine
+CPU_NODE_CORES = 32
+CPU_NODE = {"nodes": 20, "cpus": CPU_NODE_CORES, "mem": "64G"}  # the authors' simulator: 32 cores, 64 GB per machine
 MACHINES = {"gpu": 20, "cpu": 20}
 TOTAL_MEM_MB = 20 * 61 * 1024 + 20 * 64 * 1024
 MAIN_POLICIES = ("srpt", "allox", "allox_plus", "drfa", "es", "drfs", "drff")
 ALLOX_PLUS_TIMEOUT_UNITS = 500.0  # ALLOX_TIME_OUT in the authors' simulator
+# The authors' simulator as stored in their IRFsim repository (not necessarily the commit behind the paper):
+# DRFExtScheduler sets β = 69 cores per GPU; EqualShareScheduler runs onlineEqualShare (work-conserving).
+STORED_DRFA_BETA_CORES = 69.0
+STORED_CODE = "stored_code"  # RunSpec.variant of the runs that follow the stored code, not the paper's text
 
 
 @dataclass(frozen=True)
@@ -69,21 +75,27 @@ class RunSpec:
     error_sd: float = DEFAULT_ERROR
     overhead: float = DEFAULT_OVERHEAD
     source: str = "generator"  # "generator": the stand-in workload; "authors": their simulator's input file
+    variant: str = ""  # STORED_CODE: ES or DRFA as the authors' stored simulator runs them (a sensitivity run)
 
     @staticmethod
     def make(policy: str, seed: int, scale: Scale, alpha: float = DEFAULT_ALPHA, error_sd: float = DEFAULT_ERROR,
-             overhead: float = DEFAULT_OVERHEAD, source: str = "generator") -> RunSpec:
+             overhead: float = DEFAULT_OVERHEAD, source: str = "generator", variant: str = "") -> RunSpec:
         return RunSpec(policy, seed, scale.jobs_per_user if source == "generator" else 1000,
                        alpha if policy in ("allox", "allox_plus") else 0.0, error_sd if policy != "drff" else 0.0,
-                       overhead if policy != "drff" else 0.0, source)
+                       overhead if policy != "drff" else 0.0, source, variant)
 
     def config(self, jobs: Sequence[SimJob] = ()) -> SimConfig:
         """The run's config; DRFA's β is the workload's average speedup, as the authors compute it, and ES
-        splits the machines statically among all the workload's users (the paper's "statically")."""
+        splits the machines statically among all the workload's users (the paper's "statically"); the
+        STORED_CODE variant takes the stored simulator's β and its online ES instead."""
         params: dict[str, Any] = {}
+        stored = self.variant == STORED_CODE
         if self.policy == "drfa" and jobs:
-            params["beta"] = {"cpu": 1.0, "gpu": average_speedup(jobs)}
-        if self.policy == "es" and jobs:
+            beta = STORED_DRFA_BETA_CORES / CPU_NODE_CORES if stored else average_speedup(jobs)
+            params["beta"] = {"cpu": 1.0, "gpu": beta}
+        if self.policy == "es" and stored:
+            params["split"] = "online"
+        elif self.policy == "es" and jobs:
             params["users"] = sorted({j.user for j in jobs})
         if self.policy in ("allox", "allox_plus"):
             params["alpha"] = self.alpha
@@ -187,7 +199,10 @@ def experiment_specs(experiment: str, scale: Scale, seeds: range) -> list[RunSpe
     """The runs one experiment needs (runs the experiments share are equal specs: dedupe before running)."""
     out: list[RunSpec] = []
     if experiment == "authors":  # one fixed input, no seeds; its file is outside the repository: full runs only
-        return [RunSpec.make(p, 0, scale, source="authors") for p in MAIN_POLICIES] if scale.authors else []
+        if not scale.authors:
+            return []
+        return ([RunSpec.make(p, 0, scale, source="authors") for p in MAIN_POLICIES]
+                + [RunSpec.make(p, 0, scale, source="authors", variant=STORED_CODE) for p in ("es", "drfa")])
     for s in seeds:
         if experiment == "main":
             out += [RunSpec.make(p, s, scale) for p in MAIN_POLICIES]
