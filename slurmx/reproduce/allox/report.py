@@ -320,10 +320,12 @@ ASSUMPTIONS = [
     "(strict priority in the paper), so overhead here only delays jobs",
     "progress spread: the paper's value (dominant share on the favoured kind x favoured / actual time) from the "
     "true times, sample std over users with a job in the system, time-averaged over [0, last arrival]",
-    "DRFA's β is the average speedup over the whole workload (true times), as the authors' simulator computes it "
-    "(the policy's default, the average over the jobs in view, is for a live cluster)",
+    "DRFA's β is the average speedup over the whole workload (true times), as the paper says and the authors' "
+    "simulator computes it before a stored version overwrites it with 69 cores (run beside it on the authors' input; "
+    "the policy's default, the average over the jobs in view, is for a live cluster)",
     "ES splits each kind statically over all 10 users of the workload (2 GPUs + 2 CPU nodes each), as the paper "
-    "and the authors' simulator do: a user with nothing to run leaves her share idle",
+    "says: a user with nothing to run leaves her share idle (a stored version of the authors' simulator runs a "
+    "work-conserving online ES instead: run beside it on the authors' input)",
     f"AlloX+ times out after {ALLOX_PLUS_TIMEOUT_UNITS:g} units, as the authors' simulator",
     "JCT includes profiling, queueing and run time; all jobs run to completion (no end-of-simulation cut)",
 ]
