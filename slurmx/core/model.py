@@ -269,6 +269,8 @@ class Variant:
     start_time: float | None = None
     # Measured CPU sensitivity (Synergy's search): (CPUs, steps/s) points at full memory; () when not measured.
     cpu_rates: tuple[tuple[int, float], ...] = ()
+    # How many nodes the variant runs on; `request` is what it takes on each (Slurm's -N with per-node sizes).
+    node_count: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -46,7 +45,7 @@ class Fifo:
         actions: list[Start] = []
         notes: list[str] = []
         mode = self.args.backfill
-        allowed: Callable[[str, Variant], bool] | None = None  # EASY: what leaves the reservation intact
+        allowed: Reservation | None = None  # EASY: the head's reservation, which later starts must leave intact
         blocked = False
         looked = 0
         for group in view.pending_groups():
@@ -54,7 +53,7 @@ class Fifo:
                 looked += 1
                 if looked > self.args.backfill_depth:
                     break
-            placed = self._place(view, group, taken, allowed)
+            placed = self._place(view, group, taken, allowed, now)
             if placed is None:
                 notes.append(f"{group.group_id}: no node fits any variant")
                 if mode == "none":
@@ -62,39 +61,46 @@ class Fifo:
                 if mode == "easy" and not blocked:
                     reservation = reserve(view, group, taken, started, now)
                     if reservation is not None:
-                        notes.append(f"{group.group_id}: reserved {reservation.node} at t={reservation.at:g}")
-                        allowed = _leaves(reservation, now)
+                        notes.append(f"{group.group_id}: reserved {','.join(reservation.nodes)} at "
+                                     f"t={reservation.at:g}")
+                        allowed = reservation
                 blocked = True
                 continue
-            kind, node, request, variant = placed
-            held = taken.get(node)
-            taken[node] = request if held is None else held + request
-            started.append((node, request, expected_end(None, variant.estimate_s, now)))
+            kind, nodes, request, variant = placed
+            end = expected_end(None, variant.estimate_s, now)
+            for node in nodes:
+                held = taken.get(node)
+                taken[node] = request if held is None else held + request
+                started.append((node, request, end))
+                if allowed is not None:
+                    allowed.take(node, request, end)
             reason = "fifo: oldest pending group" if not blocked else f"fifo: {mode} backfill"
-            actions.append(Start(group.group_id, kind, (node,), request, reason=reason))
+            actions.append(Start(group.group_id, kind, nodes, request, reason=reason))
         return Plan(tuple(actions), tuple(notes))
 
     @staticmethod
     def _place(view: ClusterView, group: Group, taken: dict[str, Resources],
-               allowed: Callable[[str, Variant], bool] | None) -> tuple[str, str, Resources, Variant] | None:
+               allowed: Reservation | None, now: float) -> tuple[str, tuple[str, ...], Resources, Variant] | None:
+        """The first kind (site order) whose first fitting nodes (by name) are enough for the variant's node
+        count, all at once (a multi-node job starts on all its nodes or waits)."""
         for kind in view.kinds:
             variant = group.variant(kind)
             if variant is None:
                 continue
             request = variant.request
+            count = variant.node_count
+            end = expected_end(None, variant.estimate_s, now)
+            chosen: list[str] = []
             # Names fit the snapshot; a node this plan already started a job on is checked against what is left.
             # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
             for name in view.fitting_node_names(kind, request):
                 held = taken.get(name)
                 if (held is None or (held + request).fits_in(view.nodes[name].free)) and \
-                        (allowed is None or allowed(name, variant)):
-                    return kind, name, request, variant
+                        (allowed is None or allowed.allows(name, request, end)):
+                    chosen.append(name)
+                    if len(chosen) == count:
+                        return kind, tuple(chosen), request, variant
         return None
-
-
-def _leaves(reservation: Reservation, now: float) -> Callable[[str, Variant], bool]:
-    """Whether starting a variant now on a node leaves the head's reservation intact (EASY backfill)."""
-    return lambda node, variant: reservation.allows(node, variant.request, expected_end(None, variant.estimate_s, now))
 
 
 register("fifo", FifoArgs)(Fifo)

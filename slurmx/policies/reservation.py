@@ -1,10 +1,10 @@
 """EASY backfill's reservation for the head of the queue, as Slurm's backfill keeps one (pure).
 
-When the oldest waiting group fits nowhere, it gets a reservation: the earliest time a node of one of its kinds
-will have room for it, counting the running jobs' expected ends (start + estimate; a job without an estimate
-never ends, as a job without a time limit in Slurm). Later groups may start now only where they cannot delay
-that reservation: on another node, or on the reserved node if they end before the reserved time (by their own
-estimate) or fit beside the head in what the node will have then.
+When the oldest waiting group fits nowhere, it gets a reservation: the earliest time enough nodes of one of its
+kinds (its node count) will have room for it, counting the running jobs' expected ends (start + estimate; a job
+without an estimate never ends, as a job without a time limit in Slurm). Later groups may start now only where
+they cannot delay that reservation: off the reserved nodes, or on one if they end before the reserved time (by
+their own estimate) or fit beside the head in what the node will have then.
 """
 
 from __future__ import annotations
@@ -23,21 +23,26 @@ Started = tuple[str, Resources, float]
 
 @dataclass
 class Reservation:
-    """The head's reserved node and time, and what the node has to spare beside it then."""
+    """The head's reserved nodes and time, and what each of them has to spare beside it then."""
 
     group_id: str
-    node: str
     at: float
-    spare: Resources  # the node's room at `at` once the head's request is set aside
+    spare: dict[str, Resources]  # reserved node -> its room at `at` once the head's request is set aside
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(self.spare)
 
     def allows(self, node: str, request: Resources, end: float) -> bool:
-        """Whether a job started now on `node`, ending at `end`, leaves the reservation intact; takes its room."""
-        if node != self.node or end <= self.at:
-            return True
-        if not request.fits_in(self.spare):
-            return False
-        self.spare = self.spare - request
-        return True
+        """Whether a job started now on `node`, ending at `end`, leaves the reservation intact."""
+        spare = self.spare.get(node)
+        return spare is None or end <= self.at or request.fits_in(spare)
+
+    def take(self, node: str, request: Resources, end: float) -> None:
+        """A job `allows` admitted starts: what it holds past the reserved time comes out of the node's spare."""
+        spare = self.spare.get(node)
+        if spare is not None and end > self.at:
+            self.spare[node] = spare - request
 
 
 def expected_end(start: float | None, estimate: float | None, now: float) -> float:
@@ -49,8 +54,9 @@ def expected_end(start: float | None, estimate: float | None, now: float) -> flo
 
 def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], started: list[Started],
             now: float) -> Reservation | None:
-    """The earliest (time, node) where `group` will fit, over its kinds in the site's order (first node on a
-    tie); None when no node of its kinds can ever hold it or every one is held by jobs that never end.
+    """The earliest time, over `group`'s kinds in the site's order, at which as many nodes as its variant runs on
+    will each have room for its request, and those nodes (the earliest first, by name on a tie); None when no
+    kind has enough nodes that can ever hold it (or only nodes held by jobs that never end).
     `taken`: what the plan being built already handed out per node; `started`: those jobs, with their ends."""
     ends: dict[str, list[tuple[float, Resources]]] | None = None
     best: Reservation | None = None
@@ -59,16 +65,25 @@ def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], starte
         if variant is None:
             continue
         request = variant.request
-        for node in view.nodes_of_kind(kind):
+        found: list[tuple[float, int, str, Resources]] = []  # (time, order, node, room then)
+        for order, node in enumerate(view.nodes_of_kind(kind)):
             if not node.is_usable or not request.fits_in(node.capacity):
                 continue
             if ends is None:
                 ends = _ends_by_node(view, started, now)
             held = taken.get(node.name)
             free = node.free if held is None else node.free - held
-            found = _earliest(free, ends.get(node.name, []), request, now)
-            if found is not None and (best is None or found[0] < best.at):
-                best = Reservation(group.group_id, node.name, found[0], found[1] - request)
+            earliest = _earliest(free, ends.get(node.name, []), request, now)
+            if earliest is not None:
+                found.append((earliest[0], order, node.name, earliest[1]))
+        count = variant.node_count
+        if len(found) < count:
+            continue
+        chosen = sorted(found)[:count]
+        at = chosen[-1][0]
+        if best is None or at < best.at:
+            # Each node's room is taken at its own earliest time: no more than it has at `at` (safe for backfill).
+            best = Reservation(group.group_id, at, {name: room - request for _, _, name, room in chosen})
     return best
 
 

@@ -166,7 +166,9 @@ class Engine(ActionSteps, ViewSteps):
                 base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
                 kinds.append(kind)
                 estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
-                j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid)
+                if variant.nodes != 1:
+                    self._check_node_count(job, kind, variant.nodes)
+                j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid, variant.nodes)
                 next_vid += 1
             if not kinds:
                 raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "

@@ -50,10 +50,11 @@ class ActionSteps(EngineState):
 
     def _release(self, j: JobState, t: float) -> None:
         self._releases += 1
-        self.cluster.release(j.node, j.alloc_vec, j.group_id, t)
+        for node in j.nodes:
+            self.cluster.release(node, j.alloc_vec, j.group_id, t)
         self._alloc_changed = True
         self._busy -= 1
-        j.node = -1
+        j.nodes = ()
 
     def _close(self, j: JobState, t: float, status: int) -> None:
         self._clear_marks_for(j.group_id)
@@ -139,7 +140,7 @@ class ActionSteps(EngineState):
     def _start(self, a: Start, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Start", now)
         if j.status in (RUNNING, GRACE):
-            where = self.cluster.nodes[j.node].name
+            where = ",".join(self.cluster.nodes[n].name for n in j.nodes)
             raise SimulationInvariantError(f"t={now:g}: group {a.group_id} started twice: it already runs "
                                            f"({j.kind} on {where} since t={j.seg_start:g})")
         facts = j.facts.get(a.kind)
@@ -149,8 +150,9 @@ class ActionSteps(EngineState):
         request = facts.request
         alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
         vec = facts.vector if alloc is request else self.cluster.vector(alloc)
-        node = self._start_node(a, vec, now)
-        self.cluster.allocate(node, vec, a.group_id, now)
+        nodes = self._start_nodes(a, vec, facts.node_count, now)
+        for node in nodes:
+            self.cluster.allocate(node, vec, a.group_id, now)
         self._moves += 1
         speed = 1.0
         if j.job.speed is not None and alloc is not request:
@@ -173,7 +175,7 @@ class ActionSteps(EngineState):
         j.status = RUNNING
         j.kind = a.kind
         j.kinds = (a.kind,)
-        j.node = node
+        j.nodes = nodes
         j.alloc = alloc
         j.alloc_vec = vec
         j.seg_start = begin
@@ -197,26 +199,32 @@ class ActionSteps(EngineState):
         self._dirty[j.idx] = None
         return None
 
-    def _start_node(self, a: Start, vec: Vector, now: float) -> int:
+    def _start_nodes(self, a: Start, vec: Vector, count: int, now: float) -> tuple[int, ...]:
+        """The nodes a start takes: the ones it names (exactly the variant's node count, distinct), or the
+        first `count` with room, as Slurm picks them for a job it is not told where to run."""
         partition = self.cluster.kinds.get(a.kind)
         if partition is None:
             raise SimulationError(f"t={now:g}: Start {a.group_id}: no partition serves kind {a.kind!r}")
-        if len(a.nodes) > 1:
-            raise SimulationError(f"t={now:g}: Start {a.group_id}: multi-node starts ({', '.join(a.nodes)}) are not "
-                                  "modelled; jobs run on one node")
         if a.nodes:
-            index = self.cluster.index.get(a.nodes[0])
-            if index is None:
-                raise SimulationError(f"t={now:g}: Start {a.group_id}: unknown node {a.nodes[0]!r}")
-            if self.cluster.nodes[index].partition != partition:
-                raise SimulationError(f"t={now:g}: Start {a.group_id}: node {a.nodes[0]} is not in partition "
-                                      f"{partition} serving {a.kind}")
-            return index
-        found = self.cluster.first_fit(a.kind, vec)
-        if found is None:
-            raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: no node of partition {partition} has "
+            if len(a.nodes) != count or len(set(a.nodes)) != count:
+                raise SimulationError(f"t={now:g}: Start {a.group_id}: names {len(a.nodes)} node(s) "
+                                      f"({', '.join(a.nodes)}) for a variant that runs on {count} distinct nodes")
+            return tuple(self._named_node(a, name, partition, now) for name in a.nodes)
+        found = self.cluster.fitting(a.kind, vec)
+        if len(found) < count:
+            some = "no node" if count == 1 else f"{len(found)} of the {count} nodes needed"
+            raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: {some} of partition {partition} has "
                                            f"room for {self.cluster.resources(vec)}; the policy over-allocates")
-        return found
+        return tuple(int(i) for i in found[:count])
+
+    def _named_node(self, a: Start, name: str, partition: str, now: float) -> int:
+        index = self.cluster.index.get(name)
+        if index is None:
+            raise SimulationError(f"t={now:g}: Start {a.group_id}: unknown node {name!r}")
+        if self.cluster.nodes[index].partition != partition:
+            raise SimulationError(f"t={now:g}: Start {a.group_id}: node {name} is not in partition "
+                                  f"{partition} serving {a.kind}")
+        return index
 
     def _preempt(self, a: Preempt, now: float) -> Outcome | None:
         j = self._known(a.group_id, "Preempt", now)
@@ -251,7 +259,7 @@ class ActionSteps(EngineState):
         j.preempted_at = now
         j.grace_deadline = now + grace_s
         # The nodes it frees are earmarked for its beneficiary; a victim preempted for no one earmarks nothing.
-        j.marked_nodes = (self.cluster.nodes[j.node].name,) if j.beneficiary is not None else ()
+        j.marked_nodes = tuple(self.cluster.nodes[n].name for n in j.nodes) if j.beneficiary is not None else ()
         self._dirty[j.idx] = None
         delay = self.options.requeue_delay_s  # a victim whose hook exits on the signal leaves before its deadline
         leave = float(grace_s) if delay is None else min(float(grace_s), delay)

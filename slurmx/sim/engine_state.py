@@ -36,6 +36,7 @@ class KindFacts(NamedTuple):
     vector: Vector
     est_total: float  # the scheduler's estimate of the whole run there (s)
     vid: int  # the variant's id in the view
+    node_count: int = 1  # nodes it takes at once, `request` on each
 
 
 class JobState:
@@ -43,7 +44,7 @@ class JobState:
 
     __slots__ = (
         "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "facts", "first_start", "grace_deadline",
-        "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "node", "preempted_at",
+        "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "nodes", "preempted_at",
         "preemptions", "priority", "productive", "rate", "requeue_time", "resize_to", "run_estimate",
         "seg_start", "status", "version",
     )
@@ -56,7 +57,7 @@ class JobState:
         self.kinds: tuple[str, ...] = ()
         self.facts: dict[str, KindFacts] = {}  # per kind it can run on: one small tuple, not four dicts per job
         self.kind: str | None = None
-        self.node = -1
+        self.nodes: tuple[int, ...] = ()  # where it runs: one node, or all of a multi-node job's
         self.alloc: Resources = Resources()
         self.alloc_vec: Vector = ()
         self.rate = 0.0
@@ -116,3 +117,10 @@ class EngineState:
             raise SimulationError(f"job {job.job_id} variant {kind}: requests {request}, more than any node of "
                                   f"partition {self.cluster.kinds[kind]} has ({self.cluster.resources(largest)})")
         return vec
+
+    def _check_node_count(self, job: SimJob, kind: str, count: int) -> None:
+        """A multi-node variant needs at least `count` nodes in its partition (set-up): else it could never run."""
+        have = len(self.cluster.kind_nodes[kind])
+        if count < 1 or count > have:
+            raise SimulationError(f"job {job.job_id} variant {kind}: runs on {count} nodes; partition "
+                                  f"{self.cluster.kinds[kind]} has {have}")

@@ -31,6 +31,7 @@ class SimVariant:
     request: Resources
     duration_s: float
     estimate_s: float | None = None  # what the scheduler is told; None = the truth is known
+    nodes: int = 1  # how many nodes it runs on, `request` on each, all at once (an HPC job's -N)
 
 
 @dataclass(frozen=True, slots=True)

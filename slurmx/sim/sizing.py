@@ -8,8 +8,9 @@ nothing. Two ways, both stated in the run's assumptions:
 - `node` per kind: how many such nodes give an offered load of `load` over the trace's submission span
   (per dimension: requested amount x duration / span / node capacity; the largest dimension decides).
 
-Jobs no node of their kind could ever hold (Philly's 16-128 GPU gangs on 8-GPU nodes: the engine runs a job
-on one node) are left out and counted, rather than failing a 100,000-job run on its 20th job.
+Jobs no node of their kind could ever hold (a per-node request larger than every node; Philly's 16-128 GPU
+gangs read as one-node requests on 8-GPU nodes) are left out and counted, rather than failing a 100,000-job run
+on its 20th job. A multi-node job's demand is its per-node request times its node count.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: 
         kind = next(k for k in job.variants if k in node and job.variants[k].request.fits_in(node[k]))
         variant = job.variants[kind]
         for dim, amount in _vector(variant.request).items():
-            demand[kind][dim] = demand[kind].get(dim, 0.0) + amount * variant.duration_s
+            demand[kind][dim] = demand[kind].get(dim, 0.0) + amount * variant.nodes * variant.duration_s
     partitions = []
     notes = []
     for kind, capacity in node.items():
@@ -94,11 +95,11 @@ def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: 
         if not math.isfinite(need) or need > MAX_NODES:
             raise ValueError(f"cluster.from_trace: sizing {kind} for load {load:g} needs more than {MAX_NODES:,} "
                              "nodes; raise load or give bigger node shapes")
-        count = max(1, math.ceil(need))
+        widest = max((j.variants[kind].nodes for j in kept if kind in j.variants), default=1)
+        count = max(1, math.ceil(need), widest)  # a multi-node job needs its node count to exist
         partitions.append(PartitionShape(kind, kind, (NodeShape(count, capacity, kind[0]),)))
         notes.append(f"{count:,} {kind} nodes of {capacity}: offered load {load:g} over the {span / 86400:.1f}-day "
                      "submission span (requested amount x duration, the largest dimension decides)")
     if skipped:
-        notes.append(f"{skipped:,} jobs larger than any node of their kind are left out (the engine runs a "
-                     "job on one node)")
+        notes.append(f"{skipped:,} jobs whose per-node request is larger than any node of their kind are left out")
     return SizedCluster(tuple(partitions), kept, tuple(notes), skipped)

@@ -152,7 +152,7 @@ def test_starting_a_completed_group_fails_loudly() -> None:
 @pytest.mark.parametrize(
     ("actions", "message"),
     [
-        ([Start("a", "cpu", ("c001", "c002"))], r"multi-node starts \(c001, c002\) are not modelled"),
+        ([Start("a", "cpu", ("c001", "c002"))], r"names 2 node\(s\) \(c001, c002\) for a variant that runs on 1"),
         ([Start("a", "cpu", ("x9",))], r"unknown node 'x9'"),
         ([Start("a", "gpu")], r"group a has no active 'gpu' variant \(active: cpu\)"),
         ([Start("zz", "cpu")], r"Start: unknown group 'zz'"),

@@ -42,7 +42,7 @@ def test_jobs_larger_than_any_node_are_left_out_and_counted_and_the_span_sets_th
     assert [j.job_id for j in sized.jobs] == ["j0", "j2"] and sized.skipped == 1
     # 9 GPUs x 1000 s over a 20 s span = 450 GPUs busy -> ceil(450 / 8) = 57 nodes at load 1.
     assert sized.partitions[0].nodes[0].count == 57
-    assert "1 jobs larger than any node" in sized.assumptions[-1]
+    assert "1 jobs whose per-node request is larger than any node" in sized.assumptions[-1]
 
 
 def test_the_machines_of_a_trace_become_gpu_and_cpu_partitions_grouped_by_shape() -> None:

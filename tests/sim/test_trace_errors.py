@@ -47,7 +47,7 @@ def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
 
 # --- loader options: misspelt, mistyped, out of range (a TypeError or taken silently before) ------------------
 
-SWF_OPTIONS = "limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions"
+SWF_OPTIONS = "limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions, cpus_per_node, max_mem_per_cpu_mb"
 DEEP: list[Any] = []
 for _ in range(100_000):  # a value whose plain repr() would be a RecursionError
     DEEP = [DEEP]

@@ -50,7 +50,7 @@ def _started(backfill: object) -> list[str]:
 
 def test_the_oldest_is_reserved_the_earliest_node_and_time() -> None:
     found = reserve(_view(*QUEUE), QUEUE[0], {}, [], NOW)
-    assert found is not None and (found.node, found.at, found.spare) == ("n1", 100, Resources(0, 3900))
+    assert found is not None and (found.nodes, found.at, found.spare) == (("n1",), 100, {"n1": Resources(0, 3900)})
 
 
 @pytest.mark.parametrize(("backfill", "expected"), [

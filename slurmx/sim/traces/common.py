@@ -211,6 +211,7 @@ class JobRow(NamedTuple):
     estimate_s: float | None
     job_class: JobClass
     meta: dict[str, Any]
+    nodes: int = 1  # `request` is per node on this many nodes (an HPC job's -N)
 
 
 def assemble(rows: list[JobRow], *, rebase: bool = True) -> tuple[tuple[SimJob, ...], float]:
@@ -225,7 +226,7 @@ def assemble(rows: list[JobRow], *, rebase: bool = True) -> tuple[tuple[SimJob, 
             job_id=r.job_id,
             user=r.user,
             submit_time=r.submit - base,
-            variants={r.kind: SimVariant(r.kind, r.request, r.duration_s, r.estimate_s)},
+            variants={r.kind: SimVariant(r.kind, r.request, r.duration_s, r.estimate_s, r.nodes)},
             job_class=r.job_class,
             meta=r.meta,
         )

@@ -4,7 +4,14 @@ The fields (Feitelson's definition): 1 job number, 2 submit time, 3 wait time, 4
 processors, 6 average CPU time, 7 used memory (KB per processor), 8 requested processors, 9 requested time,
 10 requested memory (KB per processor), 11 status, 12 user id, 13 group id, 14 executable, 15 queue,
 16 partition, 17 preceding job, 18 think time; -1 means unknown. Header lines start with `;` and carry
-`Key: value` pairs (UnixStartTime, MaxProcs, `Partition: 8 hybrid`, ...), returned in `LoadedTrace.info`.
+`Key: value` pairs (UnixStartTime, MaxNodes, MaxProcs, `Partition: 8 hybrid`, ...), returned in
+`LoadedTrace.info`.
+
+HPC jobs span nodes: with a node size (`cpus_per_node`, else the header's MaxProcs / MaxNodes) a job of more
+processors than a node has runs on ceil(processors / node size) nodes, ceil(processors / nodes) on each, as
+Slurm's `-n` on whole nodes. Memory fields are per processor by the format, but some logs write a job's or a
+node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor value above
+`max_mem_per_cpu_mb` is read as the job's total instead, and how many jobs were read each way is stated.
 """
 
 from __future__ import annotations
@@ -42,22 +49,27 @@ def load_swf(
     gpu_partitions: Collection[int] | None = None,
     cpus_per_gpu: int = 4,
     te_partitions: Collection[int] = (),
+    cpus_per_node: int | None = None,
+    max_mem_per_cpu_mb: int = 32768,
 ) -> LoadedTrace:
     """Load an SWF log (plain or `.gz`). `limit` keeps the first N usable jobs in file order.
 
-    Processors are the requested count (field 8), else the allocated one (field 5); memory is the requested
-    memory (field 10), else the used memory (7), else `mem_per_cpu_mb` per processor (default: CEA Curie's
-    thin nodes, 64 GB for 16 cores). Jobs of `gpu_partitions` get a `gpu` variant with
-    ceil(processors / cpus_per_gpu) GPUs (Curie's hybrid nodes: 8 cores and 2 GPUs); when None, partitions
-    whose header name contains "hybrid" or "gpu" are taken. The requested time (field 9) becomes the
-    scheduler's estimate. Jobs with no run time (cancelled before start) are skipped and counted.
+    Processors are the allocated count (field 5: the run time was measured at that size), else the requested
+    one (field 8); memory is the requested memory (field 10), else the used memory (7), else `mem_per_cpu_mb`
+    per processor (default: CEA Curie's thin nodes, 64 GB for 16 cores). Jobs of `gpu_partitions` get a `gpu`
+    variant with ceil(processors per node / cpus_per_gpu) GPUs per node (Curie's hybrid nodes: 8 cores and
+    2 GPUs); when None, partitions whose header name contains "hybrid" or "gpu" are taken. The requested time
+    (field 9) becomes the scheduler's estimate. Jobs with no run time (cancelled before start) are skipped and
+    counted. `cpus_per_node` (else MaxProcs / MaxNodes from the header) splits wide jobs over nodes.
     """
     header: dict[str, str] = {}
     partitions: dict[int, str] = {}
     cache = ResourceCache()
     rows: list[JobRow] = []
     skipped = {"no_run_time": 0, "no_processors": 0}
-    mem_from = {"requested": 0, "used": 0, "assumed": 0}
+    mem_from = {"requested": 0, "used": 0, "assumed": 0, "job_total": 0}
+    node_size: int | None = cpus_per_node
+    wide = 0
     gpu_parts: set[int] | None = None if gpu_partitions is None else set(gpu_partitions)
     try:
         with open_text(path) as fh:
@@ -79,6 +91,7 @@ def load_swf(
                     break
                 if gpu_parts is None:  # the header is complete once the first job line appears
                     gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
+                    node_size = node_size or _header_node_size(header)
                 if len(fields) != 18:
                     raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
                 try:
@@ -91,23 +104,27 @@ def load_swf(
                 if run <= 0:
                     skipped["no_run_time"] += 1
                     continue
-                procs = int(v[7]) if v[7] > 0 else int(v[4])
+                procs = int(v[4]) if v[4] > 0 else int(v[7])
                 if procs <= 0:
                     skipped["no_processors"] += 1
                     continue
-                if v[9] > 0:
-                    mem_mb, source = round(v[9] * procs / 1024), "requested"
-                elif v[6] > 0:
-                    mem_mb, source = round(v[6] * procs / 1024), "used"
+                nodes = -(-procs // node_size) if node_size and procs > node_size else 1
+                per_node = -(-procs // nodes)
+                wide += nodes > 1
+                kb = v[9] if v[9] > 0 else v[6]
+                if kb > 0 and kb / 1024 > max_mem_per_cpu_mb:  # not per processor: the job's total
+                    mem_mb, source = round(kb / 1024 / nodes), "job_total"
+                elif kb > 0:
+                    mem_mb, source = round(kb * per_node / 1024), "requested" if v[9] > 0 else "used"
                 else:
-                    mem_mb, source = mem_per_cpu_mb * procs, "assumed"
+                    mem_mb, source = mem_per_cpu_mb * per_node, "assumed"
                 mem_from[source] += 1
                 partition = int(v[15])
                 if partition in gpu_parts:
-                    gpus = -(-procs // cpus_per_gpu)
-                    kind, request = "gpu", cache.get(procs, mem_mb, "gpu", gpus)
+                    gpus = -(-per_node // cpus_per_gpu)
+                    kind, request = "gpu", cache.get(per_node, mem_mb, "gpu", gpus)
                 else:
-                    kind, request = "cpu", cache.get(procs, mem_mb)
+                    kind, request = "cpu", cache.get(per_node, mem_mb)
                 estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
                 job_class = JobClass.TE if partition in te_partitions else JobClass.BE
                 meta = {
@@ -118,7 +135,8 @@ def load_swf(
                     "partition_name": partitions.get(partition, ""),
                 }
                 job_id = f"swf-{int(v[0])}"
-                rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta))
+                rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta,
+                                   nodes))
     except READ_ERRORS as exc:
         raise read_failure(path, exc) from None
     jobs, base = assemble(rows)
@@ -126,9 +144,14 @@ def load_swf(
     assumptions = [
         "submit time = field 2 (seconds from the log's UnixStartTime); duration = run time (field 4)",
         "the requested time (field 9) is the scheduler's estimate of the duration",
-        "processors = requested processors (field 8), else allocated processors (field 5)",
-        f"memory from requested memory for {mem_from['requested']} jobs, used memory for {mem_from['used']}; "
-        f"{mem_from['assumed']} jobs have neither and get {mem_per_cpu_mb} MB per processor",
+        "processors = allocated processors (field 5, the size the run time was measured at), else requested (8)",
+        (f"nodes of {node_size} processors ({'given' if cpus_per_node else 'header MaxProcs / MaxNodes'}): "
+         f"{wide} jobs span several nodes, ceil(processors / nodes) on each" if node_size else
+         "no node size (no cpus_per_node, no MaxProcs and MaxNodes in the header): every job on one node"),
+        f"memory per processor from requested memory for {mem_from['requested']} jobs, used memory for "
+        f"{mem_from['used']}; {mem_from['job_total']} jobs give more than {max_mem_per_cpu_mb} MB per processor, "
+        f"read as the job's total; {mem_from['assumed']} jobs have neither and get {mem_per_cpu_mb} MB per "
+        "processor",
         f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors / {cpus_per_gpu}) GPUs",
         f"job class: TE for partitions {sorted(te_partitions)}, BE otherwise (SWF has no classes)",
         "user = u<field 12>",
@@ -141,6 +164,16 @@ def load_swf(
         assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
     info = dict(header) | {f"Partition {n}": name for n, name in partitions.items()}
     return LoadedTrace(jobs, tuple(assumptions), f"swf:{path}", {k: v for k, v in skipped.items() if v}, info)
+
+
+def _header_node_size(header: dict[str, str]) -> int | None:
+    """Processors per node from the header's MaxProcs and MaxNodes, when both are whole and divide evenly."""
+    procs, nodes = (header.get(key, "") for key in ("MaxProcs", "MaxNodes"))
+    if not all(text.isascii() and text.isdigit() for text in (procs, nodes)):
+        return None
+    if int(nodes) > 0 and int(procs) % int(nodes) == 0:
+        return int(procs) // int(nodes)
+    return None
 
 
 def _bad_field(path: str | Path, line: int, fields: list[str]) -> NoReturn:

@@ -1,0 +1,109 @@
+"""Multi-node jobs in the engine and FIFO: all of a job's nodes at once or none, released together, and EASY's
+reservation for a head that needs several nodes. Every expected time is worked out in the test's comment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurmx.core.actions import Start
+from slurmx.core.resources import Resources
+from slurmx.policies import make_policy
+from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError
+from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.metrics import SimResult, utilisation
+from slurmx.sim.traces import load_swf
+from tests.sim import Scripted, cluster, run
+
+
+def wide(job_id: str, submit: float, nodes: int, duration: float, cpus: int = 4, estimate: float | None = None) \
+        -> SimJob:
+    return SimJob(job_id, "u", submit, {"cpu": SimVariant("cpu", Resources(cpus, 100), duration, estimate, nodes)})
+
+
+def starts(result: SimResult) -> dict[str, tuple[float | None, float]]:
+    return {r.job_id: (r.first_start, r.finish) for r in result.jobs}
+
+
+def test_a_multi_node_job_starts_on_all_its_nodes_at_once_and_frees_them_together() -> None:
+    # 4 nodes of 4 CPUs. a takes 3 whole nodes for 100 s; b needs 2 whole nodes: only n4 is free until a ends,
+    # so b waits (it never starts on one node), then runs 100-110 on two of the freed nodes.
+    result = run([wide("a", 0, 3, 100), wide("b", 1, 2, 10)], model=cluster(nodes=4))
+    assert starts(result) == {"a": (0, 100), "b": (100, 110)}
+    # utilisation counts every node a job holds: 12 of 16 CPUs for 100 s, then 8 of 16 for 10 s, over 110 s
+    mean = utilisation(result, 0.0, 110.0, 11)["mean"]["cpu/cpus"]
+    assert mean == pytest.approx((12 * 100 + 8 * 10) / (16 * 110))
+
+
+def test_the_view_shows_the_node_count_and_every_node_of_a_running_job() -> None:
+    policy = Scripted(lambda view, now: make_policy("fifo").schedule(view, now).actions)
+    run([wide("a", 0, 2, 10), wide("b", 1, 1, 5, cpus=1)], policy, cluster(nodes=3))
+    at_b = next(s for s in policy.seen if "b" in s.pending)
+    a = at_b.view.groups["a"].running_variant()
+    assert a is not None and a.node_count == 2 and a.nodes == ("c001", "c002")
+    assert at_b.view.groups["b"].variants[0].node_count == 1
+
+
+def test_easy_reserves_enough_nodes_for_a_wide_head_and_backfills_only_what_ends_before() -> None:
+    # a holds n1-n3 until 100. b (2 nodes) is blocked at t=1: n4 is free now and n1 at 100, so it is reserved
+    # n4 + n1 at t=100. c (1 node, estimate 50: ends at 52) may take n4 meanwhile; d (estimate 200) may not,
+    # neither at 3 nor when c leaves n4 at 52: it would hold a reserved node past 100. It starts beside b at 100.
+    jobs = [wide("a", 0, 3, 100, estimate=100), wide("b", 1, 2, 10, estimate=10), wide("c", 2, 1, 50, estimate=50),
+            wide("d", 3, 1, 200, estimate=200)]
+    easy = starts(run(jobs, make_policy("fifo", {"backfill": "easy"}), cluster(nodes=4)))
+    assert easy == {"a": (0, 100), "b": (100, 110), "c": (2, 52), "d": (100, 300)}
+    # greedy lets d take n4 at 52; b still finds two nodes at 100 here (a frees three)
+    greedy = starts(run(jobs, make_policy("fifo", {"backfill": "greedy"}), cluster(nodes=4)))
+    assert greedy == {"a": (0, 100), "b": (100, 110), "c": (2, 52), "d": (52, 252)}
+    strict = starts(run(jobs, make_policy("fifo"), cluster(nodes=4)))
+    assert strict == {"a": (0, 100), "b": (100, 110), "c": (100, 150), "d": (100, 300)}  # all fit at 100
+
+
+def test_a_job_wider_than_its_partition_is_refused_before_the_run() -> None:
+    with pytest.raises(SimulationError, match=r"job a variant cpu: runs on 5 nodes; partition cpu has 4"):
+        run([wide("a", 0, 5, 10)], model=cluster(nodes=4))
+
+
+def test_a_start_naming_fewer_nodes_than_the_variant_runs_on_is_a_loud_error() -> None:
+    policy = Scripted(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in view.groups else [])
+    with pytest.raises(SimulationError, match=r"names 1 node\(s\) \(c001\) for a variant that runs on 2 distinct"):
+        run([wide("a", 0, 2, 10)], policy, cluster(nodes=4))
+
+
+WIDE_SWF = """\
+; Version: 2.2
+; Installation: a test machine of 8 nodes x 4 processors (written for slurmx)
+; MaxNodes: 8
+; MaxProcs: 32
+1 0 0 100 8 -1 -1 8 200 1048576 1 1 1 -1 -1 1 -1 -1
+2 10 0 50 16 -1 -1 12 100 -1 1 2 1 -1 -1 1 -1 -1
+3 20 0 200 4 -1 -1 4 400 -1 1 1 1 -1 -1 1 -1 -1
+4 30 0 100 32 -1 -1 32 100 -1 1 3 1 -1 -1 1 -1 -1
+5 40 0 10 2 -1 100000000 2 20 -1 1 2 1 -1 -1 1 -1 -1
+"""
+
+
+def test_a_wide_swf_job_runs_on_the_headers_node_shape_with_nothing_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "wide.swf"
+    path.write_text(WIDE_SWF, encoding="utf-8")
+    trace = load_swf(path)
+    shape = {j.job_id: (j.variants["cpu"].nodes, j.variants["cpu"].request) for j in trace.jobs}
+    assert shape == {
+        "swf-1": (2, Resources(4, 4096)),  # 8 allocated processors on 4-processor nodes; 1 GB per processor
+        "swf-2": (4, Resources(4, 16384)),  # the allocated 16, not the requested 12
+        "swf-3": (1, Resources(4, 16384)),
+        "swf-4": (8, Resources(4, 16384)),
+        "swf-5": (1, Resources(2, 97656)),  # 95 GB "per processor" is the job's total, on its one node
+    }
+    assert any("nodes of 4 processors (header MaxProcs / MaxNodes): 3 jobs span several nodes" in a
+               for a in trace.assumptions)
+    assert any("1 jobs give more than 32768 MB per processor, read as the job's total" in a for a in trace.assumptions)
+    model = ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(8, Resources(4, 128 * 1024), "n"),))])
+    result = run(trace.jobs, make_policy("fifo", {"backfill": "easy"}), model)
+    assert len(result.jobs) == 5 and all(not r.cancelled for r in result.jobs)
+    # whatever the order, every processor-second of the log is allocated once: 8x100 + 16x50 + 4x200 + 32x100
+    # + 2x10 = 5,620 over 32 processors between the first submission and the last end
+    end = max(r.finish for r in result.jobs)
+    mean = utilisation(result, 0.0, end, 10)["mean"]["cpu/cpus"]
+    assert mean * 32 * end == pytest.approx(5620)
