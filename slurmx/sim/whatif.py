@@ -140,6 +140,8 @@ def _servable(jobs: Sequence[SimJob], partitions: Sequence[PartitionShape]) -> t
             skipped[f"kind {kind}: no node of the listing serves it"] += 1
         elif not any(variant.request.fits_in(cap) for cap in largest[kind]):
             skipped[f"larger than any {kind} node"] += 1
+        elif variant.nodes > sum(s.count for p in partitions if p.kind == kind for s in p.nodes):
+            skipped[f"on more nodes than the {kind} listing has"] += 1
         else:
             kept.append(job)
     return kept, skipped
@@ -154,17 +156,18 @@ def unstartable(make: Callable[[], Policy], partitions: Sequence[PartitionShape]
     engine's stall check, after the whole history has been replayed around it (minutes on a month); one
     one-job run per distinct shape (a fresh policy from `make` each) finds it in a second.
     """
-    shapes: dict[tuple[str, str, Resources], list[SimJob]] = {}
+    shapes: dict[tuple[str, str, Resources, int], list[SimJob]] = {}
     for job in jobs:
         ((kind, variant),) = job.variants.items()
-        shapes.setdefault((kind, job.job_class.value, variant.request), []).append(job)
+        shapes.setdefault((kind, job.job_class.value, variant.request, variant.nodes), []).append(job)
     refused = {}
-    for (kind, job_class, request), same in shapes.items():
+    for (kind, job_class, request, nodes), same in shapes.items():
         probe = dataclasses.replace(same[0], job_id="probe", submit_time=0.0)
         try:
             engine.Engine(ModelCluster(partitions), make(), [probe], EngineOptions()).run()
         except SimulationError:
-            refused[f"{kind} {job_class.upper()} {request}"] = len(same)
+            wide = f" on each of {nodes} nodes" if nodes > 1 else ""
+            refused[f"{kind} {job_class.upper()} {request}{wide}"] = len(same)
     return refused
 
 

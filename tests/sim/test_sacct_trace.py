@@ -57,21 +57,23 @@ def test_recorded_json_of_each_version(version: str) -> None:
 
 def test_sacct_p_text() -> None:
     trace = load_trace(ALONE, kinds=KINDS)
-    assert [j.job_id for j in trace.jobs] == ["101", "102", "103", "105", "107"]
+    assert [j.job_id for j in trace.jobs] == ["101", "102", "103", "104", "105", "107"]
     by_id = {j.job_id: j for j in trace.jobs}
+    wide = by_id["104"].variants["cpu"]  # 8 CPUs and 16,000 MB on 2 nodes: half on each
+    assert (wide.nodes, wide.request) == (2, Resources(4, 8000))
     assert by_id["102"].job_class is JobClass.TE and by_id["101"].job_class is JobClass.BE
     gpu = by_id["105"].variants["gpu"]
     assert (gpu.request.cpus, gpu.request.mem_mb, dict(gpu.request.gres), gpu.duration_s) == (2, 1024, {"gpu": 2}, 1200)
     assert by_id["102"].submit_time == 60.0
     assert dict(trace.skipped) == {
         "job step": 1, "never started (CANCELLED)": 1, "never started (PENDING)": 1,
-        "running when dumped (no end time)": 1, "multi-node (the engine runs a job on one node)": 1}
+        "running when dumped (no end time)": 1}
     assert any("-P fields read: JobID" in a for a in trace.assumptions)
 
 
 def test_unmapped_partition_is_counted(tmp_path: Path) -> None:
     trace = load_sacct(ALONE, kinds=["cpu=cpu"])
-    assert [j.job_id for j in trace.jobs] == ["101", "102", "103", "107"]
+    assert [j.job_id for j in trace.jobs] == ["101", "102", "103", "104", "107"]
     assert trace.skipped["partition gpu has no kind in the site config"] == 1
 
 

@@ -98,15 +98,18 @@ def test_whatif_cli_end_to_end(tmp_path: Path) -> None:
     code, out = _run("--sacct", str(ALONE), "--nodes", str(NODES), "--json", str(tmp_path / "r.json"),
                      "--plot", str(tmp_path / "plots"))
     assert code == 0, out
-    for text in ("Slurm (actual)", "fifo", "fitgpp", "jobs moved most", "left out of the replay: 5",
+    for text in ("Slurm (actual)", "fifo", "jobs moved most", "left out of the replay: 4",
                  "1 never started (PENDING)", "allox could not replay this history"):
         assert text in out
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
-    assert doc["jobs"]["replayed"] == 5 and doc["jobs"]["skipped_total"] == 5
-    assert set(doc["policies"]) == {"fifo", "fitgpp"}
-    assert doc["failed"] == {"allox": "never starts 1 of the jobs, even alone on the empty cluster: 1 like gpu TE "
-                                      "cpus=2 mem=1G gpu:2"}  # found before the replay, not by its stall check
-    assert doc["actual"]["all"]["wait"]["count"] == 5
+    assert doc["jobs"]["replayed"] == 6 and doc["jobs"]["skipped_total"] == 4  # 104 runs on 2 nodes
+    assert set(doc["policies"]) == {"fifo"}
+    wide = "1 like cpu BE cpus=4 mem=8000M on each of 2 nodes"  # FitGpp and AlloX place a job on one node
+    assert doc["failed"] == {  # found before the replay, not by its stall check
+        "fitgpp": f"never starts 1 of the jobs, even alone on the empty cluster: {wide}",
+        "allox": f"never starts 2 of the jobs, even alone on the empty cluster: {wide}; 1 like gpu TE cpus=2 "
+                 "mem=1G gpu:2"}
+    assert doc["actual"]["all"]["wait"]["count"] == 6
     assert (tmp_path / "plots" / "wait_cdf.png").stat().st_size > 0
 
 

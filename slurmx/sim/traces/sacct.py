@@ -5,8 +5,9 @@ it really asked for, when it was submitted, and how long it really ran (end - st
 kinds through `kinds` (`partition=kind`, from the site config; a partition's own name otherwise) and the QOS
 `te_qos` makes a job TE. What Slurm actually did (submit, start, end as epoch seconds) stays in each job's meta,
 so the replay is compared with the accounting itself. Nothing is dropped silently: every job left out is
-counted under its reason in `skipped` (never started, still running, a step row, multi-node, an unmapped
-partition, a record the JSON reader could not read).
+counted under its reason in `skipped` (never started, still running, a step row, an unmapped partition, a
+record the JSON reader could not read). A job on several nodes keeps its node count, with its request split
+evenly over them (rounded up), as Slurm's accounting gives only the job's total.
 """
 
 from __future__ import annotations
@@ -116,13 +117,14 @@ def load_sacct(
         if run_s < 1:
             shortest += 1
             run_s = 1.0
-        req = item.request
+        req = _per_node(item.request, item.nodes)
         request = req if req.cpus else Resources(1, req.mem_mb, req.gres)  # a job holds at least one CPU
         job_class = JobClass.TE if item.qos == te_qos else JobClass.BE
         meta = {"partition": item.partition, "qos": item.qos, "state": item.state, "name": item.name,
                 "submit_epoch": item.submit, "start_epoch": item.start, "end_epoch": item.end}
         kind = mapping.get(item.partition, item.partition)
-        rows.append(JobRow(float(item.submit), item.job_id, item.user, kind, request, run_s, None, job_class, meta))
+        rows.append(JobRow(float(item.submit), item.job_id, item.user, kind, request, run_s, None, job_class, meta,
+                           item.nodes))
     jobs, base = assemble(rows)
     fmt = "sacct --json" if is_json else "sacct -P"
     assumptions = [
@@ -140,6 +142,14 @@ def load_sacct(
     return LoadedTrace(jobs, tuple(assumptions), f"sacct:{path}", dict(skipped))
 
 
+def _per_node(total: Resources, nodes: int) -> Resources:
+    """A job's total request over its nodes, each amount rounded up (Slurm's accounting gives the total)."""
+    if nodes <= 1:
+        return total
+    return Resources(-(-total.cpus // nodes), -(-total.mem_mb // nodes),
+                     {name: -(-count // nodes) for name, count in total.gres.items()})
+
+
 def _reason(job: AccountedJob, kinds: dict[str, str]) -> str:
     """Why `job` cannot be replayed, or "" when it can."""
     state = job.state.split()[0].split("+")[0] if job.state else "UNKNOWN"
@@ -149,8 +159,6 @@ def _reason(job: AccountedJob, kinds: dict[str, str]) -> str:
         return f"never started ({state})"
     if job.end is None:
         return "running when dumped (no end time)"
-    if job.nodes > 1:
-        return "multi-node (the engine runs a job on one node)"
     if kinds and job.partition not in kinds:
         return f"partition {job.partition or '(none)'} has no kind in the site config"
     return ""

@@ -79,8 +79,13 @@ def _tres(path: str, line: int, column: str, raw: str) -> tuple[Resources, int]:
     nodes = 1
     for item in raw.split(","):
         key, _, value = item.partition("=")
-        if key.strip() == "node" and value.strip().isdigit():
-            nodes = max(1, int(value))
+        text = value.strip()
+        if key.strip() != "node" or not text.isdigit():
+            continue
+        if not text.isascii() or len(text) > 7:  # no cluster has ten million nodes; int() of 5,000 digits raises
+            raise TraceError(path, f"expected a node count below 10,000,000 in node=, got {text[:20]!r}", row=line,
+                             column=column)
+        nodes = max(1, int(text))
     return request, nodes
 
 

@@ -152,7 +152,8 @@ def load_swf(
         f"{mem_from['used']}; {mem_from['job_total']} jobs give more than {max_mem_per_cpu_mb} MB per processor, "
         f"read as the job's total; {mem_from['assumed']} jobs have neither and get {mem_per_cpu_mb} MB per "
         "processor",
-        f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors / {cpus_per_gpu}) GPUs",
+        f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors per node / "
+        f"{cpus_per_gpu}) GPUs per node",
         f"job class: TE for partitions {sorted(te_partitions)}, BE otherwise (SWF has no classes)",
         "user = u<field 12>",
     ]
@@ -169,8 +170,8 @@ def load_swf(
 def _header_node_size(header: dict[str, str]) -> int | None:
     """Processors per node from the header's MaxProcs and MaxNodes, when both are whole and divide evenly."""
     procs, nodes = (header.get(key, "") for key in ("MaxProcs", "MaxNodes"))
-    if not all(text.isascii() and text.isdigit() for text in (procs, nodes)):
-        return None
+    if not all(text.isascii() and text.isdigit() and len(text) <= 9 for text in (procs, nodes)):
+        return None  # absent, or no machine's size
     if int(nodes) > 0 and int(procs) % int(nodes) == 0:
         return int(procs) // int(nodes)
     return None
