@@ -43,16 +43,20 @@ test-unit: venv
 	$(BIN)/pytest -q tests/unit tests/sim tests/parity $(PYTEST_ARGS)
 
 # Integration tests run against each real Slurm version in turn; the fixture brings the cluster up (or reuses it).
+# Tests marked long_behaviour (minutes of live behaviour whose Slurm calls other tests cover on every version) run
+# on the last version of TEST_VERSIONS only; `make test-matrix` runs every test on every version.
 test-integration: deps
-	@set -e; for v in $(TEST_VERSIONS); do \
+	@set -e; last=$(lastword $(TEST_VERSIONS)); for v in $(TEST_VERSIONS); do \
 	  echo "=== integration tests on Slurm $$v ==="; \
-	  SLURMX_TEST_SLURM=$$v $(BIN)/pytest -q tests/integration $(PYTEST_ARGS); \
+	  only=(); if [ "$$v" != "$$last" ] && [ -z "$(ALL_ON_EVERY_VERSION)" ]; then only=(-m "not long_behaviour"); fi; \
+	  SLURMX_TEST_SLURM=$$v $(BIN)/pytest -q --durations=15 "$${only[@]}" tests/integration $(PYTEST_ARGS); \
 	  if [ -n "$$CI" ]; then $(CLUSTER) down --slurm $$v; fi; \
 	done
 
 test: lint test-unit test-integration
 
 test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
+test-matrix: ALL_ON_EVERY_VERSION = 1
 test-matrix: test-unit test-integration
 
 # slurmxd's crash test at the issue's full size (40 groups, 20 SIGKILLs, 2 slurmctld restarts); `make test` runs a

@@ -141,6 +141,7 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
         ran_once(job, slurm)
 
 
+@pytest.mark.long_behaviour
 def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,
                                                                         tag: str, calls: Any) -> None:
@@ -160,6 +161,7 @@ def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_pat
     assert "the cap (max_requeues)" in (capped.stderr() or "")
 
 
+@pytest.mark.long_behaviour
 def test_a_managed_call_preempted_twice_by_fitgpp_and_cut_by_its_time_limit_loses_no_step(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
     """Managed mode under slurmxd running FitGpp: a TE job filling node c2 and the call (BE) filling c1; each of two

@@ -24,7 +24,7 @@ from slurmx.slurm import CliSlurm
 from tests.integration.conftest import Cluster
 from tests.integration.test_daemon_helpers import daemon_site
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long_behaviour]
 
 
 def _group(i: int, submit: float, cpu_s: int, gpu_s: int | None, cpus: int = 2,

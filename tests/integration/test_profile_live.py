@@ -39,6 +39,7 @@ def payload(cluster: Cluster, tag: str) -> str:
     return str(path)
 
 
+@pytest.mark.long_behaviour
 def test_samples_estimate_twenty_jobs_within_ten_percent_at_three_percent_overhead(
         site_path: Path, cluster: Cluster, slurm: CliSlurm, cleanup: list[int], tag: str) -> None:
     site = load_site_config(site_path)
