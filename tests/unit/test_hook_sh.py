@@ -190,13 +190,17 @@ def test_wait_mode_sleeps_until_killed(bash: Any, tmp_path: Path) -> None:
 
 
 def test_forwarded_signal_reaches_a_python_payload(bash: Any, tmp_path: Path) -> None:
+    # The payload writes its line in one write: the shell handler writes to the same pipe at the same moment, and
+    # print() of two arguments reached it as separate writes with the shell's line between them (a flaky run).
     script = bash("""
         slurmx_on_preempt echo "shell checkpoint"
         echo ready
         slurmx_run python3 -c '
         import sys, time
         from slurmx import hooks
-        hooks.on_preempt(lambda deadline: print("python checkpoint", round(deadline - time.time()), flush=True))
+        out = sys.stdout
+        hooks.on_preempt(lambda deadline: (out.write(f"python checkpoint {round(deadline - time.time())}\\n"),
+                                           out.flush()))
         sys.stdout.write("payload ready\\n"); sys.stdout.flush()
         time.sleep(30)
         '
