@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slurmx.core.actions import Start
 from slurmx.core.resources import Resources
@@ -107,3 +109,24 @@ def test_a_wide_swf_job_runs_on_the_headers_node_shape_with_nothing_dropped(tmp_
     end = max(r.finish for r in result.jobs)
     mean = utilisation(result, 0.0, end, 10)["mean"]["cpu/cpus"]
     assert mean * 32 * end == pytest.approx(5620)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(1, 4), st.integers(1, 4), st.integers(1, 60),
+                          st.one_of(st.none(), st.integers(1, 120))), min_size=1, max_size=25),
+       st.sampled_from(["none", "easy", "greedy"]))
+def test_any_wide_workload_runs_every_job_once_with_every_processor_second_allocated_once(
+        rows: list[tuple[int, int, int, int, int | None]], backfill: str) -> None:
+    # 4 nodes of 4 CPUs; each job: submit, nodes, CPUs per node, run time, estimate (possibly wrong or none)
+    jobs = [wide(f"j{i}", float(t), n, float(d), cpus=c, estimate=None if e is None else float(e))
+            for i, (t, n, c, d, e) in enumerate(rows)]
+    result = run(jobs, make_policy("fifo", {"backfill": backfill}), cluster(nodes=4))
+    assert sorted(r.job_id for r in result.jobs) == sorted(j.job_id for j in jobs)
+    assert all(not r.cancelled and r.first_start is not None and r.first_start >= r.submit for r in result.jobs)
+    assert all(r.finish - r.first_start == pytest.approx(j.variants["cpu"].duration_s)  # type: ignore[operator]
+               for r, j in zip(sorted(result.jobs, key=lambda r: r.job_id), sorted(jobs, key=lambda j: j.job_id),
+                               strict=True))
+    end = max(r.finish for r in result.jobs)
+    offered = sum(n * c * d for _, n, c, d, _ in rows)
+    mean = utilisation(result, 0.0, end, 5)["mean"]["cpu/cpus"]
+    assert mean * 16 * end == pytest.approx(offered)
