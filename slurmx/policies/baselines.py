@@ -34,7 +34,8 @@ class FifoArgs(PolicyArgs):
 @dataclass(frozen=True)
 class Fifo:
     """First come, first served: the oldest pending group starts on the first of its kinds (in the site's
-    order) with a node that fits it; without backfill, nothing behind it starts until it does."""
+    order) with enough nodes that fit it (its node count, all at once); without backfill, nothing behind it
+    starts until it does."""
 
     args: FifoArgs
     name: ClassVar[str] = "fifo"
