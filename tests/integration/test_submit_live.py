@@ -24,8 +24,13 @@ pytestmark = pytest.mark.integration
 
 
 def cli(site_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurmx.cli", "--site", str(site_path), *args],
-                          capture_output=True, text=True, timeout=300, check=check)
+    """`slurmx ARGS`; with `check`, a failure names its exit status and what it printed (a bare
+    CalledProcessError hides the one line that says why)."""
+    proc = subprocess.run([sys.executable, "-m", "slurmx.cli", "--site", str(site_path), *args],
+                          capture_output=True, text=True, timeout=300, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"slurmx {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-3000:]}")
+    return proc
 
 
 def test_managed_group_is_three_leased_variants_and_cancel_leaves_none(site_path: Path, slurm: CliSlurm,
