@@ -220,25 +220,65 @@ class SshTransport:
         return client
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        """One command on its own channel, every step bounded by `timeout`.
+
+        The channel is driven directly, never through paramiko's file objects: a stdin file left to the garbage
+        collector closes itself from whichever thread collects it, and when that is paramiko's transport thread
+        (holding the channel's lock) the close deadlocks it and our caller with it (seen in CI, `close()` hung).
+        """
+        import paramiko
 
         client = self._connect(argv)
         command = shlex.join(argv)
+        deadline = time.monotonic() + timeout
+        late = SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}")
         try:
-            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)  # type: ignore[attr-defined]
+            chan = client.get_transport().open_session(timeout=timeout)  # type: ignore[attr-defined]
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()  # a broken connection is opened afresh by the next command
+            raise TransportError(argv, None, f"ssh to {self.host}:{self.port}: {exc or 'no session'}") from None
+        try:
+            chan.settimeout(timeout)
+            chan.exec_command(command)
             if stdin is not None:
-                chan_in.write(stdin.encode("utf-8"))
-                chan_in.channel.shutdown_write()
-            out = chan_out.read()
-            err = _text(chan_err.read())
-            code = chan_out.channel.recv_exit_status()
+                chan.sendall(stdin.encode("utf-8"))
+            chan.shutdown_write()  # the remote command reads EOF at once: nothing waits on an open stdin
+            out, err = _drain(chan, deadline)
+            if out is None or err is None:
+                raise late
+            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
         except TimeoutError:
-            raise SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}") from None
-        return CommandResult(tuple(argv), code, out, err)
+            raise late from None
+        except paramiko.SSHException as exc:
+            raise TransportError(argv, None, f"ssh to {self.host}:{self.port}: {exc}") from None
+        finally:
+            chan.close()
+        return CommandResult(tuple(argv), code, out, _text(err))
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()  # type: ignore[attr-defined]
             self._client = None
+
+
+def _drain(chan: object, deadline: float) -> tuple[bytes | None, bytes | None]:
+    """A channel's stdout and stderr until the command has ended and both are read; (None, None) past the
+    deadline. Both are read as they come, so a command filling one stream never blocks on the other."""
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(chan, selectors.EVENT_READ)  # type: ignore[arg-type]
+        while True:
+            while chan.recv_ready():  # type: ignore[attr-defined]
+                out += chan.recv(65536)  # type: ignore[attr-defined]
+            while chan.recv_stderr_ready():  # type: ignore[attr-defined]
+                err += chan.recv_stderr(65536)  # type: ignore[attr-defined]
+            ended = chan.exit_status_ready() or chan.closed  # type: ignore[attr-defined]
+            if ended and not chan.recv_ready() and not chan.recv_stderr_ready():  # type: ignore[attr-defined]
+                return bytes(out), bytes(err)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, None
+            selector.select(min(left, 1.0))
 
 
 class ReplayTransport:

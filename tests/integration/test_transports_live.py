@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from slurmx.slurm import CliSlurm, TransportError
+from slurmx.slurm import CliSlurm, SlurmTimeout, TransportError
 from slurmx.slurm.transport import SshTransport
 
 from .conftest import REPO, Cluster
@@ -41,6 +42,26 @@ def test_ssh_arguments_are_quoted_for_the_remote_shell(cluster: Cluster) -> None
     try:
         result = transport.run(["echo", "a b;", "$(id)", "'q'"])
         assert result.stdout == "a b; $(id) 'q'\n"
+    finally:
+        transport.close()
+
+
+def test_ssh_commands_are_bounded_read_both_streams_and_never_wait_on_stdin(cluster: Cluster) -> None:
+    transport = ssh(cluster)
+    try:
+        # 5 MB on stdout and 3 MB on stderr: more than a channel window on each, read as they come
+        big = transport.run(["bash", "-c", "head -c 5000000 /dev/zero | tr '\\0' a; "
+                                           "head -c 3000000 /dev/zero | tr '\\0' b >&2; exit 3"])
+        assert (len(big.stdout), len(big.stderr), big.returncode) == (5_000_000, 3_000_000, 3)
+        assert transport.run(["cat"], stdin="hello\n").stdout == "hello\n"
+        assert transport.run(["cat"]).stdout == ""  # no stdin given: the remote side reads EOF at once
+        started = time.monotonic()
+        with pytest.raises(SlurmTimeout, match="no answer within 2 s"):
+            transport.run(["sleep", "10"], timeout=2)
+        assert time.monotonic() - started < 5
+        assert transport.run(["echo", "after"]).stdout == "after\n"  # the connection still serves
+        for _ in range(30):  # channels are closed by us, in this thread, every time (never by the collector)
+            assert transport.run(["true"]).returncode == 0
     finally:
         transport.close()
 
