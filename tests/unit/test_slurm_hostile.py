@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -67,21 +68,57 @@ def test_local_transport_reads_stderr_that_is_not_utf8_and_writes_stdin_as_utf8(
     assert (result.stdout, result.stderr) == ("caf\u00e9 \u2603", "e\ufffd")
 
 
-class _Stream:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.channel = self
+class _Channel:
+    """A stand-in for a paramiko channel whose command already ended, with undecodable bytes on both streams
+    (a fake: no sshd here; the live transport tests run the real one)."""
 
-    def read(self) -> bytes:
-        return self.data
+    def __init__(self, out: bytes, err: bytes) -> None:
+        self.out, self.err = [out], [err]
+        self.closed = False
+        self._read_fd, self._write_fd = os.pipe()
+
+    def fileno(self) -> int:
+        return self._read_fd
+
+    def settimeout(self, timeout: float) -> None: ...
+
+    def exec_command(self, command: str) -> None: ...
+
+    def shutdown_write(self) -> None: ...
+
+    def recv_ready(self) -> bool:
+        return bool(self.out)
+
+    def recv(self, size: int) -> bytes:
+        return self.out.pop()
+
+    def recv_stderr_ready(self) -> bool:
+        return bool(self.err)
+
+    def recv_stderr(self, size: int) -> bytes:
+        return self.err.pop()
+
+    def exit_status_ready(self) -> bool:
+        return True
 
     def recv_exit_status(self) -> int:
         return 0
 
+    def close(self) -> None:
+        self.closed = True
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
 
 class _Client:
-    def exec_command(self, command: str, timeout: float) -> tuple[_Stream, _Stream, _Stream]:
-        return _Stream(b""), _Stream(b'{"jobs": [], "name": "a\xffb"}'), _Stream(b"warn \xc3")
+    def __init__(self) -> None:
+        self.channel = _Channel(b'{"jobs": [], "name": "a\xffb"}', b"warn \xc3")
+
+    def get_transport(self) -> _Client:
+        return self
+
+    def open_session(self, timeout: float) -> _Channel:
+        return self.channel
 
 
 def test_ssh_transport_reads_bytes_that_are_not_utf8(monkeypatch: pytest.MonkeyPatch) -> None:
