@@ -262,8 +262,12 @@ class SshTransport:
 
 
 def _drain(chan: object, deadline: float) -> tuple[bytes | None, bytes | None]:
-    """A channel's stdout and stderr until the command has ended and both are read; (None, None) past the
-    deadline. Both are read as they come, so a command filling one stream never blocks on the other."""
+    """A channel's stdout and stderr until the server's EOF, and its exit status; (None, None) past the deadline.
+
+    Both streams are read as they come, so a command filling one never blocks on the other. The end is the EOF,
+    not the exit status: sshd sends the exit status as soon as the command ends, while output still waiting for
+    window space follows it (a remote `squeue --json` of a few MB was cut short when we stopped at the status).
+    """
     out, err = bytearray(), bytearray()
     with selectors.DefaultSelector() as selector:
         selector.register(chan, selectors.EVENT_READ)  # type: ignore[arg-type]
@@ -272,13 +276,14 @@ def _drain(chan: object, deadline: float) -> tuple[bytes | None, bytes | None]:
                 out += chan.recv(65536)  # type: ignore[attr-defined]
             while chan.recv_stderr_ready():  # type: ignore[attr-defined]
                 err += chan.recv_stderr(65536)  # type: ignore[attr-defined]
-            ended = chan.exit_status_ready() or chan.closed  # type: ignore[attr-defined]
-            if ended and not chan.recv_ready() and not chan.recv_stderr_ready():  # type: ignore[attr-defined]
+            read_all = chan.eof_received or chan.closed  # type: ignore[attr-defined]
+            buffered = chan.recv_ready() or chan.recv_stderr_ready()  # type: ignore[attr-defined]
+            if read_all and not buffered and (chan.exit_status_ready() or chan.closed):  # type: ignore[attr-defined]
                 return bytes(out), bytes(err)
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, None
-            selector.select(min(left, 1.0))
+            selector.select(min(left, 0.05 if read_all else 1.0))
 
 
 class ReplayTransport:

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,7 @@ class _Channel:
     def __init__(self, out: bytes, err: bytes) -> None:
         self.out, self.err = [out], [err]
         self.closed = False
+        self.eof_received = True
         self._read_fd, self._write_fd = os.pipe()
 
     def fileno(self) -> int:
@@ -126,6 +128,31 @@ def test_ssh_transport_reads_bytes_that_are_not_utf8(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(ssh, "_connect", lambda shown: _Client())
     result = ssh.run(["squeue", "--json"])
     assert (result.stdout, result.stderr) == ('{"jobs": [], "name": "a\ufffdb"}', "warn \ufffd")
+
+
+class _StatusFirstChannel(_Channel):
+    """sshd's order when output waits for window space: the exit status arrives, then the rest of the output, then
+    EOF (a fake: the order depends on timing on a real connection; CI saw a remote squeue cut short by it). The
+    rest comes from another thread, as paramiko's transport thread delivers it, waking the reader's selector."""
+
+    def __init__(self) -> None:
+        super().__init__(b'{"jobs": [', b"")
+        self.eof_received = False
+        threading.Timer(0.2, self._arrive).start()
+
+    def _arrive(self) -> None:
+        self.out.append(b'{"job_id": 1}]}')
+        self.eof_received = True
+        os.write(self._write_fd, b"x")
+
+
+def test_ssh_transport_reads_to_eof_when_the_exit_status_comes_before_the_output(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    client = _Client()
+    client.channel = _StatusFirstChannel()
+    ssh = SshTransport("login.example")
+    monkeypatch.setattr(ssh, "_connect", lambda shown: client)
+    assert ssh.run(["squeue", "--json"]).stdout == '{"jobs": [{"job_id": 1}]}'
 
 
 # ---------------------------------------------------------------------------------------------- the parsers
