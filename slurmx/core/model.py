@@ -10,6 +10,7 @@ node state names, the active and finished sets).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,6 +22,7 @@ from slurmx.core.snapshot import LentSnapshot
 
 __all__ = [
     "ClusterView",
+    "EndKey",
     "Group",
     "GroupQueue",
     "GroupState",
@@ -31,6 +33,7 @@ __all__ = [
     "Variant",
     "VariantState",
     "ViewIndex",
+    "expected_end",
 ]
 
 KindName = str
@@ -368,6 +371,15 @@ def _by_submit(groups: Iterable[Group]) -> tuple[Group, ...]:
 
 
 QueueKey = tuple[float, str]  # (submit_time, group_id): the order of pending and running queues
+EndKey = tuple[float, float, str]  # (expected end, submit_time, group_id): running groups by when they end
+
+
+def expected_end(start: float | None, estimate: float | None, now: float) -> float:
+    """When a job is expected to end: its start (now when not started) plus its estimate; never when the estimate
+    is unknown (as a job without a time limit in Slurm)."""
+    if estimate is None or not math.isfinite(estimate):
+        return math.inf
+    return (now if start is None else start) + estimate
 
 
 class GroupQueue(Sequence[Group]):
@@ -379,7 +391,7 @@ class GroupQueue(Sequence[Group]):
 
     __slots__ = ("_groups", "_keys")
 
-    def __init__(self, keys: Sequence[QueueKey], groups: Mapping[str, Group]) -> None:
+    def __init__(self, keys: Sequence[QueueKey] | Sequence[EndKey], groups: Mapping[str, Group]) -> None:
         self._keys = keys
         self._groups = groups
 
@@ -394,12 +406,12 @@ class GroupQueue(Sequence[Group]):
 
     def __getitem__(self, index: int | slice) -> Group | tuple[Group, ...]:
         if isinstance(index, slice):
-            return tuple(self._groups[gid] for _, gid in self._keys[index])
-        return self._groups[self._keys[index][1]]
+            return tuple(self._groups[key[-1]] for key in self._keys[index])
+        return self._groups[self._keys[index][-1]]
 
     def __iter__(self) -> Iterator[Group]:
         groups = self._groups
-        return (groups[gid] for _, gid in self._keys)
+        return (groups[key[-1]] for key in self._keys)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and tuple(self) == tuple(other)
@@ -430,6 +442,10 @@ class ViewIndex(Protocol):
 
     def fitting_node_names(self, kind: KindName, request: Resources) -> Iterator[str]: ...
 
+    def node_names_of_kind(self, kind: KindName) -> frozenset[str]: ...
+
+    def running_end_keys(self, kind: KindName) -> Sequence[EndKey] | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
@@ -450,6 +466,8 @@ class ClusterView:
     _pending: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
     _running: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
     _of_kind: dict[KindName, tuple[Node, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _names_of_kind: dict[KindName, frozenset[str]] = field(default_factory=dict, init=False, repr=False,
+                                                           compare=False)
 
     def __post_init__(self) -> None:
         for name in ("nodes", "partitions", "groups", "kinds"):
@@ -506,6 +524,33 @@ class ClusterView:
         if self.index is not None:
             return self.index.fitting_node_names(kind, request)
         return (n.name for n in self.fitting_nodes(kind, request))
+
+    def node_names_of_kind(self, kind: KindName) -> frozenset[str]:
+        """The names of `nodes_of_kind`, as a set: which nodes a kind can use, without reading a `Node`."""
+        found = self._names_of_kind.get(kind)
+        if found is None:
+            found = self.index.node_names_of_kind(kind) if self.index is not None else \
+                frozenset(n.name for n in self.nodes_of_kind(kind))
+            self._names_of_kind[kind] = found
+        return found
+
+    def running_by_expected_end(self, kind: KindName) -> Sequence[Group]:
+        """Running groups holding a node of `kind`, by expected end (start + estimate; never for a run without an
+        estimate), then submission: the order in which their nodes are expected back (EASY's reservation walks
+        it until enough room is found, instead of reading every running job)."""
+        if self.index is not None:
+            keys = self.index.running_end_keys(kind)
+            if keys is not None:
+                return GroupQueue(keys, self.groups)
+        names = self.node_names_of_kind(kind)
+        ends: list[tuple[EndKey, Group]] = []
+        for group in self.running_groups():
+            variant = group.running_variant()
+            if variant is not None and not names.isdisjoint(variant.nodes):
+                end = expected_end(variant.start_time, variant.estimate_s, self.now)
+                ends.append(((end, group.submit_time, group.group_id), group))
+        ends.sort(key=lambda e: e[0])
+        return tuple(group for _, group in ends)
 
     def _nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         partition_name = self.kinds.get(kind)

@@ -93,6 +93,8 @@ class Resources:
         return self.gres.get(name, 0)
 
     def _combine(self, other: Resources, sign: int) -> Resources:
+        if not self.gres and not other.gres:  # the common case (CPU jobs), on every reservation step
+            return Resources(self.cpus + sign * other.cpus, self.mem_mb + sign * other.mem_mb)
         names = set(self.gres) | set(other.gres)
         gres = {n: self.gres.get(n, 0) + sign * other.gres.get(n, 0) for n in names}
         return Resources(self.cpus + sign * other.cpus, self.mem_mb + sign * other.mem_mb, gres)
@@ -111,6 +113,8 @@ class Resources:
         """True when every dimension of self is at most the same dimension of capacity."""
         if self.cpus > capacity.cpus or self.mem_mb > capacity.mem_mb:
             return False
+        if not self.gres:
+            return True
         return all(count <= capacity.gres.get(name, 0) for name, count in self.gres.items())
 
     def is_nonnegative(self) -> bool:

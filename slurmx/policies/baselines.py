@@ -15,6 +15,8 @@ from slurmx.policies.reservation import Reservation, Started, expected_end, rese
 
 __all__ = ["Fifo", "FifoArgs"]
 
+_Shape = tuple[str, Resources, int]  # (kind, request per node, node count)
+
 
 class FifoArgs(PolicyArgs):
     """`backfill`: whether later groups may start while the oldest waits. `false`: strict FIFO; `true` or `easy`:
@@ -49,12 +51,15 @@ class Fifo:
         allowed: Reservation | None = None  # EASY: the head's reservation, which later starts must leave intact
         blocked = False
         looked = 0
+        # (kind, request, node count) that found no room in this plan: unconstrained, or past the reservation.
+        # Room only shrinks as the plan starts jobs, so a later group of the same shape fails alike, unread.
+        misses: tuple[set[_Shape], set[_Shape]] = (set(), set())
         for group in view.pending_groups():
             if blocked:
                 looked += 1
                 if looked > self.args.backfill_depth:
                     break
-            placed = self._place(view, group, taken, allowed, now)
+            placed = self._place(view, group, taken, allowed, now, misses)
             if placed is None:
                 notes.append(f"{group.group_id}: no node fits any variant")
                 if mode == "none":
@@ -80,8 +85,9 @@ class Fifo:
         return Plan(tuple(actions), tuple(notes))
 
     @staticmethod
-    def _place(view: ClusterView, group: Group, taken: dict[str, Resources],
-               allowed: Reservation | None, now: float) -> tuple[str, tuple[str, ...], Resources, Variant] | None:
+    def _place(view: ClusterView, group: Group, taken: dict[str, Resources], allowed: Reservation | None,
+               now: float, misses: tuple[set[_Shape], set[_Shape]],
+               ) -> tuple[str, tuple[str, ...], Resources, Variant] | None:
         """The first kind (site order) whose first fitting nodes (by name) are enough for the variant's node
         count, all at once (a multi-node job starts on all its nodes or waits)."""
         for kind in view.kinds:
@@ -91,6 +97,10 @@ class Fifo:
             request = variant.request
             count = variant.node_count
             end = expected_end(None, variant.estimate_s, now)
+            shape = (kind, request, count)
+            free = allowed is None or end <= allowed.at  # the reservation cannot refuse it anywhere
+            if shape in misses[0] or (not free and shape in misses[1]):
+                continue
             chosen: list[str] = []
             # Names fit the snapshot; a node this plan already started a job on is checked against what is left.
             # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
@@ -101,6 +111,7 @@ class Fifo:
                     chosen.append(name)
                     if len(chosen) == count:
                         return kind, tuple(chosen), request, variant
+            misses[0 if free else 1].add(shape)
         return None
 
 

@@ -9,13 +9,15 @@ their own estimate) or fit beside the head in what the node will have then.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from slurmx.core.model import ClusterView, Group
+from slurmx.core.model import ClusterView, Group, KindName, expected_end
 from slurmx.core.resources import Resources
 
-__all__ = ["Reservation", "Started", "reserve"]
+__all__ = ["Reservation", "Started", "expected_end", "reserve"]
 
 # A job started by the plan being built: (node, request, expected end).
 Started = tuple[str, Resources, float]
@@ -45,74 +47,86 @@ class Reservation:
             self.spare[node] = spare - request
 
 
-def expected_end(start: float | None, estimate: float | None, now: float) -> float:
-    """When a job is expected to end: its start plus its estimate; never when either is unknown."""
-    if estimate is None or not math.isfinite(estimate):
-        return math.inf
-    return (now if start is None else start) + estimate
-
-
 def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], started: list[Started],
             now: float) -> Reservation | None:
     """The earliest time, over `group`'s kinds in the site's order, at which as many nodes as its variant runs on
     will each have room for its request, and those nodes (the earliest first, by name on a tie); None when no
     kind has enough nodes that can ever hold it (or only nodes held by jobs that never end).
     `taken`: what the plan being built already handed out per node; `started`: those jobs, with their ends."""
-    ends: dict[str, list[tuple[float, Resources]]] | None = None
     best: Reservation | None = None
     for kind in view.kinds:
         variant = group.variant(kind)
         if variant is None:
             continue
         request = variant.request
-        found: list[tuple[float, int, str, Resources]] = []  # (time, order, node, room then)
-        for order, node in enumerate(view.nodes_of_kind(kind)):
-            if not node.is_usable or not request.fits_in(node.capacity):
-                continue
-            if ends is None:
-                ends = _ends_by_node(view, started, now)
-            held = taken.get(node.name)
-            free = node.free if held is None else node.free - held
-            earliest = _earliest(free, ends.get(node.name, []), request, now)
-            if earliest is not None:
-                found.append((earliest[0], order, node.name, earliest[1]))
-        count = variant.node_count
-        if len(found) < count:
-            continue
-        chosen = sorted(found)[:count]
-        at = chosen[-1][0]
-        if best is None or at < best.at:
+        chosen = _earliest_nodes(view, kind, request, variant.node_count, taken, started, now,
+                                 math.inf if best is None else best.at)
+        if chosen is not None and (best is None or chosen[-1][0] < best.at):
             # Each node's room is taken at its own earliest time: no more than it has at `at` (safe for backfill).
-            best = Reservation(group.group_id, at, {name: room - request for _, _, name, room in chosen})
+            best = Reservation(group.group_id, chosen[-1][0], {name: room - request for _, name, room in chosen})
     return best
 
 
-def _earliest(free: Resources, ends: list[tuple[float, Resources]], request: Resources,
-              now: float) -> tuple[float, Resources] | None:
-    """(time, room then) of the first moment the node's room holds `request`, as its jobs end in order."""
-    room = free
-    if request.fits_in(room):
-        return now, room
-    for end, freed in sorted(ends, key=lambda e: e[0]):
-        if math.isinf(end):
+def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count: int,
+                    taken: dict[str, Resources], started: list[Started], now: float,
+                    before: float) -> list[tuple[float, str, Resources]] | None:
+    """The `count` nodes of `kind` with room for `request` soonest, as (time, name, room then), earliest first
+    and by name on a tie; None unless they all have it before `before`.
+
+    The nodes with room now first; then the running jobs of the kind in the order they are expected to end (and
+    the plan's own starts), each adding its request back to its nodes, until `count` nodes have room and no
+    other job ends at that same time. Only the jobs up to that time are read, not every running job."""
+    names = view.node_names_of_kind(kind)
+    found: list[tuple[float, str, Resources]] = []
+    settled: set[str] = set()  # nodes found, or that can never hold the request
+    for name in view.fitting_node_names(kind, request):
+        free = view.nodes[name].free
+        held = taken.get(name)
+        if held is not None:
+            free = free - held
+            if not request.fits_in(free):
+                continue
+        found.append((now, name, free))
+        settled.add(name)
+    rooms: dict[str, Resources] = {}
+    last = now
+    for end, nodes, freed in _returns(view, kind, names, started, now):
+        at = max(end, now)  # a job past its estimate is expected back any moment, not in the past
+        if at != last and len(found) >= count:
+            break  # every job ending at the time the last node was found has been counted
+        if at >= before or math.isinf(at):
             return None
-        room = room + freed
-        if request.fits_in(room):
-            return end, room
-    return None
+        last = at
+        for name in nodes:
+            if name in settled or name not in names:
+                continue
+            room = rooms.get(name)
+            if room is None:
+                node = view.nodes[name]
+                if not node.is_usable or not request.fits_in(node.capacity):
+                    settled.add(name)
+                    continue
+                held = taken.get(name)
+                room = node.free if held is None else node.free - held
+            room = room + freed
+            if request.fits_in(room):
+                found.append((at, name, room))
+                settled.add(name)
+            else:
+                rooms[name] = room
+    if len(found) < count:
+        return None
+    found.sort(key=lambda f: (f[0], f[1]))
+    return found[:count]
 
 
-def _ends_by_node(view: ClusterView, started: list[Started], now: float) -> dict[str, list[tuple[float, Resources]]]:
-    """Each node's running jobs (and the plan's own starts, whose room `Node.free` does not show) as (end, room).
-    A job on several nodes frees its request on each."""
-    ends: dict[str, list[tuple[float, Resources]]] = {}
-    for group in view.running_groups():
-        variant = group.running_variant()
-        if variant is None:
-            continue
-        end = expected_end(variant.start_time, variant.estimate_s, now)
-        for name in variant.nodes:
-            ends.setdefault(name, []).append((end, variant.request))
-    for name, request, end in started:
-        ends.setdefault(name, []).append((end, request))
-    return ends
+def _returns(view: ClusterView, kind: KindName, names: frozenset[str], started: list[Started],
+             now: float) -> Iterator[tuple[float, tuple[str, ...], Resources]]:
+    """(end, nodes, request) of the running jobs on `kind`'s nodes by expected end, merged with the plan's own
+    starts there (after the running jobs ending at the same time): when each job's room is expected back."""
+    running = ((expected_end(v.start_time, v.estimate_s, now), v.nodes, v.request)
+               for v in (g.running_variant() for g in view.running_by_expected_end(kind)) if v is not None)
+    own = sorted(((end, (node,), request) for node, request, end in started if node in names), key=lambda e: e[0])
+    if not own:
+        return running
+    return heapq.merge(running, own, key=lambda e: e[0])

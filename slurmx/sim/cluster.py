@@ -98,6 +98,7 @@ class ModelCluster:
         self.kinds: dict[str, str] = {}
         self.partitions: dict[str, Partition] = {}
         self.kind_nodes: dict[str, tuple[int, ...]] = {}
+        self._kind_names: dict[str, frozenset[str]] = {}
         self.partition_dims: dict[str, Vector] = {}
         for shape in shapes:
             self._add_partition(shape)
@@ -157,6 +158,13 @@ class ModelCluster:
         self.partition_dims[shape.name] = tuple(total)
 
     # ---- vectors ---------------------------------------------------------------------------------------
+
+    def node_names_of_kind(self, kind: str) -> frozenset[str]:
+        """The names of the nodes serving `kind` (empty for a kind the site lacks); built once per kind."""
+        found = self._kind_names.get(kind)
+        if found is None:
+            found = self._kind_names[kind] = frozenset(self.nodes[i].name for i in self.kind_nodes.get(kind, ()))
+        return found
 
     def vector(self, res: Resources) -> Vector:
         """`res` over this cluster's dimensions; a GRES no node has is an error (nothing could ever hold it)."""

@@ -11,6 +11,7 @@ import heapq
 from typing import NamedTuple
 
 from slurmx.core.actions import Resize
+from slurmx.core.model import EndKey
 from slurmx.core.resources import Resources
 from slurmx.sim.cluster import ModelCluster, SimulationError, Vector
 from slurmx.sim.config import EngineOptions
@@ -43,10 +44,10 @@ class JobState:
     """Mutable state of one job in the model world."""
 
     __slots__ = (
-        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "facts", "first_start", "grace_deadline",
-        "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "nodes", "preempted_at",
-        "preemptions", "priority", "productive", "rate", "requeue_time", "resize_to", "run_estimate",
-        "seg_start", "status", "version",
+        "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "end_filed", "facts", "first_start",
+        "grace_deadline", "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "nodes",
+        "preempted_at", "preemptions", "priority", "productive", "rate", "requeue_time", "resize_to",
+        "run_estimate", "seg_start", "status", "version",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -79,6 +80,7 @@ class JobState:
         self.requeue_time: float | None = None
         self.resize_to: Resize | None = None  # a Resize of the running job, applied when its grace ends
         self.listed = 0  # which sorted queue of the index holds it: 0 none, 1 pending, 2 running
+        self.end_filed: tuple[str, EndKey] | None = None  # (kind, key) in the index's by-expected-end list
 
 
 class EngineState:

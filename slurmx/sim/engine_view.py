@@ -18,7 +18,18 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from slurmx.core.model import ClusterView, Group, KindName, Node, Partition, QueueKey, Variant, VariantState
+from slurmx.core.model import (
+    ClusterView,
+    EndKey,
+    Group,
+    KindName,
+    Node,
+    Partition,
+    QueueKey,
+    Variant,
+    VariantState,
+    expected_end,
+)
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 from slurmx.sim.cluster import ModelCluster, SimulationError
@@ -28,13 +39,16 @@ __all__ = ["Queues", "ViewSteps"]
 
 
 class Queues:
-    """The engine's sorted queues (index 1 pending, 2 running) and which of them the current view has read."""
+    """The engine's sorted queues (index 1 pending, 2 running), each kind's running jobs by expected end, and
+    which of them the current view has read."""
 
-    __slots__ = ("generation", "keys", "read")
+    __slots__ = ("ends", "ends_read", "generation", "keys", "read")
 
     def __init__(self) -> None:
         self.keys: list[list[QueueKey]] = [[], [], []]
         self.read = [False, False, False]
+        self.ends: dict[KindName, list[EndKey]] = {}
+        self.ends_read: set[KindName] = set()
         self.generation = 0
 
     def keep_read(self) -> None:
@@ -43,10 +57,13 @@ class Queues:
         for q, read in enumerate(self.read):
             if read:
                 self.keys[q] = self.keys[q].copy()
+        for kind in self.ends_read:
+            self.ends[kind] = self.ends[kind].copy()
 
     def new_generation(self) -> None:
         """A new snapshot is coming: an older view's index answers "no longer known" from now on."""
         self.read = [False, False, False]
+        self.ends_read.clear()
         self.generation += 1
 
 
@@ -75,6 +92,16 @@ class _Index:
 
     def running_keys(self) -> list[QueueKey] | None:
         return self._keys(2)
+
+    def running_end_keys(self, kind: KindName) -> list[EndKey] | None:
+        queues = self._queues
+        if queues.generation != self._generation:
+            return None
+        queues.ends_read.add(kind)
+        return queues.ends.setdefault(kind, [])
+
+    def node_names_of_kind(self, kind: KindName) -> frozenset[str]:
+        return self._cluster.node_names_of_kind(kind)
 
     def nodes_of_kind(self, kind: KindName) -> tuple[Node, ...]:
         order = self._cluster.kind_nodes.get(kind, ())
@@ -133,8 +160,10 @@ class ViewSteps(EngineState):
                 else:
                     groups[gid] = self._group_view(j)
                 self._file(j, 1 if j.status == PENDING else 2)
+                self._file_end(j)
             else:
                 self._file(j, 0)
+                self._file_end(j)
                 stale.discard(gid)
                 if groups.pop(gid, None) is not None:
                     self._holes += 1
@@ -160,6 +189,22 @@ class ViewSteps(EngineState):
         if queue:
             bisect.insort(self._queues.keys[queue], key)
         j.listed = queue
+
+    def _file_end(self, j: JobState) -> None:
+        """Keep `j` in its kind's by-expected-end list while it runs (visible, not pending), at its current end."""
+        filed = j.end_filed
+        wanted = None
+        if j.listed == 2 and j.kind is not None:
+            wanted = (j.kind, (expected_end(j.seg_start, j.run_estimate, j.seg_start), j.job.submit_time, j.group_id))
+        if wanted == filed:
+            return
+        ends = self._queues.ends
+        if filed is not None:
+            listed = ends[filed[0]]
+            del listed[bisect.bisect_left(listed, filed[1])]
+        if wanted is not None:
+            bisect.insort(ends.setdefault(wanted[0], []), wanted[1])
+        j.end_filed = wanted
 
     def _group_view_of(self, group_id: str) -> Group:
         return self._group_view(self._by_id[group_id])

@@ -439,6 +439,12 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
             assert view.pending_groups() == fresh.pending_groups()
             assert view.running_groups() == fresh.running_groups()
             assert all(view.nodes_of_kind(kind) == fresh.nodes_of_kind(kind) for kind in view.kinds)
+            for kind in (*view.kinds, "no-such-kind"):
+                assert view.node_names_of_kind(kind) == fresh.node_names_of_kind(kind)
+                assert view.running_by_expected_end(kind) == fresh.running_by_expected_end(kind)
+            for kind in view.kinds:
+                queue = view.running_by_expected_end(kind)
+                ends.append((queue, tuple(queue)))
             assert view.index is not None and fresh.index is None  # the engine's answers vs the scan's
             requests = [v.request for g in view.groups.values() for v in g.variants]
             requests += [Resources(), Resources(1, 1, {"fpga": 1}), Resources(5, 1)]
@@ -458,10 +464,13 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
         return fifo(view, now)
 
     answers: list[tuple[tuple[Group, ...], tuple[Group, ...]]] = []
+    ends: list[tuple[Sequence[Group], tuple[Group, ...]]] = []
     Checked(two_kinds(), Scripted(decide), tiny_workload({"jobs": 150}, seed=9), EngineOptions()).run()
     assert len(seen) > 50
     # A snapshot's queues never change afterwards, although the engine's queues moved on since.
     assert [(tuple(v.pending_groups()), tuple(v.running_groups())) for v in seen] == answers
+    assert all(tuple(queue) == then for queue, then in ends)  # the lent by-end lists too
+    assert sum(len(then) for _, then in ends) > 100
     assert isinstance(seen[0].pending_groups(), GroupQueue)
 
 

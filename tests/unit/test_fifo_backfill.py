@@ -7,13 +7,17 @@ first: `head` (4 CPUs: fits nowhere now; n1 frees at t=100, so it is reserved n1
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurmx.core.actions import Start
-from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState, expected_end
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
-from slurmx.policies.reservation import reserve
+from slurmx.policies.reservation import Started, reserve
 
 NOW = 0.0
 CAP = Resources(4, 4000)
@@ -86,3 +90,106 @@ def test_the_depth_bounds_how_far_behind_a_blocked_head_a_decision_looks() -> No
     assert not shallow.of_type(Start)  # `later` is the second behind the head: not looked at
     deeper = make_policy("fifo", {"backfill": "easy", "backfill_depth": 2}).schedule(_view(*queue), NOW)
     assert [a.group_id for a in deeper.of_type(Start)] == ["later"]
+
+
+# ---------------------------------------------------------------- the reservation against a plain full scan
+
+
+def _reference(view: ClusterView, group: Group, taken: dict[str, Resources], started: list[Started],
+               now: float) -> tuple[tuple[str, ...], float, dict[str, Resources]] | None:
+    """The reservation by brute force: every node of a kind, each with every job on it, ends sorted per node."""
+    best: tuple[tuple[str, ...], float, dict[str, Resources]] | None = None
+    for kind in view.kinds:
+        variant = group.variant(kind)
+        if variant is None:
+            continue
+        request = variant.request
+        ends: dict[str, list[tuple[float, Resources]]] = {}
+        for running in view.running_groups():
+            ran = running.running_variant()
+            assert ran is not None
+            for name in ran.nodes:
+                ends.setdefault(name, []).append((expected_end(ran.start_time, ran.estimate_s, now), ran.request))
+        for name, held, end in started:
+            ends.setdefault(name, []).append((end, held))
+        found: list[tuple[float, str, Resources]] = []
+        for node in view.nodes_of_kind(kind):
+            if not node.is_usable or not request.fits_in(node.capacity):
+                continue
+            room = node.free - taken[node.name] if node.name in taken else node.free
+            for end, freed in [(now, Resources()), *sorted(ends.get(node.name, []), key=lambda e: e[0])]:
+                if math.isinf(end):
+                    break
+                room = room + freed
+                if request.fits_in(room):
+                    found.append((max(end, now), node.name, room))  # a job past its estimate: back now
+                    break
+        if len(found) < variant.node_count:
+            continue
+        chosen = sorted(found, key=lambda f: (f[0], f[1]))[:variant.node_count]
+        if best is None or chosen[-1][0] < best[1]:
+            best = (tuple(n for _, n, _ in chosen), chosen[-1][0], {n: r - request for _, n, r in chosen})
+    return best
+
+
+@st.composite
+def _crowded(draw: st.DrawFn) -> tuple[ClusterView, Group, dict[str, Resources], list[Started]]:
+    """Two kinds of a few 4-CPU nodes, running jobs (some wide, some without an estimate, ends that tie) filling
+    them, a plan's own starts, and a head that may be wide."""
+    kinds = {"cpu": [f"c{i}" for i in range(draw(st.integers(1, 5)))],
+             "gpu": [f"g{i}" for i in range(draw(st.integers(1, 3)))]}
+    used = {n: 0 for names in kinds.values() for n in names}
+    groups: list[Group] = []
+    for i in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(sorted(kinds)))
+        width = draw(st.integers(1, 2))
+        cpus = draw(st.integers(1, 4))
+        on = [n for n in kinds[kind] if used[n] + cpus <= 4][:width]
+        if len(on) < width:
+            continue
+        for n in on:
+            used[n] += cpus
+        ends = draw(st.one_of(st.none(), st.sampled_from([10.0, 20.0, 30.0]), st.floats(1, 100)))
+        variant = Variant(f"r{i}", kind, i, VariantState.RUNNING, Resources(cpus, 10), kind, tuple(on),
+                          estimate_s=ends, start_time=NOW - draw(st.sampled_from([0.0, 5.0])), node_count=width)
+        groups.append(Group(f"r{i}", f"r{i}", "u", JobClass.BE, (variant,), submit_time=draw(st.integers(-9, -1))))
+    taken: dict[str, Resources] = {}
+    started: list[Started] = []
+    for n in draw(st.lists(st.sampled_from(sorted(used)), max_size=3)):
+        if used[n] < 4:
+            used[n] += 1
+            taken[n] = taken.get(n, Resources()) + Resources(1, 10)
+            started.append((n, Resources(1, 10), draw(st.sampled_from([10.0, 20.0, math.inf]))))
+    node_state = {n: Node(n, (kind,), CAP, Resources(used[n] - (taken[n].cpus if n in taken else 0), 10 * used[n]),
+                          draw(st.sampled_from(["MIXED", "MIXED", "DOWN"])))
+                  for kind, names in kinds.items() for n in names}
+    head_width = draw(st.integers(1, 3))
+    head = Group("head", "head", "u", JobClass.BE, tuple(
+        Variant("head", kind, None, VariantState.PENDING, Resources(draw(st.integers(1, 4)), 10), kind,
+                estimate_s=60, node_count=head_width)
+        for kind in draw(st.lists(st.sampled_from(sorted(kinds)), min_size=1, max_size=2, unique=True))),
+        submit_time=1)
+    view = ClusterView(NOW, node_state, {k: Partition(k, tuple(names)) for k, names in kinds.items()},
+                       {g.group_id: g for g in [*groups, head]}, {k: k for k in kinds})
+    return view, head, taken, started
+
+
+@settings(max_examples=400, deadline=None)
+@given(_crowded())
+def test_the_reservation_walk_equals_a_full_scan_of_every_node_and_job(
+        case: tuple[ClusterView, Group, dict[str, Resources], list[Started]]) -> None:
+    view, head, taken, started = case
+    found = reserve(view, head, taken, started, NOW)
+    expected = _reference(view, head, taken, started, NOW)
+    assert (None if found is None else (found.nodes, found.at, found.spare)) == expected
+
+
+def test_of_nodes_freed_at_the_same_time_the_first_by_name_is_reserved_whichever_job_ends_first_in_the_queue(
+        ) -> None:
+    nodes = {n: Node(n, ("cpu",), CAP, Resources(4, 100), "ALLOCATED") for n in ("n1", "n2")}
+    running = [_running("early", 4, "n2", 100), _running("late", 4, "n1", 100)]  # same end; n2's job is older
+    running[1] = Group("late", "late", "u", JobClass.BE, running[1].variants, submit_time=-1)
+    view = ClusterView(NOW, nodes, {"cpu": Partition("cpu", ("n1", "n2"))},
+                       {g.group_id: g for g in [*running, QUEUE[0]]}, {"cpu": "cpu"})
+    found = reserve(view, QUEUE[0], {}, [], NOW)
+    assert found is not None and (found.nodes, found.at) == (("n1",), 100)
