@@ -62,9 +62,11 @@ class Resources:
 
     cpus: int = 0
     mem_mb: int = 0
-    gres: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    gres: Mapping[str, int] = field(default_factory=lambda: _NO_GRES)
 
     def __post_init__(self) -> None:
+        if self.gres is _NO_GRES:
+            return
         if not self.gres:
             object.__setattr__(self, "gres", _NO_GRES)  # the common case, built on every plan: skip the sort
             return
@@ -94,7 +96,7 @@ class Resources:
 
     def _combine(self, other: Resources, sign: int) -> Resources:
         if not self.gres and not other.gres:  # the common case (CPU jobs), on every reservation step
-            return Resources(self.cpus + sign * other.cpus, self.mem_mb + sign * other.mem_mb)
+            return Resources(self.cpus + sign * other.cpus, self.mem_mb + sign * other.mem_mb, _NO_GRES)
         names = set(self.gres) | set(other.gres)
         gres = {n: self.gres.get(n, 0) + sign * other.gres.get(n, 0) for n in names}
         return Resources(self.cpus + sign * other.cpus, self.mem_mb + sign * other.mem_mb, gres)

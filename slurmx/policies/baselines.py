@@ -67,7 +67,9 @@ class Fifo:
                 if mode == "easy" and not blocked:
                     reservation = reserve(view, group, taken, started, now)
                     if reservation is not None:
-                        notes.append(f"{group.group_id}: reserved {','.join(reservation.nodes)} at "
+                        reserved = reservation.nodes
+                        more = f" and {len(reserved) - 4:,} more" if len(reserved) > 4 else ""
+                        notes.append(f"{group.group_id}: reserved {','.join(reserved[:4])}{more} at "
                                      f"t={reservation.at:g}")
                         allowed = reservation
                 blocked = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurmx.core.model import ClusterView, Group, KindName, expected_end
 from slurmx.core.resources import Resources
@@ -29,22 +29,33 @@ class Reservation:
 
     group_id: str
     at: float
-    spare: dict[str, Resources]  # reserved node -> its room at `at` once the head's request is set aside
+    rooms: dict[str, Resources]  # reserved node -> its room at `at`, the head's request included
+    request: Resources  # the head's, on each reserved node
+    _spare: dict[str, Resources] = field(default_factory=dict, repr=False)  # worked out as nodes are asked
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(self.spare)
+        return tuple(self.rooms)
+
+    @property
+    def spare(self) -> dict[str, Resources]:
+        """Each reserved node's room at `at` once the head's request (and what backfill took) is set aside."""
+        return {name: self._spare_of(name) for name in self.rooms}
+
+    def _spare_of(self, node: str) -> Resources:
+        spare = self._spare.get(node)
+        if spare is None:
+            spare = self._spare[node] = self.rooms[node] - self.request
+        return spare
 
     def allows(self, node: str, request: Resources, end: float) -> bool:
         """Whether a job started now on `node`, ending at `end`, leaves the reservation intact."""
-        spare = self.spare.get(node)
-        return spare is None or end <= self.at or request.fits_in(spare)
+        return end <= self.at or node not in self.rooms or request.fits_in(self._spare_of(node))
 
     def take(self, node: str, request: Resources, end: float) -> None:
         """A job `allows` admitted starts: what it holds past the reserved time comes out of the node's spare."""
-        spare = self.spare.get(node)
-        if spare is not None and end > self.at:
-            self.spare[node] = spare - request
+        if end > self.at and node in self.rooms:
+            self._spare[node] = self._spare_of(node) - request
 
 
 def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], started: list[Started],
@@ -63,7 +74,7 @@ def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], starte
                                  math.inf if best is None else best.at)
         if chosen is not None and (best is None or chosen[-1][0] < best.at):
             # Each node's room is taken at its own earliest time: no more than it has at `at` (safe for backfill).
-            best = Reservation(group.group_id, chosen[-1][0], {name: room - request for _, name, room in chosen})
+            best = Reservation(group.group_id, chosen[-1][0], {name: room for _, name, room in chosen}, request)
     return best
 
 

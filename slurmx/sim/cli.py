@@ -54,10 +54,11 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         if isinstance(exc, ConfigError):
             raise
         raise click.ClickException(str(exc)) from None
-    sized = resolve_cluster(config, workload.jobs)
+    sized = resolve_cluster(config, workload.jobs, workload.info)
     if config.cluster.from_trace is not None:
         skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
-        workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped)
+        workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped,
+                            workload.info)
     jobs = workload.jobs
     console = make_console(stderr=json_path == "-")
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),

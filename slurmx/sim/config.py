@@ -35,7 +35,7 @@ from slurmx.core.units import parse_duration, parse_mem
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
-from slurmx.sim.sizing import SizedCluster, partitions_from_machines, sized_for_load
+from slurmx.sim.sizing import SizedCluster, partitions_from_machines, partitions_from_swf_header, sized_for_load
 
 __all__ = [
     "ClusterConfig",
@@ -140,17 +140,27 @@ class PartitionConfig(_Capacity):
         return PartitionShape(self.name, self.kind or self.name, shapes)
 
 
+class SwfHeaderConfig(_Capacity):
+    """The machine an SWF log's header describes: MaxNodes nodes of MaxProcs / MaxNodes processors, each with
+    `mem_per_cpu` per processor (the header gives no memory; default 4 GB, as the SWF loader assumes)."""
+
+    mem_mb: int = Field(4096, alias="mem_per_cpu", ge=1)
+
+
 class FromTraceConfig(_Model):
-    """A cluster for a trace (see `slurmx.sim.sizing`): its machine list, or nodes per kind sized to `load`."""
+    """A cluster for a trace (see `slurmx.sim.sizing`): its machine list, the machine its SWF header describes,
+    or nodes per kind sized to `load`."""
 
     nodes_file: str | None = None
+    swf_header: SwfHeaderConfig | None = None
     node: dict[str, NodeSpecConfig] = Field(default_factory=dict)
     load: float = Field(0.8, gt=0)
 
     @model_validator(mode="after")
     def _one_way(self) -> FromTraceConfig:
-        if (self.nodes_file is None) == (not self.node):
-            raise ValueError("give exactly one of nodes_file (a trace's machine list) or node (a shape per kind)")
+        if sum((self.nodes_file is not None, self.swf_header is not None, bool(self.node))) != 1:
+            raise ValueError("give exactly one of nodes_file (a trace's machine list), swf_header (the machine an "
+                             "SWF log's header describes) or node (a shape per kind)")
         return self
 
 
@@ -170,11 +180,17 @@ class ClusterConfig(_Model):
         return tuple(p.shape() for p in self.partitions)
 
 
-def resolve_cluster(config: SimConfig, jobs: list[SimJob]) -> SizedCluster:
-    """The partitions a run uses and the jobs it keeps (all of them, unless sized from a trace)."""
+def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, str] | None = None) -> SizedCluster:
+    """The partitions a run uses and the jobs it keeps (all of them, unless sized from a trace). `info`: what the
+    trace's loader read about it (an SWF header's fields)."""
     spec = config.cluster.from_trace
     if spec is None:
         return SizedCluster(config.cluster.shapes(), jobs, (), 0)
+    if spec.swf_header is not None:
+        try:
+            return partitions_from_swf_header(info or {}, spec.swf_header.mem_mb, jobs)
+        except ValueError as exc:
+            raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
     if spec.nodes_file is not None:
         from slurmx.sim.traces.alibaba import load_alibaba_nodes
 
@@ -352,6 +368,7 @@ class Workload:
     source: str
     assumptions: tuple[str, ...] = ()
     skipped: Mapping[str, int] = field(default_factory=dict)
+    info: Mapping[str, str] = field(default_factory=dict)  # what the loader read about the trace (SWF header)
 
 
 def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None = None) -> Workload:
@@ -401,4 +418,4 @@ def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None 
         if not isinstance(job, SimJob):
             raise ConfigError([f"workload: item {i} is a {type(job).__name__}, expected SimJob"])
     return Workload(jobs, source, tuple(getattr(produced, "assumptions", ())),
-                    dict(getattr(produced, "skipped", {})))
+                    dict(getattr(produced, "skipped", {})), dict(getattr(produced, "info", {})))

@@ -6,7 +6,7 @@ click or rich, and without importing a command module that imports it back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from slurmx.policies.base import make_policy
 from slurmx.sim import engine
@@ -21,11 +21,12 @@ __all__ = ["run_config"]
 
 def run_config(config: SimConfig, jobs: Sequence[SimJob],
                progress: Callable[[engine.Progress], None] | None = None,
-               sized: SizedCluster | None = None) -> SimResult:
+               sized: SizedCluster | None = None, info: Mapping[str, str] | None = None) -> SimResult:
     """One run of `config` on `jobs`: the policy is built by name, exactly as the daemon builds it.
 
     A cluster sized from the trace (`cluster.from_trace`) may leave out jobs no node could hold; pass the
-    `resolve_cluster` answer as `sized` when the caller already has it (and reports its assumptions)."""
+    `resolve_cluster` answer as `sized` when the caller already has it (and reports its assumptions); `info`:
+    what the trace's loader read about it, for a cluster from the SWF header."""
     policy = make_policy(config.policy.name, config.policy.params)
-    sized = sized or resolve_cluster(config, list(jobs))
+    sized = sized or resolve_cluster(config, list(jobs), info)
     return engine.Engine(ModelCluster(sized.partitions), policy, sized.jobs, config.engine_options(), progress).run()

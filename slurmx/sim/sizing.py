@@ -24,7 +24,7 @@ from slurmx.core.resources import Resources
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 
-__all__ = ["SizedCluster", "partitions_from_machines", "sized_for_load"]
+__all__ = ["SizedCluster", "partitions_from_machines", "partitions_from_swf_header", "sized_for_load"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,34 @@ def partitions_from_machines(machines: Sequence[tuple[str, Resources, str]], job
     if skipped:
         notes += (f"{skipped:,} jobs fit no machine of their kind and are left out",)
     return SizedCluster(tuple(partitions), kept, notes, skipped)
+
+
+def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, jobs: Sequence[SimJob]
+                               ) -> SizedCluster:
+    """One `cpu` partition of the machine an SWF header describes (MaxNodes nodes of MaxProcs / MaxNodes
+    processors, `mem_per_cpu_mb` each). Jobs that could never run on it (a per-node request larger than a
+    node, more nodes than it has, or only a GPU variant) are left out and counted."""
+    from slurmx.sim.traces.swf import header_machine
+
+    machine = header_machine(header)
+    if machine is None:
+        found = ", ".join(f"{k} {header[k]}" for k in ("MaxNodes", "MaxProcs") if k in header) or "neither"
+        raise ValueError(f"the trace's header gives no machine of equal nodes (MaxNodes and MaxProcs: {found}); "
+                         "give cluster.partitions with the node shape instead")
+    count, cpus = machine
+    if count > MAX_NODES:
+        raise ValueError(f"the header's MaxNodes {count:,} is more than {MAX_NODES:,} nodes")
+    capacity = Resources(cpus, cpus * mem_per_cpu_mb)
+    kept = [job for job in jobs
+            if (v := job.variants.get("cpu")) is not None and v.request.fits_in(capacity) and v.nodes <= count]
+    skipped = len(jobs) - len(kept)
+    notes = [f"cluster = the SWF header's machine: {count:,} nodes of {cpus} processor{'s' * (cpus != 1)} (MaxNodes "
+             f"{header['MaxNodes']}, MaxProcs {header['MaxProcs']}) and {mem_per_cpu_mb:,} MB per processor"]
+    if skipped:
+        notes.append(f"{skipped:,} jobs that no node set of this machine could hold (per-node request, node count, "
+                     "or GPU-only) are left out")
+    return SizedCluster((PartitionShape("cpu", "cpu", (NodeShape(count, capacity, "n"),)),), kept, tuple(notes),
+                        skipped)
 
 
 def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: float) -> SizedCluster:

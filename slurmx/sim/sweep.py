@@ -134,7 +134,7 @@ def run_point(document: Mapping[str, Any]) -> dict[str, Any]:
     """Run one point; returns its metrics (JSON-ready, no wall times). Top level so a pool can pickle it."""
     config = parse_sim_config(document, "sweep point")
     workload = load_workload(config.workload, config.seed)
-    result = run_config(config, workload.jobs)
+    result = run_config(config, workload.jobs, info=workload.info)
     # A JSON round trip makes the local result the very same document a Slurm task writes and we read back.
     metrics: dict[str, Any] = json.loads(json.dumps(compute_metrics(result, config.report.util_bins),
                                                     sort_keys=True, allow_nan=False))

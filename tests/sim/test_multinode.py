@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from slurmx.cli import cli
 from slurmx.core.actions import Start
 from slurmx.core.resources import Resources
+from slurmx.core.validation import ConfigError
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError
 from slurmx.sim.jobs import SimJob, SimVariant
@@ -130,3 +133,28 @@ def test_any_wide_workload_runs_every_job_once_with_every_processor_second_alloc
     offered = sum(n * c * d for _, n, c, d, _ in rows)
     mean = utilisation(result, 0.0, end, 5)["mean"]["cpu/cpus"]
     assert mean * 16 * end == pytest.approx(offered)
+
+
+def test_a_cluster_from_the_swf_header_is_its_machine_and_what_it_cannot_hold_is_counted(tmp_path: Path) -> None:
+    (tmp_path / "wide.swf").write_text(WIDE_SWF, encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    config.write_text("cluster: {from_trace: {swf_header: {mem_per_cpu: 4G}}}\n"
+                      "workload: {trace: wide.swf, format: swf}\npolicy: {name: fifo, params: {backfill: easy}}\n")
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    # 8 nodes of 4 processors and 16 GB; swf-5's 95 GB on one node fits none and is counted, not run
+    assert "the SWF header's machine: 8 nodes of 4 processors (MaxNodes 8, MaxProcs 32)" in text
+    assert '"completed": 4' in text and '"larger than any node": 1' in text
+
+
+def test_a_header_of_mixed_nodes_is_refused_in_one_line_naming_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "mixed.swf").write_text(WIDE_SWF.replace("MaxProcs: 32", "MaxProcs: 33"), encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    config.write_text("cluster: {from_trace: {swf_header: {}}}\nworkload: {trace: mixed.swf, format: swf}\n")
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(tmp_path / "out.json")])
+    assert isinstance(result.exception, ConfigError)  # `slurmx` prints a ConfigError as its one line
+    assert str(result.exception) == (
+        "cluster.from_trace.swf_header: the trace's header gives no machine of equal nodes (MaxNodes and "
+        "MaxProcs: MaxNodes 8, MaxProcs 33); give cluster.partitions with the node shape instead")

@@ -17,7 +17,7 @@ node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -26,7 +26,7 @@ from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceEr
 from slurmx.sim.traces.options import checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
-__all__ = ["SWF_FIELDS", "load_swf"]
+__all__ = ["SWF_FIELDS", "header_machine", "load_swf"]
 
 SWF_FIELDS = (
     "job_number", "submit_time", "wait_time", "run_time", "allocated_processors", "average_cpu_time",
@@ -145,7 +145,8 @@ def load_swf(
         "submit time = field 2 (seconds from the log's UnixStartTime); duration = run time (field 4)",
         "the requested time (field 9) is the scheduler's estimate of the duration",
         "processors = allocated processors (field 5, the size the run time was measured at), else requested (8)",
-        (f"nodes of {node_size} processors ({'given' if cpus_per_node else 'header MaxProcs / MaxNodes'}): "
+        (f"nodes of {node_size} processor{'s' * (node_size != 1)} "
+         f"({'given' if cpus_per_node else 'header MaxProcs / MaxNodes'}): "
          f"{wide} jobs span several nodes, ceil(processors / nodes) on each" if node_size else
          "no node size (no cpus_per_node, no MaxProcs and MaxNodes in the header): every job on one node"),
         f"memory per processor from requested memory for {mem_from['requested']} jobs, used memory for "
@@ -167,14 +168,20 @@ def load_swf(
     return LoadedTrace(jobs, tuple(assumptions), f"swf:{path}", {k: v for k, v in skipped.items() if v}, info)
 
 
-def _header_node_size(header: dict[str, str]) -> int | None:
-    """Processors per node from the header's MaxProcs and MaxNodes, when both are whole and divide evenly."""
+def header_machine(header: Mapping[str, str]) -> tuple[int, int] | None:
+    """(nodes, processors per node) from the header's MaxNodes and MaxProcs, when both are whole and the
+    processors divide evenly over the nodes; None otherwise (absent, or a machine of mixed nodes)."""
     procs, nodes = (header.get(key, "") for key in ("MaxProcs", "MaxNodes"))
     if not all(text.isascii() and text.isdigit() and len(text) <= 9 for text in (procs, nodes)):
         return None  # absent, or no machine's size
-    if int(nodes) > 0 and int(procs) % int(nodes) == 0:
-        return int(procs) // int(nodes)
+    if int(nodes) > 0 and int(procs) > 0 and int(procs) % int(nodes) == 0:
+        return int(nodes), int(procs) // int(nodes)
     return None
+
+
+def _header_node_size(header: dict[str, str]) -> int | None:
+    machine = header_machine(header)
+    return None if machine is None else machine[1]
 
 
 def _bad_field(path: str | Path, line: int, fields: list[str]) -> NoReturn:
