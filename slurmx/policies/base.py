@@ -21,8 +21,8 @@ from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView
 from slurmx.core.validation import ConfigError, validate_model
 
-__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "policy_args", "policy_args_model",
-           "register"]
+__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "max_nodes", "policy_args",
+           "policy_args_model", "register"]
 
 
 class PolicyArgs(BaseModel):
@@ -38,6 +38,15 @@ class Policy(Protocol):
     name: ClassVar[str]
 
     def schedule(self, view: ClusterView, now: float) -> Plan: ...
+
+
+def max_nodes(policy: Policy) -> int | None:
+    """How many nodes the policy can start one job on: what its class declares as `max_nodes` (None: any), else 1.
+
+    Most policies place a job on one node (the papers' model); a run refuses, before it starts, a workload with
+    a wider variant, instead of failing on the first `Start` that names one node for it, hours into a replay."""
+    declared: int | None = getattr(policy, "max_nodes", 1)
+    return declared
 
 
 A = TypeVar("A", bound=PolicyArgs)

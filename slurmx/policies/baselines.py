@@ -41,6 +41,7 @@ class Fifo:
 
     args: FifoArgs
     name: ClassVar[str] = "fifo"
+    max_nodes: ClassVar[int | None] = None  # a job starts on as many nodes as its variant runs on
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node

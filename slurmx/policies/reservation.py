@@ -127,7 +127,7 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
                 rooms[name] = room
     if len(found) < count:
         return None
-    found.sort(key=lambda f: (f[0], f[1]))
+    found.sort()  # by time, then name (names are unique: rooms are never compared)
     return found[:count]
 
 

@@ -38,7 +38,7 @@ from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
-from slurmx.policies.base import Policy
+from slurmx.policies.base import Policy, max_nodes
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
@@ -149,6 +149,8 @@ class Engine(ActionSteps, ViewSteps):
         vectors: dict[tuple[str, Resources], Vector] = {}
         next_vid = 1
         drawn = 0
+        widest = max_nodes(self.policy)
+        too_wide: list[tuple[str, str, int]] = []  # (job, kind, nodes) of variants the policy cannot start
         for j in self._jobs:
             job = j.job
             if job.job_id in self._by_id:
@@ -168,12 +170,20 @@ class Engine(ActionSteps, ViewSteps):
                 estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
                 if variant.nodes != 1:
                     self._check_node_count(job, kind, variant.nodes)
+                    if widest is not None and variant.nodes > widest:
+                        too_wide.append((job.job_id, kind, variant.nodes))
                 j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid, variant.nodes)
                 next_vid += 1
             if not kinds:
                 raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
                                       f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
             j.kinds = tuple(kinds)
+        if too_wide:
+            job_id, kind, nodes = too_wide[0]
+            raise SimulationError(
+                f"policy {self.policy.name} starts a job on at most {widest} node(s); {len(too_wide):,} variants run "
+                f"on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or leave "
+                "the wide jobs out")
 
     # ---- the kernel ------------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class Scripted:
     decide: Callable[[ClusterView, float], Sequence[Action]]
     seen: list[Seen] = field(default_factory=list)
     name: ClassVar[str] = "scripted"
+    max_nodes: ClassVar[int | None] = None  # a script may start any job, wide ones too
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         self.seen.append(Seen(now, view))

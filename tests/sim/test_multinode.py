@@ -15,6 +15,7 @@ from slurmx.core.actions import Start
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies import make_policy
+from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import SimResult, utilisation
@@ -158,3 +159,11 @@ def test_a_header_of_mixed_nodes_is_refused_in_one_line_naming_the_fix(tmp_path:
     assert str(result.exception) == (
         "cluster.from_trace.swf_header: the trace's header gives no machine of equal nodes (MaxNodes and "
         "MaxProcs: MaxNodes 8, MaxProcs 33); give cluster.partitions with the node shape instead")
+
+
+@pytest.mark.parametrize("name", ["fitgpp", "allox", "synergy", "mlfs", "tiresias"])
+def test_a_one_node_policy_refuses_a_wide_workload_before_the_run(name: str) -> None:
+    jobs = [wide("a", 0, 1, 10), wide("b", 5, 2, 10), wide("c", 9, 3, 10)]
+    with pytest.raises(SimulationError, match=r"^policy \S+ starts a job on at most 1 node\(s\); 2 variants run on "
+                                              r"more \(first: job b variant cpu on 2 nodes\): replay them with fifo"):
+        engine.Engine(cluster(nodes=4), make_policy(name, {}), jobs)
