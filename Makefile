@@ -69,7 +69,14 @@ test-daemon-crash: deps
 test-native: venv
 	$(BIN)/pytest -q tests/native $(PYTEST_ARGS)
 
-bench: venv
+# AccaSim (a peer HPC simulator) in its own virtualenv, for bench/peer_accasim.py: its dependencies stay out of ours.
+PEER_VENV ?= .venv-peer
+$(PEER_VENV)/bin/accasim-installed:
+	$(PY) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install -q accasim==1.1.3
+	@touch $@
+
+bench: venv $(PEER_VENV)/bin/accasim-installed
 	@for b in bench/*.py; do $(BIN)/python $$b; done
 
 cluster-up: system-deps
