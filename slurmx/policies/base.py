@@ -22,7 +22,7 @@ from slurmx.core.model import ClusterView
 from slurmx.core.validation import ConfigError, validate_model
 
 __all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "max_nodes", "policy_args",
-           "policy_args_model", "register"]
+           "policy_args_model", "register", "waits_for_release"]
 
 
 class PolicyArgs(BaseModel):
@@ -46,6 +46,16 @@ def max_nodes(policy: Policy) -> int | None:
     Most policies place a job on one node (the papers' model); a run refuses, before it starts, a workload with
     a wider variant, instead of failing on the first `Start` that names one node for it, hours into a replay."""
     declared: int | None = getattr(policy, "max_nodes", 1)
+    return declared
+
+
+def waits_for_release(policy: Policy) -> bool:
+    """Whether the policy, once it leaves groups waiting, can start none of them until resources are given back
+    or an older group appears (arrivals behind the queue change nothing): what its class declares, else False.
+
+    The simulator then does not ask it again at an instant that brought only new arrivals; the plan it would
+    have returned is empty, so the run is the same, with fewer calls (strict FIFO under a long queue)."""
+    declared: bool = getattr(policy, "waits_for_release", False)
     return declared
 
 

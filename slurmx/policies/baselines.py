@@ -43,6 +43,12 @@ class Fifo:
     name: ClassVar[str] = "fifo"
     max_nodes: ClassVar[int | None] = None  # a job starts on as many nodes as its variant runs on
 
+    @property
+    def waits_for_release(self) -> bool:
+        """Strict FIFO: with groups left waiting, the oldest of them fits nowhere, and only room given back (or an
+        older group appearing) can change that; a newer arrival queues behind it."""
+        return self.args.backfill == "none"
+
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
         started: list[Started] = []  # and to whom, with the expected ends (for a reservation)

@@ -38,7 +38,7 @@ from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
-from slurmx.policies.base import Policy, max_nodes
+from slurmx.policies.base import Policy, max_nodes, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
@@ -134,6 +134,13 @@ class Engine(ActionSteps, ViewSteps):
         self._util_cols = tuple((p, d) for p in cluster.partitions for d in cluster.dims)
         self._ran = False
         self._largest = {}
+        # A policy that waits for a release is not asked again while its last plan left groups waiting and the
+        # instant brought only arrivals (no room given back, no group shown late, older than the queue's end).
+        self._waits_for_release = waits_for_release(policy)
+        self._blocked = False
+        self._releases_seen = 0
+        self._late_visible = False
+        self._skipped_calls = 0
         self._prepare()
 
     # ---- set-up ----------------------------------------------------------------------------------------
@@ -226,6 +233,9 @@ class Engine(ActionSteps, ViewSteps):
                 # A scheduling point: every event of the instant is in.
                 if periodic or not changed or not (self._pending or idle_calls):
                     break
+                if self._blocked and self._releases == self._releases_seen and not self._late_visible:
+                    self._skipped_calls += 1
+                    break  # its plan would be empty: nothing it waits for has happened
                 # A plan that freed resources (cancel, zero-grace preemption) is followed by another decision
                 # at the same instant, as if the release were an event; otherwise the instant is done.
                 changed = self._schedule(t)[1]
@@ -277,6 +287,7 @@ class Engine(ActionSteps, ViewSteps):
 
     def _on_profiled(self, idx: int, _version: int, t: float) -> bool:
         self._busy -= 1
+        self._late_visible = True  # it may be older than groups already waiting
         self._make_visible(self._jobs[idx])
         return True
 
@@ -341,6 +352,8 @@ class Engine(ActionSteps, ViewSteps):
         except PlanError as exc:
             raise SimulationError(str(exc)) from None
         self._policy_wall += decision.policy_s
+        self._releases_seen, self._late_visible = releases, False
+        self._blocked = self._waits_for_release and self._pending > 0
         return self._moves != moves, self._releases != releases
 
     # ---- the cycle's backend: observe, notes, one handler per action type --------------------------------
@@ -385,6 +398,7 @@ class Engine(ActionSteps, ViewSteps):
             notes=dict(self._notes),
             end_time=self.now,
             wall_s=wall,
+            policy_calls_skipped=self._skipped_calls,
             policy_wall_s=self._policy_wall,
         )
         records = tuple(sorted(self._records, key=lambda r: self._by_id[r.job_id].idx))

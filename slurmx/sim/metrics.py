@@ -63,6 +63,7 @@ class RunStats:
     end_time: float
     wall_s: float
     policy_wall_s: float
+    policy_calls_skipped: int = 0  # instants a policy waiting for a release was not asked (its plan: empty)
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,7 @@ def compute_metrics(result: SimResult, bins: int = 100) -> dict[str, Any]:
             "events": stats.events,
             "by_event": dict(stats.by_event),
             "policy_calls": stats.policy_calls,
+            "policy_calls_skipped": stats.policy_calls_skipped,
             "actions": dict(stats.actions),
             "repeated_preempts": stats.repeated_preempts,
             "max_pending": stats.max_pending,

@@ -671,3 +671,32 @@ def test_a_victim_whose_hook_exits_on_the_signal_leaves_before_its_deadline() ->
     assert a.preemptions == 1 and a.finish == 7 + 15  # requeued at 7 (not 35), restarted with its 15 s left
     with pytest.raises(ValueError, match="requeue_delay_s must be >= 0"):
         EngineOptions(requeue_delay_s=-1.0)
+
+
+class _Undeclared:
+    """Strict FIFO without its declaration: the engine asks it at every instant (the reference run)."""
+
+    name = "fifo"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        return FIFO.schedule(view, now)
+
+
+@pytest.mark.parametrize(("seed", "profiling"), [(1, 0.0), (2, 0.0), (3, 0.3), (4, 0.5)])
+def test_strict_fifo_not_asked_while_only_arrivals_come_runs_exactly_as_when_asked_every_time(
+        seed: int, profiling: float) -> None:
+    jobs = tiny_workload({"jobs": 400}, seed=seed)  # a queue forms on three nodes
+    options = EngineOptions(profiling_fraction=profiling, profiling_fixed_s=profiling * 10)
+    skipping = Engine(two_kinds(), FIFO, jobs, options).run()
+    asked = Engine(two_kinds(), _Undeclared(), jobs, options).run()
+    assert skipping.jobs == asked.jobs and compute_metrics(skipping)["jct"] == compute_metrics(asked)["jct"]
+    assert asked.stats.policy_calls_skipped == 0
+    assert skipping.stats.policy_calls_skipped > 50  # the instants it was not asked ...
+    assert skipping.stats.policy_calls + skipping.stats.policy_calls_skipped == asked.stats.policy_calls  # ... all
+
+
+def test_easy_backfill_is_asked_at_every_arrival() -> None:
+    assert make_policy("fifo", {"backfill": "easy"}).waits_for_release is False  # type: ignore[attr-defined]
+    result = Engine(two_kinds(), make_policy("fifo", {"backfill": "easy"}), tiny_workload({"jobs": 200}, seed=1),
+                    EngineOptions()).run()
+    assert result.stats.policy_calls_skipped == 0
