@@ -42,13 +42,17 @@ class Queues:
     """The engine's sorted queues (index 1 pending, 2 running), each kind's running jobs by expected end, and
     which of them the current view has read."""
 
-    __slots__ = ("ends", "ends_read", "generation", "keys", "read")
+    __slots__ = ("ends", "ends_kept", "ends_read", "ends_wanted", "generation", "keys", "read")
 
     def __init__(self) -> None:
         self.keys: list[list[QueueKey]] = [[], [], []]
         self.read = [False, False, False]
         self.ends: dict[KindName, list[EndKey]] = {}
         self.ends_read: set[KindName] = set()
+        # The by-end lists cost every run a sorted insert per start and finish; they are kept only from the
+        # first view after a policy asked for them (EASY's reservation), which meanwhile scans its own groups.
+        self.ends_wanted = False
+        self.ends_kept = False
         self.generation = 0
 
     def keep_read(self) -> None:
@@ -96,6 +100,9 @@ class _Index:
     def running_end_keys(self, kind: KindName) -> list[EndKey] | None:
         queues = self._queues
         if queues.generation != self._generation:
+            return None
+        if not queues.ends_kept:
+            queues.ends_wanted = True
             return None
         queues.ends_read.add(kind)
         return queues.ends.setdefault(kind, [])
@@ -150,7 +157,11 @@ class ViewSteps(EngineState):
             return ClusterView(now, every_node, self.cluster.partitions, every_group, self.cluster.kinds)
         nodes = self.cluster.refresh_views()
         groups, stale = self._groups, self._stale_groups
-        self._queues.new_generation()
+        queues = self._queues
+        queues.new_generation()
+        if queues.ends_wanted and not queues.ends_kept:
+            self._start_keeping_ends()
+        keep_ends = queues.ends_kept
         for idx in self._dirty:
             j = self._jobs[idx]
             gid = j.group_id
@@ -160,10 +171,12 @@ class ViewSteps(EngineState):
                 else:
                     groups[gid] = self._group_view(j)
                 self._file(j, 1 if j.status == PENDING else 2)
-                self._file_end(j)
+                if keep_ends:
+                    self._file_end(j)
             else:
                 self._file(j, 0)
-                self._file_end(j)
+                if keep_ends:
+                    self._file_end(j)
                 stale.discard(gid)
                 if groups.pop(gid, None) is not None:
                     self._holes += 1
@@ -189,6 +202,13 @@ class ViewSteps(EngineState):
         if queue:
             bisect.insort(self._queues.keys[queue], key)
         j.listed = queue
+
+    def _start_keeping_ends(self) -> None:
+        """From now on keep the by-end lists: filed for every job already running (dirty ones follow in `_view`)."""
+        self._queues.ends_kept = True
+        for j in self._visible.values():
+            if j.listed == 2:
+                self._file_end(j)
 
     def _file_end(self, j: JobState) -> None:
         """Keep `j` in its kind's by-expected-end list while it runs (visible, not pending), at its current end."""
