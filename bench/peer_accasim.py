@@ -126,6 +126,8 @@ def spawn(python: Path, which: str, mode: str, args: list[str]) -> dict[str, Any
 def compare(mode: str, ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
     mine, theirs = ours.pop("waits"), peer.pop("waits")
     common = sorted(set(mine) & set(theirs))
+    if not common:
+        raise SystemExit(f"{mode}: no job id in both runs (ours {len(mine)}, AccaSim {len(theirs)})")
     identical = sum(mine[j] == theirs[j] for j in common)
     row: dict[str, Any] = {
         "jobs": {"ours": len(mine), "accasim": len(theirs), "both": len(common)},

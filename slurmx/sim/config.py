@@ -142,9 +142,10 @@ class PartitionConfig(_Capacity):
 
 class SwfHeaderConfig(_Capacity):
     """The machine an SWF log's header describes: MaxNodes nodes of MaxProcs / MaxNodes processors, each with
-    `mem_per_cpu` per processor (the header gives no memory; default 4 GB, as the SWF loader assumes)."""
+    `mem_per_cpu` per processor (the header gives no memory; default: the SWF loader's `mem_per_cpu_mb`, 4 GB
+    unless the workload's params say otherwise, so a job given the loader's assumed memory always fits)."""
 
-    mem_mb: int = Field(4096, alias="mem_per_cpu", ge=1)
+    mem_mb: int | None = Field(None, alias="mem_per_cpu", ge=1)
 
 
 class FromTraceConfig(_Model):
@@ -187,9 +188,11 @@ def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, st
     if spec is None:
         return SizedCluster(config.cluster.shapes(), jobs, (), 0)
     if spec.swf_header is not None:
+        params = config.workload.params if config.workload is not None else {}
+        mem_mb = spec.swf_header.mem_mb or params.get("mem_per_cpu_mb", 4096)
         try:
-            return partitions_from_swf_header(info or {}, spec.swf_header.mem_mb, jobs)
-        except ValueError as exc:
+            return partitions_from_swf_header(info or {}, int(mem_mb), jobs, params.get("cpus_per_node"))
+        except (TypeError, ValueError) as exc:
             raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
     if spec.nodes_file is not None:
         from slurmx.sim.traces.alibaba import load_alibaba_nodes

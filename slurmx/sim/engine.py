@@ -157,7 +157,7 @@ class Engine(ActionSteps, ViewSteps):
         next_vid = 1
         drawn = 0
         widest = max_nodes(self.policy)
-        too_wide: list[tuple[str, str, int]] = []  # (job, kind, nodes) of variants the policy cannot start
+        too_wide: list[tuple[str, str, int]] = []  # (job, a kind, its nodes) of jobs the policy can never start
         for j in self._jobs:
             job = j.job
             if job.job_id in self._by_id:
@@ -177,20 +177,20 @@ class Engine(ActionSteps, ViewSteps):
                 estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
                 if variant.nodes != 1:
                     self._check_node_count(job, kind, variant.nodes)
-                    if widest is not None and variant.nodes > widest:
-                        too_wide.append((job.job_id, kind, variant.nodes))
                 j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid, variant.nodes)
                 next_vid += 1
             if not kinds:
                 raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
                                       f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
             j.kinds = tuple(kinds)
+            if widest is not None and all(j.facts[k].node_count > widest for k in kinds):
+                too_wide.append((job.job_id, kinds[0], j.facts[kinds[0]].node_count))
         if too_wide:
             job_id, kind, nodes = too_wide[0]
             raise SimulationError(
-                f"policy {self.policy.name} starts a job on at most {widest} node(s); {len(too_wide):,} variants run "
-                f"on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or leave "
-                "the wide jobs out")
+                f"policy {self.policy.name} starts a job on at most {widest} node(s); {len(too_wide):,} jobs run "
+                f"only on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or "
+                "leave the wide jobs out")
 
     # ---- the kernel ------------------------------------------------------------------------------------
 

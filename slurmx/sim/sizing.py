@@ -73,11 +73,12 @@ def partitions_from_machines(machines: Sequence[tuple[str, Resources, str]], job
     return SizedCluster(tuple(partitions), kept, notes, skipped)
 
 
-def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, jobs: Sequence[SimJob]
-                               ) -> SizedCluster:
+def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, jobs: Sequence[SimJob],
+                               cpus_per_node: object = None) -> SizedCluster:
     """One `cpu` partition of the machine an SWF header describes (MaxNodes nodes of MaxProcs / MaxNodes
     processors, `mem_per_cpu_mb` each). Jobs that could never run on it (a per-node request larger than a
-    node, more nodes than it has, or only a GPU variant) are left out and counted."""
+    node, more nodes than it has, or only a GPU variant) are left out and counted. `cpus_per_node`: the loader's,
+    when given; it split the wide jobs, so it must be the header's node size."""
     from slurmx.sim.traces.swf import header_machine
 
     machine = header_machine(header)
@@ -86,6 +87,9 @@ def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, j
         raise ValueError(f"the trace's header gives no machine of equal nodes (MaxNodes and MaxProcs: {found}); "
                          "give cluster.partitions with the node shape instead")
     count, cpus = machine
+    if cpus_per_node is not None and cpus_per_node != cpus:
+        raise ValueError(f"workload.params.cpus_per_node {cpus_per_node} split the jobs over nodes of that size, but "
+                         f"the header's nodes have {cpus} processors; drop cpus_per_node, or give cluster.partitions")
     if count > MAX_NODES:
         raise ValueError(f"the header's MaxNodes {count:,} is more than {MAX_NODES:,} nodes")
     capacity = Resources(cpus, cpus * mem_per_cpu_mb)

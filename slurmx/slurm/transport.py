@@ -267,6 +267,7 @@ def _drain(chan: object, deadline: float) -> tuple[bytes | None, bytes | None]:
     Both streams are read as they come, so a command filling one never blocks on the other. The end is the EOF,
     not the exit status: sshd sends the exit status as soon as the command ends, while output still waiting for
     window space follows it (a remote `squeue --json` of a few MB was cut short when we stopped at the status).
+    After the EOF the channel's descriptor stays readable for good, so the status is waited for on its own event.
     """
     out, err = bytearray(), bytearray()
     with selectors.DefaultSelector() as selector:
@@ -283,7 +284,10 @@ def _drain(chan: object, deadline: float) -> tuple[bytes | None, bytes | None]:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, None
-            selector.select(min(left, 0.05 if read_all else 1.0))
+            if read_all:
+                chan.status_event.wait(min(left, 1.0))  # type: ignore[attr-defined]
+            else:
+                selector.select(min(left, 1.0))
 
 
 class ReplayTransport:

@@ -164,6 +164,35 @@ def test_a_header_of_mixed_nodes_is_refused_in_one_line_naming_the_fix(tmp_path:
 @pytest.mark.parametrize("name", ["fitgpp", "allox", "synergy", "mlfs", "tiresias"])
 def test_a_one_node_policy_refuses_a_wide_workload_before_the_run(name: str) -> None:
     jobs = [wide("a", 0, 1, 10), wide("b", 5, 2, 10), wide("c", 9, 3, 10)]
-    with pytest.raises(SimulationError, match=r"^policy \S+ starts a job on at most 1 node\(s\); 2 variants run on "
-                                              r"more \(first: job b variant cpu on 2 nodes\): replay them with fifo"):
+    refused = (r"^policy \S+ starts a job on at most 1 node\(s\); 2 jobs run only on more "
+               r"\(first: job b variant cpu on 2 nodes\): replay them with fifo")
+    with pytest.raises(SimulationError, match=refused):
         engine.Engine(cluster(nodes=4), make_policy(name, {}), jobs)
+
+
+def test_a_job_with_a_one_node_variant_besides_a_wide_one_still_runs_under_a_one_node_policy() -> None:
+    both = SimJob("a", "u", 0.0, {"cpu": SimVariant("cpu", Resources(4, 100), 10.0, None, 2),
+                                 "gpu": SimVariant("gpu", Resources(1, 100, {"gpu": 1}), 10.0)})
+    model = ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(2, Resources(4, 4096), "c"),)),
+                          PartitionShape("gpu", "gpu", (NodeShape(1, Resources(4, 4096, {"gpu": 1}), "g"),))])
+    result = run([both], make_policy("sjf", {}), model)
+    assert [(r.kind, r.finish) for r in result.jobs] == [("gpu", 10.0)]
+
+
+def test_the_header_machine_takes_the_loaders_memory_and_refuses_another_node_size(tmp_path: Path) -> None:
+    (tmp_path / "wide.swf").write_text(WIDE_SWF, encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    out = tmp_path / "out.json"
+    config.write_text("cluster: {from_trace: {swf_header: {}}}\n"  # memory per processor: the loader's 32 GB
+                      "workload: {trace: wide.swf, format: swf, params: {mem_per_cpu_mb: 32768}}\n")
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "8 nodes of 4 processors (MaxNodes 8, MaxProcs 32) and 32,768 MB per processor" in out.read_text()
+    assert '"completed": 5' in out.read_text()  # swf-5's 95 GB fits a 128 GB node now
+    config.write_text("cluster: {from_trace: {swf_header: {}}}\n"
+                      "workload: {trace: wide.swf, format: swf, params: {cpus_per_node: 8}}\n")
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(out)])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == (
+        "cluster.from_trace.swf_header: workload.params.cpus_per_node 8 split the jobs over nodes of that size, but "
+        "the header's nodes have 4 processors; drop cpus_per_node, or give cluster.partitions")

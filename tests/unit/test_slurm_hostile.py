@@ -32,7 +32,7 @@ from slurmx.slurm.parse import (
     parse_partitions,
 )
 from slurmx.slurm.records import AccountingRecord, SlurmJob
-from slurmx.slurm.transport import LocalTransport, SshTransport
+from slurmx.slurm.transport import LocalTransport, SshTransport, _drain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 VERSIONS = ["22.05", "24.11", "26.05"]
@@ -423,3 +423,34 @@ def test_any_host_list_gives_names_or_a_parse_error(expr: str) -> None:
         return
     assert len(names) <= HOSTLIST_MAX
     assert all(name and "[" not in name and "]" not in name and "," not in name for name in names)
+
+
+def test_ssh_transport_waits_for_an_exit_status_after_eof_without_spinning() -> None:
+    """A real paramiko channel (no server: its buffers fed as the transport thread would) with output and EOF,
+    the exit status 0.3 s later: after EOF paramiko keeps the channel's descriptor readable for good, so a
+    reader that polled it would loop thousands of times in that wait."""
+    import logging
+
+    from paramiko.channel import Channel
+
+    class Counted(Channel):
+        polls = 0
+
+        def recv_ready(self) -> bool:
+            Counted.polls += 1
+            return bool(super().recv_ready())
+
+    chan = Counted(1)
+    chan.logger = logging.getLogger("test")
+    chan._name = "1"
+    chan.in_buffer.feed(b"done")
+    chan._handle_eof(None)
+
+    def late_status() -> None:
+        time.sleep(0.3)
+        chan.exit_status = 3
+        chan.status_event.set()
+
+    threading.Thread(target=late_status).start()
+    assert _drain(chan, time.monotonic() + 5) == (b"done", b"")
+    assert chan.recv_exit_status() == 3 and Counted.polls < 20
