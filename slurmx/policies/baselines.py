@@ -8,10 +8,10 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from slurmx.core.actions import Plan, Start
-from slurmx.core.model import ClusterView, Group, Variant
+from slurmx.core.model import ClusterView, Group, Variant, expected_end
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
-from slurmx.policies.reservation import Reservation, Started, expected_end, reserve
+from slurmx.policies.reservation import Reservation, Started, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from slurmx.core.model import ClusterView, Group, KindName, expected_end
 from slurmx.core.resources import Resources
 
-__all__ = ["Reservation", "Started", "expected_end", "reserve"]
+__all__ = ["Reservation", "Started", "reserve"]
 
 # A job started by the plan being built: (node, request, expected end).
 Started = tuple[str, Resources, float]
@@ -91,12 +91,9 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
     found: list[tuple[float, str, Resources]] = []
     settled: set[str] = set()  # nodes found, or that can never hold the request
     for name in view.fitting_node_names(kind, request):
-        free = view.nodes[name].free
-        held = taken.get(name)
-        if held is not None:
-            free = free - held
-            if not request.fits_in(free):
-                continue
+        free = _room_now(view, name, taken)
+        if name in taken and not request.fits_in(free):
+            continue
         found.append((now, name, free))
         settled.add(name)
     rooms: dict[str, Resources] = {}
@@ -117,8 +114,7 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
                 if not node.is_usable or not request.fits_in(node.capacity):
                     settled.add(name)
                     continue
-                held = taken.get(name)
-                room = node.free if held is None else node.free - held
+                room = _room_now(view, name, taken)
             room = room + freed
             if request.fits_in(room):
                 found.append((at, name, room))
@@ -129,6 +125,13 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
         return None
     found.sort()  # by time, then name (names are unique: rooms are never compared)
     return found[:count]
+
+
+def _room_now(view: ClusterView, name: str, taken: dict[str, Resources]) -> Resources:
+    """A node's free room less what the plan being built has already started on it."""
+    held = taken.get(name)
+    free = view.nodes[name].free
+    return free if held is None else free - held
 
 
 def _returns(view: ClusterView, kind: KindName, names: frozenset[str], started: list[Started],

@@ -171,15 +171,13 @@ class ViewSteps(EngineState):
                 else:
                     groups[gid] = self._group_view(j)
                 self._file(j, 1 if j.status == PENDING else 2)
-                if keep_ends:
-                    self._file_end(j)
             else:
                 self._file(j, 0)
-                if keep_ends:
-                    self._file_end(j)
                 stale.discard(gid)
                 if groups.pop(gid, None) is not None:
                     self._holes += 1
+            if keep_ends:
+                self._file_end(j)
         self._dirty.clear()
         if self._holes * 2 > len(groups):
             # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict

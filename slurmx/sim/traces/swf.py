@@ -91,7 +91,8 @@ def load_swf(
                     break
                 if gpu_parts is None:  # the header is complete once the first job line appears
                     gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
-                    node_size = node_size or _header_node_size(header)
+                    machine = header_machine(header)
+                    node_size = node_size or (machine[1] if machine is not None else None)
                 if len(fields) != 18:
                     raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
                 try:
@@ -177,11 +178,6 @@ def header_machine(header: Mapping[str, str]) -> tuple[int, int] | None:
     if int(nodes) > 0 and int(procs) > 0 and int(procs) % int(nodes) == 0:
         return int(nodes), int(procs) // int(nodes)
     return None
-
-
-def _header_node_size(header: dict[str, str]) -> int | None:
-    machine = header_machine(header)
-    return None if machine is None else machine[1]
 
 
 def _bad_field(path: str | Path, line: int, fields: list[str]) -> NoReturn:
