@@ -74,7 +74,7 @@ def run_ours(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
                    {"cpu": SimVariant("cpu", Resources(int(cpus[i]), 4096 * int(cpus[i])), float(duration[i]))})
             for i in range(n)]
     del submit, cpus, duration
-    policy = make_policy("fifo")  # imports every built-in policy once: not the run's cost
+    policy = make_policy("fifo")  # imports the policy module once: not the run's cost
     cpu0 = time.process_time()
     wall0 = time.perf_counter()
     cluster = ModelCluster([PartitionShape("cpu", "cpu", (NodeShape(NODES, Resources(NODE_CPUS, NODE_MEM), "c"),))])

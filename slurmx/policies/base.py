@@ -76,55 +76,78 @@ def register(name: str, args: type[A]) -> Callable[[Callable[[A], Policy]], Call
     return decorate
 
 
-# Built-in policy modules; importing one registers its policies. One name per line (keeps merges trivial).
-BUILTIN_MODULES: tuple[str, ...] = (
-    "accel_batch",
-    "allox",
-    "allox_baselines",
-    "baselines",
-    "fitgpp",
-    "fitgpp_baselines",
-    "mlfs",
-    "mlfs_baselines",
-    "synergy",
-)
+# Where each built-in policy is registered: a run imports only the module of the policy it asks for (AlloX's
+# needs scipy, 45 MB of a FIFO replay's memory otherwise). `tests/unit/test_policy_registry.py` checks this
+# table against what the modules register. One name per line (keeps merges trivial).
+BUILTIN_POLICIES: Mapping[str, str] = {
+    "accel_batch": "accel_batch",
+    "allox": "allox",
+    "allox_plus": "allox",
+    "drfa": "allox_baselines",
+    "drff": "allox_baselines",
+    "drfs": "allox_baselines",
+    "es": "allox_baselines",
+    "fifo": "baselines",
+    "fitgpp": "fitgpp",
+    "gandiva": "mlfs_baselines",
+    "jsq_plus": "allox_baselines",
+    "lrtp": "fitgpp_baselines",
+    "mlfs": "mlfs",
+    "mlfs-fairshare": "mlfs_baselines",
+    "mmi": "accel_batch",
+    "rand": "fitgpp_baselines",
+    "sct": "accel_batch",
+    "sjf": "allox_baselines",
+    "sjf_plus": "allox_baselines",
+    "slaq": "mlfs_baselines",
+    "srpt": "allox_baselines",
+    "synergy": "synergy",
+    "tiresias": "mlfs_baselines",
+}
 
 
-def _load_builtin_and_plugins() -> None:
-    for module in BUILTIN_MODULES:
+def _load(name: str) -> bool:
+    """Make sure policy `name` is registered (its built-in module, else an installed plugin); whether it is."""
+    if name in _REGISTRY:
+        return True
+    module = BUILTIN_POLICIES.get(name)
+    if module is not None:
         importlib.import_module(f"slurmx.policies.{module}")
-    for entry in entry_points(group="slurmx.policies"):
-        if entry.name not in _REGISTRY:
+    else:
+        for entry in entry_points(group="slurmx.policies", name=name):
             entry.load()
+    return name in _REGISTRY
+
+
+def _known_names() -> list[str]:
+    """Every policy a name can ask for, built-in or plugin, without importing any."""
+    plugins = {entry.name for entry in entry_points(group="slurmx.policies")}
+    return sorted(set(BUILTIN_POLICIES) | set(_REGISTRY) | plugins)
 
 
 def available_policies() -> list[str]:
-    _load_builtin_and_plugins()
-    return sorted(_REGISTRY)
+    return _known_names()
 
 
 def policy_args(name: str, params: Mapping[str, Any] | None = None, source: str = "policy",
                 at: tuple[str, ...] = ()) -> PolicyArgs:
     """The validated arguments of policy `name`, without building the policy: what `slurmx config check` and the
     daemon's start-up check. Errors read `<source>: <at>.name` or `<source>: <at>.params.<key>`, one per problem."""
-    _load_builtin_and_plugins()
-    if name not in _REGISTRY:
+    if not _load(name):
         raise ConfigError([f"{source}: {'.'.join((*at, 'name'))}: {_unknown(name)}"])
     return validate_model(_REGISTRY[name][0], dict(params or {}), source, (*at, "params"))
 
 
 def policy_args_model(name: str) -> type[PolicyArgs]:
     """The arguments model policy `name` registered (its JSON Schema documents `policy.params`)."""
-    _load_builtin_and_plugins()
-    if name not in _REGISTRY:
+    if not _load(name):
         raise ConfigError([f"policy.name: {_unknown(name)}"])
     return _REGISTRY[name][0]
 
 
 def make_policy(name: str, params: Mapping[str, Any] | None = None, source: str = "policy") -> Policy:
     """Build a policy from its name and parameters; errors name the key and list the valid ones."""
-    _load_builtin_and_plugins()
-    if name not in _REGISTRY:
+    if not _load(name):
         raise ConfigError([f"{source}.name: {_unknown(name)}"])
     args_cls, factory = _REGISTRY[name]
     args = validate_model(args_cls, dict(params or {}), f"{source}.params")
@@ -132,6 +155,7 @@ def make_policy(name: str, params: Mapping[str, Any] | None = None, source: str 
 
 
 def _unknown(name: str) -> str:
-    close = difflib.get_close_matches(name, list(_REGISTRY), n=1, cutoff=0.6)
+    known = _known_names()
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     meant = f"did you mean {close[0]}? " if close else ""
-    return f"unknown policy {name!r}; {meant}available: {', '.join(sorted(_REGISTRY))}"
+    return f"unknown policy {name!r}; {meant}available: {', '.join(known)}"
