@@ -26,7 +26,7 @@ import heapq
 import math
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -68,19 +68,24 @@ class Progress(NamedTuple):
     """What a progress callback is told, every few thousand events and at the end."""
 
     done: int  # jobs completed or cancelled
-    total: int
+    total: int | None  # None for a streamed workload, whose length is known only at its end
     events: int
     now: float
 
 
 class Engine(ActionSteps, ViewSteps):
-    """One simulation run: `Engine(cluster, policy, jobs, options).run() -> SimResult`. Single use."""
+    """One simulation run: `Engine(cluster, policy, jobs, options).run() -> SimResult`. Single use.
+
+    `jobs` is a sequence (sorted here by submit time; every job is checked before the run starts) or a stream, an
+    iterator in submit order (a trace read as it goes): each job is then checked when it is read, and the engine
+    holds only the jobs still in the system, so memory follows the queue, not the log. Either way a job's state
+    is built when it is read and dropped once it has ended, and its record is all that remains."""
 
     def __init__(
         self,
         cluster: ModelCluster,
         policy: Policy,
-        jobs: Sequence[SimJob],
+        jobs: Sequence[SimJob] | Iterator[SimJob],
         options: EngineOptions | None = None,
         progress: Callable[[Progress], None] | None = None,
         decisions: DecisionLog | None = None,
@@ -98,9 +103,10 @@ class Engine(ActionSteps, ViewSteps):
         self.now = 0.0
         self._heap = []
         self._seq = 0
-        order = sorted(range(len(jobs)), key=lambda i: jobs[i].submit_time)  # stable: ties keep input order
-        self._jobs = [JobState(n, jobs[i]) for n, i in enumerate(order)]
+        self._jobs = {}
         self._by_id = {}
+        self._seen_ids = set()
+        self._gone = []
         self._visible = {}
         self._groups = {}
         self._stale_groups = set()
@@ -110,13 +116,16 @@ class Engine(ActionSteps, ViewSteps):
         self._partitions = constant(cluster.partitions)
         self._kinds = constant(cluster.kinds)
         self._dirty = {}
-        self._next_arrival = 0
+        self._read = 0  # jobs taken from the workload so far
+        self._last_submit = -math.inf
+        self._exhausted = False
         self._arrived = 0
-        self._open = len(self._jobs)
+        self._open = 0
         self._pending = 0
         self._max_pending = 0
         self._busy = 0
         self._records = []
+        self._record_order = array("q")
         self._reschedule = []
         self._events = 0
         self._by_event = [0] * len(EVENT_NAMES)
@@ -141,64 +150,122 @@ class Engine(ActionSteps, ViewSteps):
         self._releases_seen = 0
         self._late_visible = False
         self._skipped_calls = 0
-        self._prepare()
+        self._widest = max_nodes(policy)
+        self._vectors: dict[tuple[str, Resources], Vector] = {}
+        self._next_vid = 1
+        self._error_rng = (np.random.default_rng([self.options.seed, 0x5E57])
+                           if self.options.error_sigma is not None else None)
+        self._source: Iterator[SimJob]
+        if isinstance(jobs, Sequence):
+            order = sorted(range(len(jobs)), key=lambda i: jobs[i].submit_time)  # stable: ties keep input order
+            self._check_all(jobs[i] for i in order)
+            self._total: int | None = len(jobs)
+            self._source = (jobs[i] for i in order)
+        else:
+            self._total = None
+            self._source = iter(jobs)
 
     # ---- set-up ----------------------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """Check every job against the cluster and fix its estimates (error model drawn in job order)."""
-        opts = self.options
-        factors: np.ndarray | None = None
-        if opts.error_sigma is not None:
-            rng = np.random.default_rng([opts.seed, 0x5E57])
-            draws = rng.standard_normal(sum(len(j.job.variants) for j in self._jobs))
-            factors = 1.0 + np.clip(draws * opts.error_sigma, -opts.error_clamp, opts.error_clamp)
-        vectors: dict[tuple[str, Resources], Vector] = {}
-        next_vid = 1
-        drawn = 0
-        widest = max_nodes(self.policy)
+    def _check_all(self, jobs: Iterable[SimJob]) -> None:
+        """Check every job of a sequence before the run starts (the checks a stream gets as each job is read),
+        and refuse at once a workload the policy can never serve whole."""
+        seen: set[str] = set()
         too_wide: list[tuple[str, str, int]] = []  # (job, a kind, its nodes) of jobs the policy can never start
-        for j in self._jobs:
-            job = j.job
-            if job.job_id in self._by_id:
+        for job in jobs:
+            if job.job_id in seen:
                 raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
-            self._by_id[job.job_id] = j
-            kinds = []
-            for kind, variant in job.variants.items():
-                drawn += 1
-                if kind not in self.cluster.kinds:
-                    continue
-                key = (kind, variant.request)
-                vec = vectors.get(key)
-                if vec is None:
-                    vec = vectors[key] = self._checked_vector(job, kind, variant.request)
-                base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
-                kinds.append(kind)
-                estimate = float(base * factors[drawn - 1]) if factors is not None else float(base)
-                if variant.nodes != 1:
-                    self._check_node_count(job, kind, variant.nodes)
-                j.facts[kind] = KindFacts(variant.request, vec, estimate, next_vid, variant.nodes)
-                next_vid += 1
-            if not kinds:
-                raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
-                                      f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
-            j.kinds = tuple(kinds)
-            if widest is not None and all(j.facts[k].node_count > widest for k in kinds):
-                too_wide.append((job.job_id, kinds[0], j.facts[kinds[0]].node_count))
+            seen.add(job.job_id)
+            kinds = self._served_kinds(job)
+            wide = self._too_wide(job, kinds)
+            if wide is not None:
+                too_wide.append(wide)
         if too_wide:
-            job_id, kind, nodes = too_wide[0]
-            raise SimulationError(
-                f"policy {self.policy.name} starts a job on at most {widest} node(s); {len(too_wide):,} jobs run "
-                f"only on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or "
-                "leave the wide jobs out")
+            raise self._too_wide_error(too_wide[0], len(too_wide))
+
+    def _served_kinds(self, job: SimJob) -> list[str]:
+        """The job's kinds this cluster serves, each variant checked against its partition's nodes."""
+        kinds = []
+        for kind, variant in job.variants.items():
+            if kind not in self.cluster.kinds:
+                continue
+            key = (kind, variant.request)
+            if key not in self._vectors:
+                self._vectors[key] = self._checked_vector(job, kind, variant.request)
+            if variant.nodes != 1:
+                self._check_node_count(job, kind, variant.nodes)
+            kinds.append(kind)
+        if not kinds:
+            raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
+                                  f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
+        return kinds
+
+    def _too_wide(self, job: SimJob, kinds: list[str]) -> tuple[str, str, int] | None:
+        widest = self._widest
+        if widest is not None and all(job.variants[k].nodes > widest for k in kinds):
+            return job.job_id, kinds[0], job.variants[kinds[0]].nodes
+        return None
+
+    def _too_wide_error(self, first: tuple[str, str, int], count: int) -> SimulationError:
+        job_id, kind, nodes = first
+        return SimulationError(
+            f"policy {self.policy.name} starts a job on at most {self._widest} node(s); {count:,} jobs run "
+            f"only on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or "
+            "leave the wide jobs out")
+
+    def _error_factors(self, job: SimJob) -> dict[str, float] | None:
+        """The estimate error model's factor per variant: one draw per variant, served or not, in job order, so
+        the stream of draws depends on the workload alone."""
+        opts = self.options
+        if self._error_rng is None or opts.error_sigma is None:
+            return None
+        draws = self._error_rng.standard_normal(len(job.variants))
+        factors = 1.0 + np.clip(draws * opts.error_sigma, -opts.error_clamp, opts.error_clamp)
+        return dict(zip(job.variants, factors.tolist(), strict=True))
+
+    def _admit(self, job: SimJob) -> JobState:
+        """A job read from the workload: checked (again, for a sequence: cheap, the vectors are memoised), its
+        estimates fixed (the error model drawn in job order) and its state built."""
+        if job.submit_time < self._last_submit:
+            raise SimulationError(f"workload: job {job.job_id} is submitted at t={job.submit_time:g}, before the "
+                                  f"job read before it (t={self._last_submit:g}); a streamed workload must come "
+                                  "in submit order")
+        self._last_submit = job.submit_time
+        if job.job_id in self._seen_ids:
+            raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
+        self._seen_ids.add(job.job_id)
+        kinds = self._served_kinds(job)
+        wide = self._too_wide(job, kinds)
+        if wide is not None:
+            raise self._too_wide_error(wide, 1)
+        j = JobState(self._read, job)
+        self._read += 1
+        factors = self._error_factors(job)
+        for kind in kinds:
+            variant = job.variants[kind]
+            base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
+            estimate = float(base * factors[kind]) if factors is not None else float(base)
+            j.facts[kind] = KindFacts(variant.request, self._vectors[(kind, variant.request)], estimate,
+                                      self._next_vid, variant.nodes)
+            self._next_vid += 1
+        j.kinds = tuple(kinds)
+        self._jobs[j.idx] = j
+        self._by_id[job.job_id] = j
+        self._open += 1
+        return j
 
     # ---- the kernel ------------------------------------------------------------------------------------
 
     def _push_next_arrival(self) -> None:
-        if self._next_arrival < len(self._jobs):
-            j = self._jobs[self._next_arrival]
-            self._next_arrival += 1
-            self._push(j.job.submit_time, ARRIVAL, j.idx)
+        """Read the next job (one is read ahead, as its arrival event)."""
+        if self._exhausted:
+            return
+        job = next(self._source, None)
+        if job is None:
+            self._exhausted = True
+            return
+        j = self._admit(job)
+        self._push(job.submit_time, ARRIVAL, j.idx)
 
     def run(self) -> SimResult:
         if self._ran:
@@ -211,7 +278,7 @@ class Engine(ActionSteps, ViewSteps):
         self._push_next_arrival()
         if periodic and self._jobs:
             period = self.options.period_s
-            self._push(math.ceil(self._jobs[0].job.submit_time / period) * period, TICK, 0)
+            self._push(math.ceil(self._last_submit / period) * period, TICK, 0)
         handlers = (self._on_finish, self._on_grace_end, self._on_arrival, self._on_profiled, self._on_tick)
         pop = heapq.heappop
         by_event = self._by_event
@@ -246,11 +313,13 @@ class Engine(ActionSteps, ViewSteps):
                 self._sample(t)
             if self.progress is not None and events >= next_progress:
                 next_progress = events + _PROGRESS_EVERY
-                self.progress(Progress(len(self._records), len(self._jobs), events, t))
+                self.progress(Progress(len(self._records), self._total, events, t))
         self._events = events
         self._finish_checks()
+        self._drop_gone()
         if self.progress is not None:
-            self.progress(Progress(len(self._records), len(self._jobs), events, self.now))
+            self.progress(Progress(len(self._records), self._total if self._total is not None else self._read,
+                                   events, self.now))
         return self._result(time.perf_counter() - started)
 
     def _sample(self, t: float) -> None:
@@ -299,8 +368,8 @@ class Engine(ActionSteps, ViewSteps):
         self._dirty[j.idx] = None
 
     def _on_finish(self, idx: int, version: int, t: float) -> bool:
-        j = self._jobs[idx]
-        if version != j.version:
+        j = self._jobs.get(idx)
+        if j is None or version != j.version:
             return False  # superseded by a preemption or cancel
         j.done += j.rate * (j.complete_at - j.seg_start)
         j.productive += j.complete_at - j.seg_start
@@ -313,8 +382,8 @@ class Engine(ActionSteps, ViewSteps):
         return True
 
     def _on_grace_end(self, idx: int, version: int, t: float) -> bool:
-        j = self._jobs[idx]
-        if version != j.version:
+        j = self._jobs.get(idx)
+        if j is None or version != j.version:
             return False
         self._requeue(j, t)
         return True
@@ -322,7 +391,7 @@ class Engine(ActionSteps, ViewSteps):
     def _on_tick(self, _payload: int, _version: int, t: float) -> bool:
         moved = self._schedule(t)[0] if self._pending or self.options.call_when_idle else False
         if self._open:
-            if not moved and not self._busy and self._arrived == len(self._jobs):
+            if not moved and not self._busy and self._exhausted and self._arrived == self._read:
                 self._stalled(t)
             self._push(t + self.options.period_s, TICK, 0)
         return True
@@ -401,6 +470,7 @@ class Engine(ActionSteps, ViewSteps):
             policy_calls_skipped=self._skipped_calls,
             policy_wall_s=self._policy_wall,
         )
-        records = tuple(sorted(self._records, key=lambda r: self._by_id[r.job_id].idx))
+        order = np.argsort(np.frombuffer(self._record_order, dtype=np.int64), kind="stable")
+        records = tuple(self._records[i] for i in order.tolist())  # in submission order
         return SimResult(records, np.frombuffer(self._util_t, dtype=np.float64).copy(), values.copy(),
                          self._util_cols, capacity, tuple(self._reschedule), stats, self.options)

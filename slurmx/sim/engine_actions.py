@@ -65,6 +65,8 @@ class ActionSteps(EngineState):
         self._open -= 1
         del self._visible[j.group_id]
         self._dirty[j.idx] = None
+        self._gone.append(j.idx)  # its state goes once the next view has filed it out of the queues
+        self._record_order.append(j.idx)
         self._records.append(JobRecord(
             j.group_id, j.job.user, j.job.job_class, j.job.submit_time, j.first_start, t, j.productive, j.kind,
             j.preemptions, cancelled=status == CANCELLED, deadline=j.job.deadline))
@@ -76,8 +78,8 @@ class ActionSteps(EngineState):
     def _clear_marks_for(self, beneficiary: str) -> None:
         """The beneficiary started or left: its victims' earmarks are void."""
         for idx in self._victims.pop(beneficiary, ()):
-            victim = self._jobs[idx]
-            if victim.beneficiary == beneficiary:
+            victim = self._jobs.get(idx)  # None: it has ended since
+            if victim is not None and victim.beneficiary == beneficiary:
                 victim.beneficiary = None
                 victim.marked_nodes = ()
                 self._dirty[idx] = None
@@ -134,7 +136,12 @@ class ActionSteps(EngineState):
     def _known(self, group_id: str, what: str, now: float) -> JobState:
         j = self._by_id.get(group_id)
         if j is None:
-            raise SimulationError(f"t={now:g}: {what}: unknown group {group_id!r}")
+            if group_id in self._seen_ids:  # read, and its state dropped: it ended
+                record = next(r for r in self._records if r.job_id == group_id)
+                word = "was cancelled" if record.cancelled else "completed"
+                raise SimulationInvariantError(f"t={now:g}: {what}: group {group_id} {word} already")
+            raise SimulationError(f"t={now:g}: {what}: unknown group {group_id!r} (not in the workload, or not "
+                                  "submitted yet)")
         if j.status in (WAITING, PROFILING):
             raise SimulationError(f"t={now:g}: {what}: group {group_id} is not in the view yet (not submitted or "
                                   "still profiling)")

@@ -8,6 +8,7 @@ declares, typed, the state they all read and write; the kernel's `Engine.__init_
 from __future__ import annotations
 
 import heapq
+from array import array
 from typing import NamedTuple
 
 from slurmx.core.actions import Resize
@@ -90,15 +91,18 @@ class EngineState:
     options: EngineOptions
     _heap: list[tuple[float, int, int, int, int]]  # (time, priority, sequence, job index, job version)
     _seq: int
-    _jobs: list[JobState]  # in submission order: a job's `idx` is its place here
-    _by_id: dict[str, JobState]
+    _jobs: dict[int, JobState]  # jobs read and not yet gone, by `idx`, their place in submission order
+    _by_id: dict[str, JobState]  # the same, by group id
+    _seen_ids: set[str]  # every job id read: a repeated one is refused
+    _gone: list[int]  # ended jobs whose state the next view drops (after filing them out of its queues)
     _visible: dict[str, JobState]  # submitted, profiled and not finished: the groups the view shows
     _dirty: dict[int, None]  # jobs changed since the last view (an ordered set)
     _open: int  # jobs not yet completed or cancelled
     _pending: int
     _max_pending: int
     _busy: int  # running, in grace or profiling
-    _records: list[JobRecord]
+    _records: list[JobRecord]  # in the order jobs ended
+    _record_order: array[int]  # each record's job `idx`: the result lists records in submission order
     _alloc_changed: bool  # a sample of the allocation is due at the end of the instant
     _largest: dict[str, Vector]  # kind -> the largest node of its partition
 

@@ -154,6 +154,7 @@ class ViewSteps(EngineState):
             every_node = self.cluster.rebuild_views()
             every_group = {gid: self._group_view(j) for gid, j in self._visible.items()}
             self._dirty.clear()
+            self._drop_gone()
             return ClusterView(now, every_node, self.cluster.partitions, every_group, self.cluster.kinds)
         nodes = self.cluster.refresh_views()
         groups, stale = self._groups, self._stale_groups
@@ -179,6 +180,7 @@ class ViewSteps(EngineState):
             if keep_ends:
                 self._file_end(j)
         self._dirty.clear()
+        self._drop_gone()
         if self._holes * 2 > len(groups):
             # A view that outlives its decision is frozen with a copy of this dict, and CPython copies a dict
             # with many deleted slots key by key instead of cloning its table: keep it compact.
@@ -188,6 +190,13 @@ class ViewSteps(EngineState):
         self._lent[:] = [weakref.ref(nodes), weakref.ref(lent)]
         index = _Index(self.cluster, nodes, self._queues)
         return ClusterView(now, nodes, self._partitions, lent, self._kinds, index)
+
+    def _drop_gone(self) -> None:
+        """Forget the jobs that ended (their records stay): a long replay holds only the jobs in the system."""
+        for idx in self._gone:
+            j = self._jobs.pop(idx)
+            del self._by_id[j.group_id]
+        self._gone.clear()
 
     def _file(self, j: JobState, queue: int) -> None:
         """Move `j` into sorted queue `queue` (0: out of both), keeping each sorted by (submit, id)."""
