@@ -310,10 +310,16 @@ class Group:
         object.__setattr__(self, "preempted_nodes", tuple(self.preempted_nodes))
 
     def variant(self, kind: KindName) -> Variant | None:
-        return next((v for v in self.variants if v.kind == kind), None)
+        for v in self.variants:  # a plain loop: policies ask this of every queued group at every decision
+            if v.kind == kind:
+                return v
+        return None
 
     def running_variant(self) -> Variant | None:
-        return next((v for v in self.variants if v.is_occupying), None)
+        for v in self.variants:
+            if v.is_occupying:
+                return v
+        return None
 
     def kinds(self) -> tuple[KindName, ...]:
         return tuple(v.kind for v in self.variants)

@@ -63,6 +63,8 @@ class Resources:
     cpus: int = 0
     mem_mb: int = 0
     gres: Mapping[str, int] = field(default_factory=lambda: _NO_GRES)
+    # Computed on first use and kept: requests are dict and set keys on every decision (a plan's misses).
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.gres is _NO_GRES:
@@ -82,14 +84,19 @@ class Resources:
         return cls(int(cpus), parse_mem(mem), counts)
 
     def __hash__(self) -> int:
-        return hash((self.cpus, self.mem_mb, tuple(self.gres.items())))
+        cached = self._hash
+        if cached is None:
+            cached = hash((self.cpus, self.mem_mb, tuple(self.gres.items())))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
         if not isinstance(other, Resources):
             return NotImplemented
-        return self.cpus == other.cpus and self.mem_mb == other.mem_mb and dict(self.gres) == dict(other.gres)
+        # Both `gres` are read-only views of clean dicts (or the one empty view), which compare as dicts do.
+        return self.cpus == other.cpus and self.mem_mb == other.mem_mb and self.gres == other.gres
 
     def gres_count(self, name: str) -> int:
         return self.gres.get(name, 0)
