@@ -54,7 +54,6 @@ FALLBACK_NOTE = "fitgpp-fallback:"  # one plan note per firing of the random fal
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-_PENDING_STATES = (GroupState.PENDING, GroupState.REQUEUED)
 
 
 def size(request: Resources, capacity: Resources) -> float:
@@ -143,8 +142,8 @@ class PreemptiveArgs(PolicyArgs):
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
 # What a round derives from one immutable group, whatever the round: its occupying variant, its marks, whether it
-# waits, whether it is BE, and the request's vector in the layout it was last built for (layout, vector).
-_Facts = tuple[Group, Variant | None, Marks, bool, bool, tuple[str, ...] | None, list[int] | None]
+# is BE, and the request's vector in the layout it was last built for (layout, vector).
+_Facts = tuple[Group, Variant | None, Marks, bool, tuple[str, ...] | None, list[int] | None]
 _FACTS: dict[int, _Facts] = {}
 
 
@@ -247,7 +246,6 @@ class Round:
         preemption marks into releasing resources and earmarks."""
         rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
         others: list[tuple[float, float, bool]] = []
-        pending: list[Group] = []
         marked: list[tuple[Variant | None, Marks]] = []
         layout, node_index = self._layout, self.node_index
         for group in view.groups.values():
@@ -255,24 +253,19 @@ class Round:
             if facts is None or facts[0] is not group:
                 occupying = next((v for v in group.variants if v.is_occupying), None)
                 is_be = group.job_class is JobClass.BE
-                facts = (group, occupying, preemption_marks(group),
-                         occupying is None and group.state in _PENDING_STATES, is_be,
-                         layout, self._vector(occupying.request) if occupying is not None and is_be else None)
+                facts = (group, occupying, preemption_marks(group), is_be, layout,
+                         self._vector(occupying.request) if occupying is not None and is_be else None)
                 _memo(_FACTS, id(group), facts)
-            _, variant, marks, waiting, is_be, vec_layout, vec = facts
+            _, variant, marks, is_be, vec_layout, vec = facts
             if marks is not _NO_MARKS:
                 marked.append((variant, marks))
-            if variant is None:
-                if waiting:
-                    pending.append(group)
-                continue
-            if not is_be:
-                continue
+            if variant is None or not is_be:
+                continue  # a waiting group is read from the view's queue below, already in submit order
             in_grace = marks.grace_deadline is not None
             nodes = [node_index.get(n, -1) for n in variant.nodes]
             if vec_layout is not layout and vec_layout != layout:
                 vec = self._vector(variant.request)
-                _memo(_FACTS, id(group), (group, variant, marks, waiting, is_be, layout, vec))
+                _memo(_FACTS, id(group), (group, variant, marks, is_be, layout, vec))
             if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
                 rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
             elif variant.nodes and variant.nodes[0] in view.nodes:
@@ -295,9 +288,9 @@ class Round:
                                  dtype=np.float64)
         self.others = others
         np.add.at(self.ledger.releasing, self.node[self.in_grace], self.req[self.in_grace])
-        pending.sort(key=lambda g: (g.submit_time, g.group_id))
+        pending = view.pending_groups()  # by (submit time, group id)
         self.pending_te = [g for g in pending if g.job_class is JobClass.TE]
-        self.pending_be = sorted((g for g in pending if g.job_class is not JobClass.TE), key=self._be_order)
+        self.pending_be = self._be_queue([g for g in pending if g.job_class is not JobClass.TE])
         pending_ids = {g.group_id for g in self.pending_te}
         for variant, marks in marked:
             if marks.beneficiary in pending_ids and marks.beneficiary is not None:
@@ -307,13 +300,15 @@ class Round:
                 if marks.grace_deadline is not None and variant is not None:
                     self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
 
-    def _be_order(self, group: Group) -> tuple[int, float, str]:
-        """Requeued victims first (the head of the queue), then strict FIFO by submit time."""
-        if group.preemptions > 0 or group.state is GroupState.REQUEUED:
-            if self.args.requeued_order == "latest_first":
-                return 0, -_requeue_time(group), group.group_id
-            return 0, group.submit_time, group.group_id
-        return 1, group.submit_time, group.group_id
+    def _be_queue(self, waiting: list[Group]) -> list[Group]:
+        """Requeued victims first (the head of the queue), then strict FIFO; `waiting` is in submit order, so
+        a stable partition is the sort (no per-round sort of a long queue)."""
+        requeued = [g for g in waiting if g.preemptions > 0 or g.state is GroupState.REQUEUED]
+        if not requeued:
+            return waiting
+        if self.args.requeued_order == "latest_first":
+            requeued.sort(key=lambda g: (-_requeue_time(g), g.group_id))
+        return requeued + [g for g in waiting if not (g.preemptions > 0 or g.state is GroupState.REQUEUED)]
 
     def sizes(self, amounts: IntArray, nodes: IntArray) -> FloatArray:
         """Eq. 1 for many rows at once, each against its node's capacity."""
