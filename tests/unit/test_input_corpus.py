@@ -108,10 +108,10 @@ def test_the_bomb_is_as_small_as_the_issue_s() -> None:
 def test_each_bad_input_is_one_line_naming_the_file(tmp_path: Path, kind: str, data: bytes, message: str) -> None:
     path = tmp_path / "input.yaml"
     path.write_bytes(data)
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a bomb costs it on any machine, a busy machine only wall time
     with pytest.raises(ConfigError) as info:
         LOADERS[kind](path)
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert str(info.value) == f"{path}: {message}"
     assert "\n" not in str(info.value)
 
@@ -141,10 +141,10 @@ def test_a_sweep_param_value_goes_through_the_same_caps_in_one_line() -> None:
 def test_a_huge_value_is_refused_fast_and_quoted_short(tmp_path: Path, value: str) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(f"name: {value}\n")
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a pathological parse is slow on any machine, a busy one is not
     with pytest.raises(ConfigError) as info:
         load_spec(path)
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert str(info.value).startswith(f"{path}: name: expected ") and len(str(info.value)) <= 400
 
 
@@ -154,10 +154,10 @@ def test_a_file_just_under_the_size_cap_is_read_within_2_s(tmp_path: Path, text:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     assert len(text) < 256 * 1024
-    started = time.monotonic()
+    started = time.process_time()  # CPU time, as above
     with pytest.raises(ConfigError):
         load_spec(path)
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 # ---------------------------------------------------------------------------------------------- sbatch semantics
