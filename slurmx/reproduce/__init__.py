@@ -6,6 +6,7 @@ Modules are imported only when asked for, so a slow or heavy reproduction costs 
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from types import ModuleType
 
@@ -51,10 +52,18 @@ def load(paper: str) -> ModuleType:
         raise UnknownPaper(f"{paper}: no reproduction yet ({module_name} is not built)") from None
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and of the worker processes it has waited for (a pool's workers
+    are, once it shuts down): what a reproduction costs, whatever the number of workers."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run(paper: str, options: ReproOptions) -> Reproduction:
     module = load(paper)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     result: Reproduction = module.reproduce(options)
     result.wall_s = time.perf_counter() - start
+    result.cpu_s = _cpu_seconds() - cpu
     result.quick = options.quick
     return result

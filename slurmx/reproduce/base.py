@@ -110,6 +110,7 @@ class Reproduction:
     data: dict[str, Any] = field(default_factory=dict)  # raw numbers for the JSON output
     quick: bool = False
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # this process and its worker processes
 
     def failed(self) -> list[Claim]:
         return [c for c in self.claims if c.holds is False]

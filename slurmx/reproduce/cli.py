@@ -48,7 +48,7 @@ def render(result: Reproduction, console: Console) -> None:
         console.print(table)
     for path in result.figures:
         console.print(f"plot: {path}")
-    console.print(f"\n{verdict(result)}; {result.wall_s:.1f} s")
+    console.print(f"\n{verdict(result)}; {result.wall_s:.1f} s wall, {result.cpu_s:.1f} s CPU")
 
 
 def verdict(result: Reproduction) -> str:
