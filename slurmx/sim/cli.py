@@ -15,14 +15,16 @@ from rich.table import Table
 from slurmx.cli_output import checked_output_dir, checked_output_file
 from slurmx.cli_output import console as make_console
 from slurmx.core.validation import ConfigError
+from slurmx.sim import engine
 from slurmx.sim.cluster import SimulationError
-from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster
+from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster, stream_workload
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
-from slurmx.sim.runner import run_config
+from slurmx.sim.runner import run_config, run_streamed
 from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
 from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
+from slurmx.sim.traces.errors import TraceError
 
 __all__ = ["sim_group"]
 
@@ -48,26 +50,41 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         json_path or Path.cwd() / f"{Path(config_path).stem}.result.json", "--json" if json_path else "default --json")
     if plot_dir:
         checked_output_dir(plot_dir, "--plot")
+    console = make_console(stderr=json_path == "-")
     try:
-        workload = load_workload(config.workload, config.seed, trace_path)
+        # An SWF log in submit order is read as the run goes (memory follows the queue); anything else whole.
+        streamed = stream_workload(config, trace_path)
+        workload = None if streamed is not None else load_workload(config.workload, config.seed, trace_path)
     except ValueError as exc:  # a trace the loader rejects (TraceError: file, row, column) or a bad generator
         if isinstance(exc, ConfigError):
             raise
         raise click.ClickException(str(exc)) from None
-    sized = resolve_cluster(config, workload.jobs, workload.info)
-    if config.cluster.from_trace is not None:
-        skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
-        workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped,
-                            workload.info)
-    jobs = workload.jobs
-    console = make_console(stderr=json_path == "-")
+    sized = None
+    if workload is not None:
+        sized = resolve_cluster(config, workload.jobs, workload.info)
+        if config.cluster.from_trace is not None:
+            skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
+            workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped,
+                                workload.info)
+    total = len(workload.jobs) if workload is not None else None
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
                    TimeElapsedColumn(), console=console, transient=True,
-                   disable=not console.is_terminal or len(jobs) < _PROGRESS_MIN_JOBS)
+                   disable=not console.is_terminal or (total is not None and total < _PROGRESS_MIN_JOBS))
     with bar:
-        task = bar.add_task("run", total=len(jobs))
+        task = bar.add_task("run", total=total)
+
+        def advance(p: engine.Progress) -> None:
+            bar.update(task, completed=p.done, total=p.total)
+
         try:
-            result = run_config(config, jobs, lambda p: bar.update(task, completed=p.done, total=p.total), sized)
+            if streamed is not None:
+                result = run_streamed(config, streamed, advance)
+                workload = streamed.workload()
+            else:
+                assert workload is not None and sized is not None
+                result = run_config(config, workload.jobs, advance, sized)
+        except TraceError as exc:  # a bad line met as the stream reads it: as if the trace had been read first
+            raise click.ClickException(str(exc)) from None
         except SimulationError as exc:
             raise click.ClickException(f"{config_path}: simulation failed: {exc}") from None
     metrics = compute_metrics(result, config.report.util_bins)
@@ -76,7 +93,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         click.echo(text, nl=False)
     else:
         out.write_text(text, encoding="utf-8")
-    title = f"{Path(config_path).name}: policy {config.policy.name}, {config.mode} mode, {len(jobs):,} jobs"
+    title = f"{Path(config_path).name}: policy {config.policy.name}, {config.mode} mode, {workload.job_count:,} jobs"
     console.print(summary_table(metrics, title, result.stats.wall_s))
     if out is not None:
         console.print(f"result: {out}")

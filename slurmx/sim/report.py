@@ -34,7 +34,7 @@ def result_document(config: SimConfig | None, metrics: dict[str, Any],
         "config": config.model_dump(mode="json", by_alias=True) if config is not None else None,
         "workload": None if workload is None else {
             "source": workload.source,
-            "jobs": len(workload.jobs),
+            "jobs": workload.job_count,
             "assumptions": list(workload.assumptions),
             "skipped": dict(sorted(workload.skipped.items())),
         },

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from slurmx.policies.base import make_policy
 from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster
-from slurmx.sim.config import SimConfig, resolve_cluster
+from slurmx.sim.config import SimConfig, StreamedWorkload, resolve_cluster
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import SimResult
 from slurmx.sim.sizing import SizedCluster
 
-__all__ = ["run_config"]
+__all__ = ["run_config", "run_streamed"]
 
 
 def run_config(config: SimConfig, jobs: Sequence[SimJob],
@@ -30,3 +30,12 @@ def run_config(config: SimConfig, jobs: Sequence[SimJob],
     policy = make_policy(config.policy.name, config.policy.params)
     sized = sized or resolve_cluster(config, list(jobs), info)
     return engine.Engine(ModelCluster(sized.partitions), policy, sized.jobs, config.engine_options(), progress).run()
+
+
+def run_streamed(config: SimConfig, streamed: StreamedWorkload,
+                 progress: Callable[[engine.Progress], None] | None = None) -> SimResult:
+    """`run_config` on a trace read as the run goes (`stream_workload`): the same run, holding only the jobs in
+    the system; `streamed.workload()` then says what was read, skipped and assumed."""
+    policy = make_policy(config.policy.name, config.policy.params)
+    return engine.Engine(ModelCluster(streamed.partitions), policy, iter(streamed.jobs), config.engine_options(),
+                         progress).run()

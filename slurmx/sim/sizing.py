@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmx.core.resources import Resources
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 
-__all__ = ["SizedCluster", "partitions_from_machines", "partitions_from_swf_header", "sized_for_load"]
+__all__ = ["HeldStream", "SizedCluster", "SwfMachine", "partitions_from_machines", "partitions_from_swf_header",
+           "sized_for_load"]
 
 
 @dataclass(frozen=True)
@@ -79,30 +80,73 @@ def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, j
     processors, `mem_per_cpu_mb` each). Jobs that could never run on it (a per-node request larger than a
     node, more nodes than it has, or only a GPU variant) are left out and counted. `cpus_per_node`: the loader's,
     when given; it split the wide jobs, so it must be the header's node size."""
-    from slurmx.sim.traces.swf import header_machine
-
-    machine = header_machine(header)
-    if machine is None:
-        found = ", ".join(f"{k} {header[k]}" for k in ("MaxNodes", "MaxProcs") if k in header) or "neither"
-        raise ValueError(f"the trace's header gives no machine of equal nodes (MaxNodes and MaxProcs: {found}); "
-                         "give cluster.partitions with the node shape instead")
-    count, cpus = machine
-    if cpus_per_node is not None and cpus_per_node != cpus:
-        raise ValueError(f"workload.params.cpus_per_node {cpus_per_node} split the jobs over nodes of that size, but "
-                         f"the header's nodes have {cpus} processors; drop cpus_per_node, or give cluster.partitions")
-    if count > MAX_NODES:
-        raise ValueError(f"the header's MaxNodes {count:,} is more than {MAX_NODES:,} nodes")
-    capacity = Resources(cpus, cpus * mem_per_cpu_mb)
-    kept = [job for job in jobs
-            if (v := job.variants.get("cpu")) is not None and v.request.fits_in(capacity) and v.nodes <= count]
+    machine = SwfMachine.of(header, mem_per_cpu_mb, cpus_per_node)
+    kept = [job for job in jobs if machine.holds(job)]
     skipped = len(jobs) - len(kept)
-    notes = [f"cluster = the SWF header's machine: {count:,} nodes of {cpus} processor{'s' * (cpus != 1)} (MaxNodes "
-             f"{header['MaxNodes']}, MaxProcs {header['MaxProcs']}) and {mem_per_cpu_mb:,} MB per processor"]
-    if skipped:
-        notes.append(f"{skipped:,} jobs that no node set of this machine could hold (per-node request, node count, "
-                     "or GPU-only) are left out")
-    return SizedCluster((PartitionShape("cpu", "cpu", (NodeShape(count, capacity, "n"),)),), kept, tuple(notes),
-                        skipped)
+    return SizedCluster(machine.partitions, kept, machine.notes(skipped), skipped)
+
+
+@dataclass(frozen=True)
+class SwfMachine:
+    """The machine an SWF header describes, and which jobs it can hold (for a list, or a stream as it passes)."""
+
+    header: Mapping[str, str]
+    count: int
+    capacity: Resources
+    mem_per_cpu_mb: int
+
+    @classmethod
+    def of(cls, header: Mapping[str, str], mem_per_cpu_mb: int, cpus_per_node: object = None) -> SwfMachine:
+        from slurmx.sim.traces.swf import header_machine
+
+        machine = header_machine(header)
+        if machine is None:
+            found = ", ".join(f"{k} {header[k]}" for k in ("MaxNodes", "MaxProcs") if k in header) or "neither"
+            raise ValueError(f"the trace's header gives no machine of equal nodes (MaxNodes and MaxProcs: {found}); "
+                             "give cluster.partitions with the node shape instead")
+        count, cpus = machine
+        if cpus_per_node is not None and cpus_per_node != cpus:
+            raise ValueError(f"workload.params.cpus_per_node {cpus_per_node} split the jobs over nodes of that size, "
+                             f"but the header's nodes have {cpus} processors; drop cpus_per_node, or give "
+                             "cluster.partitions")
+        if count > MAX_NODES:
+            raise ValueError(f"the header's MaxNodes {count:,} is more than {MAX_NODES:,} nodes")
+        return cls(header, count, Resources(cpus, cpus * mem_per_cpu_mb), mem_per_cpu_mb)
+
+    @property
+    def partitions(self) -> tuple[PartitionShape, ...]:
+        return (PartitionShape("cpu", "cpu", (NodeShape(self.count, self.capacity, "n"),)),)
+
+    def holds(self, job: SimJob) -> bool:
+        v = job.variants.get("cpu")
+        return v is not None and v.request.fits_in(self.capacity) and v.nodes <= self.count
+
+    def notes(self, skipped: int) -> tuple[str, ...]:
+        cpus = self.capacity.cpus
+        notes = [f"cluster = the SWF header's machine: {self.count:,} nodes of {cpus} processor{'s' * (cpus != 1)} "
+                 f"(MaxNodes {self.header['MaxNodes']}, MaxProcs {self.header['MaxProcs']}) and "
+                 f"{self.mem_per_cpu_mb:,} MB per processor"]
+        if skipped:
+            notes.append(f"{skipped:,} jobs that no node set of this machine could hold (per-node request, node "
+                         "count, or GPU-only) are left out")
+        return tuple(notes)
+
+
+class HeldStream:
+    """The jobs of a stream that `machine` can hold, in order; the others are counted as they pass."""
+
+    def __init__(self, jobs: Iterable[SimJob], machine: SwfMachine) -> None:
+        self._jobs = jobs
+        self._machine = machine
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[SimJob]:
+        holds = self._machine.holds
+        for job in self._jobs:
+            if holds(job):
+                yield job
+            else:
+                self.skipped += 1
 
 
 def sized_for_load(jobs: Sequence[SimJob], node: Mapping[str, Resources], load: float) -> SizedCluster:

@@ -16,17 +16,21 @@ node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from slurmx.core.model import JobClass
+from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceError, assemble, open_text
 from slurmx.sim.traces.options import checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
-__all__ = ["SWF_FIELDS", "header_machine", "load_swf"]
+__all__ = ["SWF_FIELDS", "SwfStream", "header_machine", "in_submit_order", "load_swf", "stream_swf"]
 
 SWF_FIELDS = (
     "job_number", "submit_time", "wait_time", "run_time", "allocated_processors", "average_cpu_time",
@@ -38,6 +42,148 @@ _PARTITION_RE = re.compile(r"^(\d{1,9})\s+(.*)$")
 _GPU_NAME_RE = re.compile(r"hybrid|gpu", re.IGNORECASE)
 _NO_LIMIT = 2**31 - 1  # some logs write INT_MAX for "no requested time"
 _HUGE = float(2**53)  # beyond this a float is no longer an exact whole number: no count, id or time in a log
+
+
+@dataclass(frozen=True)
+class SwfOptions:
+    """How an SWF log becomes jobs (the loaders' options; see `load_swf`)."""
+
+    limit: int | None = None
+    mem_per_cpu_mb: int = 4096
+    gpu_partitions: Collection[int] | None = None
+    cpus_per_gpu: int = 4
+    te_partitions: Collection[int] = ()
+    cpus_per_node: int | None = None
+    max_mem_per_cpu_mb: int = 32768
+
+
+@dataclass
+class _Tally:
+    """What a pass over the log has read and counted so far: the header, then every choice made per job."""
+
+    header: dict[str, str] = field(default_factory=dict)
+    partitions: dict[int, str] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=lambda: {"no_run_time": 0, "no_processors": 0})
+    mem_from: dict[str, int] = field(default_factory=lambda: {"requested": 0, "used": 0, "assumed": 0,
+                                                              "job_total": 0})
+    node_size: int | None = None
+    wide: int = 0
+    gpu_parts: set[int] | None = None
+    rows: int = 0
+
+    def info(self) -> dict[str, str]:
+        return dict(self.header) | {f"Partition {n}": name for n, name in self.partitions.items()}
+
+
+def _rows(path: str | Path, opts: SwfOptions, tally: _Tally) -> Iterator[JobRow]:
+    """The log's usable jobs in file order, counting in `tally` what was skipped and assumed (the header is
+    complete in it once the first job is yielded)."""
+    cache = ResourceCache()
+    tally.node_size = opts.cpus_per_node
+    if opts.gpu_partitions is not None:
+        tally.gpu_parts = set(opts.gpu_partitions)
+    header, partitions, skipped, mem_from = tally.header, tally.partitions, tally.skipped, tally.mem_from
+    gpu_parts: set[int] | None = tally.gpu_parts
+    node_size = tally.node_size
+    try:
+        with open_text(path) as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if line.startswith(";"):
+                    match = _HEADER_RE.match(line)
+                    if match:
+                        key, value = match.group(1), match.group(2)
+                        part = _PARTITION_RE.match(value) if key == "Partition" else None
+                        if part:
+                            partitions[int(part.group(1))] = part.group(2)
+                        elif key not in header:
+                            header[key] = value
+                    continue
+                fields = line.split()
+                if not fields:
+                    continue
+                if opts.limit is not None and tally.rows >= opts.limit:
+                    break
+                if gpu_parts is None:  # the header is complete once the first job line appears
+                    gpu_parts = tally.gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
+                    machine = header_machine(header)
+                    node_size = tally.node_size = node_size or (machine[1] if machine is not None else None)
+                if len(fields) != 18:
+                    raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
+                try:
+                    v = list(map(float, fields))
+                except ValueError:
+                    _bad_field(path, line_no, fields)
+                if not sum(map(abs, v)) < _HUGE:  # nan, inf (1e400) and absurd magnitudes, in one pass over C floats
+                    _check_magnitudes(path, line_no, fields, v)
+                run = v[3]
+                if run <= 0:
+                    skipped["no_run_time"] += 1
+                    continue
+                procs = int(v[4]) if v[4] > 0 else int(v[7])
+                if procs <= 0:
+                    skipped["no_processors"] += 1
+                    continue
+                nodes = -(-procs // node_size) if node_size and procs > node_size else 1
+                per_node = -(-procs // nodes)
+                tally.wide += nodes > 1
+                kb = v[9] if v[9] > 0 else v[6]
+                if kb > 0 and kb / 1024 > opts.max_mem_per_cpu_mb:  # not per processor: the job's total
+                    mem_mb, source = round(kb / 1024 / nodes), "job_total"
+                elif kb > 0:
+                    mem_mb, source = round(kb * per_node / 1024), "requested" if v[9] > 0 else "used"
+                else:
+                    mem_mb, source = opts.mem_per_cpu_mb * per_node, "assumed"
+                mem_from[source] += 1
+                partition = int(v[15])
+                if partition in gpu_parts:
+                    gpus = -(-per_node // opts.cpus_per_gpu)
+                    kind, request = "gpu", cache.get(per_node, mem_mb, "gpu", gpus)
+                else:
+                    kind, request = "cpu", cache.get(per_node, mem_mb)
+                estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
+                job_class = JobClass.TE if partition in opts.te_partitions else JobClass.BE
+                meta = {
+                    "status": int(v[10]),
+                    "wait_s": v[2],
+                    "queue": int(v[14]),
+                    "partition": partition,
+                    "partition_name": partitions.get(partition, ""),
+                }
+                tally.rows += 1
+                yield JobRow(v[1], f"swf-{int(v[0])}", f"u{int(v[11])}", kind, request, run, estimate, job_class,
+                             meta, nodes)
+    except READ_ERRORS as exc:
+        raise read_failure(path, exc) from None
+
+
+def _assumptions(opts: SwfOptions, tally: _Tally, base: float) -> tuple[str, ...]:
+    """What the pass had to assume, with its counts (complete once the log has been read to its end)."""
+    gpu_names = ", ".join(f"{p} ({tally.partitions.get(p, '?')})" for p in sorted(tally.gpu_parts or ()))
+    node_size, mem_from, skipped = tally.node_size, tally.mem_from, tally.skipped
+    assumptions = [
+        "submit time = field 2 (seconds from the log's UnixStartTime); duration = run time (field 4)",
+        "the requested time (field 9) is the scheduler's estimate of the duration",
+        "processors = allocated processors (field 5, the size the run time was measured at), else requested (8)",
+        (f"nodes of {node_size} processor{'s' * (node_size != 1)} "
+         f"({'given' if opts.cpus_per_node else 'header MaxProcs / MaxNodes'}): "
+         f"{tally.wide} jobs span several nodes, ceil(processors / nodes) on each" if node_size else
+         "no node size (no cpus_per_node, no MaxProcs and MaxNodes in the header): every job on one node"),
+        f"memory per processor from requested memory for {mem_from['requested']} jobs, used memory for "
+        f"{mem_from['used']}; {mem_from['job_total']} jobs give more than {opts.max_mem_per_cpu_mb} MB per "
+        f"processor, read as the job's total; {mem_from['assumed']} jobs have neither and get "
+        f"{opts.mem_per_cpu_mb} MB per processor",
+        f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors per node / "
+        f"{opts.cpus_per_gpu}) GPUs per node",
+        f"job class: TE for partitions {sorted(opts.te_partitions)}, BE otherwise (SWF has no classes)",
+        "user = u<field 12>",
+    ]
+    if skipped["no_run_time"]:
+        assumptions.append(f"{skipped['no_run_time']} jobs with no run time (never started) are skipped")
+    if skipped["no_processors"]:
+        assumptions.append(f"{skipped['no_processors']} jobs with no processor count are skipped")
+    if base:
+        assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
+    return tuple(assumptions)
 
 
 @checked_options
@@ -62,111 +208,90 @@ def load_swf(
     (field 9) becomes the scheduler's estimate. Jobs with no run time (cancelled before start) are skipped and
     counted. `cpus_per_node` (else MaxProcs / MaxNodes from the header) splits wide jobs over nodes.
     """
-    header: dict[str, str] = {}
-    partitions: dict[int, str] = {}
-    cache = ResourceCache()
-    rows: list[JobRow] = []
-    skipped = {"no_run_time": 0, "no_processors": 0}
-    mem_from = {"requested": 0, "used": 0, "assumed": 0, "job_total": 0}
-    node_size: int | None = cpus_per_node
-    wide = 0
-    gpu_parts: set[int] | None = None if gpu_partitions is None else set(gpu_partitions)
+    opts = SwfOptions(limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions, cpus_per_node,
+                      max_mem_per_cpu_mb)
+    tally = _Tally()
+    jobs, base = assemble(list(_rows(path, opts, tally)))
+    return LoadedTrace(jobs, _assumptions(opts, tally, base), f"swf:{path}",
+                       {k: v for k, v in tally.skipped.items() if v}, tally.info())
+
+
+class SwfStream:
+    """An SWF log read as the engine asks for its jobs: the header at once, then one job per line in file order
+    (the first submission at 0), so a replay holds the jobs in the system, not the log. `stream_swf` builds one
+    for a log in submit order; `assumptions` and `skipped` are complete once the stream has been read through."""
+
+    def __init__(self, path: str | Path, opts: SwfOptions) -> None:
+        self.source = f"swf:{path}"
+        self._opts = opts
+        self._tally = _Tally()
+        self._rows = _rows(path, opts, self._tally)
+        self._first = next(self._rows, None)  # reads the header
+        self._base = self._first.submit if self._first is not None else 0.0
+        self.info: Mapping[str, str] = self._tally.info()
+        self.read = 0  # jobs handed out so far
+
+    def __iter__(self) -> Iterator[SimJob]:
+        first, self._first = self._first, None
+        if first is None:
+            return
+        base = self._base
+        for row in itertools.chain((first,), self._rows):
+            self.read += 1
+            yield SimJob(row.job_id, row.user, row.submit - base,
+                         {row.kind: SimVariant(row.kind, row.request, row.duration_s, row.estimate_s, row.nodes)},
+                         job_class=row.job_class, meta=row.meta)
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        return _assumptions(self._opts, self._tally, self._base)
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        return {k: v for k, v in self._tally.skipped.items() if v}
+
+
+@checked_options
+def stream_swf(
+    path: str | Path,
+    *,
+    limit: int | None = None,
+    mem_per_cpu_mb: int = 4096,
+    gpu_partitions: Collection[int] | None = None,
+    cpus_per_gpu: int = 4,
+    te_partitions: Collection[int] = (),
+    cpus_per_node: int | None = None,
+    max_mem_per_cpu_mb: int = 32768,
+) -> SwfStream | None:
+    """`load_swf`'s jobs as a stream (same options, same jobs, same assumptions), or None when the log's job
+    lines are not in submit order (a stream must be; `load_swf` sorts them): a first pass reads field 2 only."""
+    if not in_submit_order(path):
+        return None
+    return SwfStream(path, SwfOptions(limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions,
+                                      cpus_per_node, max_mem_per_cpu_mb))
+
+
+def in_submit_order(path: str | Path) -> bool:
+    """Whether every job line's submit time (field 2) is at least the one before (a cheap pass: no job built)."""
+    last = -math.inf
     try:
         with open_text(path) as fh:
-            for line_no, line in enumerate(fh, start=1):
+            for line in fh:
                 if line.startswith(";"):
-                    match = _HEADER_RE.match(line)
-                    if match:
-                        key, value = match.group(1), match.group(2)
-                        part = _PARTITION_RE.match(value) if key == "Partition" else None
-                        if part:
-                            partitions[int(part.group(1))] = part.group(2)
-                        elif key not in header:
-                            header[key] = value
                     continue
-                fields = line.split()
-                if not fields:
+                fields = line.split(None, 2)
+                if len(fields) < 2:
                     continue
-                if limit is not None and len(rows) >= limit:
-                    break
-                if gpu_parts is None:  # the header is complete once the first job line appears
-                    gpu_parts = {n for n, name in partitions.items() if _GPU_NAME_RE.search(name)}
-                    machine = header_machine(header)
-                    node_size = node_size or (machine[1] if machine is not None else None)
-                if len(fields) != 18:
-                    raise TraceError(path, f"expected the 18 SWF fields, got {len(fields)}", row=line_no)
                 try:
-                    v = list(map(float, fields))
+                    submit = float(fields[1])
                 except ValueError:
-                    _bad_field(path, line_no, fields)
-                if not sum(map(abs, v)) < _HUGE:  # nan, inf (1e400) and absurd magnitudes, in one pass over C floats
-                    _check_magnitudes(path, line_no, fields, v)
-                run = v[3]
-                if run <= 0:
-                    skipped["no_run_time"] += 1
-                    continue
-                procs = int(v[4]) if v[4] > 0 else int(v[7])
-                if procs <= 0:
-                    skipped["no_processors"] += 1
-                    continue
-                nodes = -(-procs // node_size) if node_size and procs > node_size else 1
-                per_node = -(-procs // nodes)
-                wide += nodes > 1
-                kb = v[9] if v[9] > 0 else v[6]
-                if kb > 0 and kb / 1024 > max_mem_per_cpu_mb:  # not per processor: the job's total
-                    mem_mb, source = round(kb / 1024 / nodes), "job_total"
-                elif kb > 0:
-                    mem_mb, source = round(kb * per_node / 1024), "requested" if v[9] > 0 else "used"
-                else:
-                    mem_mb, source = mem_per_cpu_mb * per_node, "assumed"
-                mem_from[source] += 1
-                partition = int(v[15])
-                if partition in gpu_parts:
-                    gpus = -(-per_node // cpus_per_gpu)
-                    kind, request = "gpu", cache.get(per_node, mem_mb, "gpu", gpus)
-                else:
-                    kind, request = "cpu", cache.get(per_node, mem_mb)
-                estimate = v[8] if 0 < v[8] < _NO_LIMIT else None
-                job_class = JobClass.TE if partition in te_partitions else JobClass.BE
-                meta = {
-                    "status": int(v[10]),
-                    "wait_s": v[2],
-                    "queue": int(v[14]),
-                    "partition": partition,
-                    "partition_name": partitions.get(partition, ""),
-                }
-                job_id = f"swf-{int(v[0])}"
-                rows.append(JobRow(v[1], job_id, f"u{int(v[11])}", kind, request, run, estimate, job_class, meta,
-                                   nodes))
+                    return True  # the loader names the bad field when it reads the line
+                if submit < last:
+                    return False
+                last = submit
     except READ_ERRORS as exc:
         raise read_failure(path, exc) from None
-    jobs, base = assemble(rows)
-    gpu_names = ", ".join(f"{p} ({partitions.get(p, '?')})" for p in sorted(gpu_parts or ()))
-    assumptions = [
-        "submit time = field 2 (seconds from the log's UnixStartTime); duration = run time (field 4)",
-        "the requested time (field 9) is the scheduler's estimate of the duration",
-        "processors = allocated processors (field 5, the size the run time was measured at), else requested (8)",
-        (f"nodes of {node_size} processor{'s' * (node_size != 1)} "
-         f"({'given' if cpus_per_node else 'header MaxProcs / MaxNodes'}): "
-         f"{wide} jobs span several nodes, ceil(processors / nodes) on each" if node_size else
-         "no node size (no cpus_per_node, no MaxProcs and MaxNodes in the header): every job on one node"),
-        f"memory per processor from requested memory for {mem_from['requested']} jobs, used memory for "
-        f"{mem_from['used']}; {mem_from['job_total']} jobs give more than {max_mem_per_cpu_mb} MB per processor, "
-        f"read as the job's total; {mem_from['assumed']} jobs have neither and get {mem_per_cpu_mb} MB per "
-        "processor",
-        f"partitions run on GPU nodes: {gpu_names or 'none'}; their jobs get ceil(processors per node / "
-        f"{cpus_per_gpu}) GPUs per node",
-        f"job class: TE for partitions {sorted(te_partitions)}, BE otherwise (SWF has no classes)",
-        "user = u<field 12>",
-    ]
-    if skipped["no_run_time"]:
-        assumptions.append(f"{skipped['no_run_time']} jobs with no run time (never started) are skipped")
-    if skipped["no_processors"]:
-        assumptions.append(f"{skipped['no_processors']} jobs with no processor count are skipped")
-    if base:
-        assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
-    info = dict(header) | {f"Partition {n}": name for n, name in partitions.items()}
-    return LoadedTrace(jobs, tuple(assumptions), f"swf:{path}", {k: v for k, v in skipped.items() if v}, info)
+    return True
 
 
 def header_machine(header: Mapping[str, str]) -> tuple[int, int] | None:

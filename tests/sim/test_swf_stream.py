@@ -1,0 +1,76 @@
+"""An SWF log read as the run goes: the same jobs, assumptions and result as loading it whole, a log out of submit
+order loaded whole instead, and `slurmx sim run` producing the same document either way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurmx.sim.config import load_workload, parse_sim_config, resolve_cluster, stream_workload
+from slurmx.sim.metrics import compute_metrics
+from slurmx.sim.report import result_document, result_json
+from slurmx.sim.runner import run_config, run_streamed
+from slurmx.sim.traces import load_swf
+from slurmx.sim.traces.swf import stream_swf
+from tests.sim.test_multinode import WIDE_SWF
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KTH = Path(__file__).resolve().parents[3] / "shared" / "traces" / "pwa_swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
+
+# WIDE_SWF plus a job wider than the machine (12 nodes of 4) and one that never ran: skipped and counted.
+WIDER_SWF = WIDE_SWF + "6 50 0 30 48 -1 -1 48 60 -1 1 1 1 -1 -1 1 -1 -1\n7 60 0 0 4 -1 -1 4 60 -1 5 1 1 -1 -1 1 -1 -1\n"
+
+
+def test_the_stream_gives_the_loaders_jobs_assumptions_and_skips() -> None:
+    whole = load_swf(FIXTURES / "curie_small.swf", limit=4)
+    stream = stream_swf(FIXTURES / "curie_small.swf", limit=4)
+    assert stream is not None
+    assert tuple(stream) == whole.jobs
+    assert stream.assumptions == whole.assumptions and stream.skipped == dict(whole.skipped)
+    assert dict(stream.info) == dict(whole.info)
+
+
+def test_a_log_out_of_submit_order_is_not_streamed(tmp_path: Path) -> None:
+    path = tmp_path / "unsorted.swf"
+    lines = WIDE_SWF.splitlines()
+    path.write_text("\n".join([*lines[:-2], lines[-1], lines[-2]]) + "\n", encoding="utf-8")
+    assert stream_swf(path) is None
+    config = parse_sim_config({"cluster": {"from_trace": {"swf_header": {}}}, "policy": {"name": "fifo"},
+                               "workload": {"trace": str(path)}})
+    assert stream_workload(config) is None  # `sim run` loads it whole and sorts it
+
+
+def _documents(config_doc: dict[str, object]) -> tuple[str, str]:
+    config = parse_sim_config(config_doc)
+    streamed = stream_workload(config)
+    assert streamed is not None
+    result = run_streamed(config, streamed)
+    by_stream = result_json(result_document(config, compute_metrics(result, 10), streamed.workload()))
+    workload = load_workload(config.workload, config.seed)
+    sized = resolve_cluster(config, workload.jobs, workload.info)
+    whole = run_config(config, sized.jobs, sized=sized)
+    skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
+    from slurmx.sim.config import Workload
+
+    listed = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped, workload.info)
+    return by_stream, result_json(result_document(config, compute_metrics(whole, 10), listed))
+
+
+@pytest.mark.parametrize("backfill", ["none", "easy"])
+def test_a_streamed_run_writes_the_whole_runs_document_skips_included(tmp_path: Path, backfill: str) -> None:
+    path = tmp_path / "wider.swf"
+    path.write_text(WIDER_SWF, encoding="utf-8")
+    streamed, whole = _documents({"cluster": {"from_trace": {"swf_header": {"mem_per_cpu": "32G"}}},
+                                  "policy": {"name": "fifo", "params": {"backfill": backfill}},
+                                  "workload": {"trace": str(path)}})
+    assert streamed == whole
+    assert '"larger than any node": 1' in streamed and '"no_run_time": 1' in streamed
+
+
+@pytest.mark.skipif(not KTH.exists(), reason="the shared KTH-SP2 log is not on this machine")
+def test_kth_sp2_streamed_is_the_whole_run() -> None:
+    streamed, whole = _documents({"cluster": {"from_trace": {"swf_header": {"mem_per_cpu": "4G"}}},
+                                  "policy": {"name": "fifo", "params": {"backfill": False}},
+                                  "workload": {"trace": str(KTH), "format": "swf"}})
+    assert streamed == whole
