@@ -74,3 +74,12 @@ def test_kth_sp2_streamed_is_the_whole_run() -> None:
                                   "policy": {"name": "fifo", "params": {"backfill": False}},
                                   "workload": {"trace": str(KTH), "format": "swf"}})
     assert streamed == whole
+
+
+def test_the_stream_takes_the_loaders_options_with_its_errors() -> None:
+    from slurmx.sim.traces import TraceError
+
+    with pytest.raises(TraceError, match=r"unknown option 'limt' for stream_swf; did you mean limit\?"):
+        stream_swf(FIXTURES / "curie_small.swf", limt=3)
+    with pytest.raises(TraceError, match=r"option limit: expected a whole number >= 0 or null, got 'x'"):
+        stream_swf(FIXTURES / "curie_small.swf", limit="x")

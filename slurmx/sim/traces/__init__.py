@@ -17,7 +17,6 @@ from slurmx.sim.traces.helios import HELIOS_COLUMNS, load_helios
 from slurmx.sim.traces.options import check_path
 from slurmx.sim.traces.philly import PHILLY_CSV_COLUMNS, load_philly_csv, load_philly_job_log
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
-from slurmx.sim.traces.sacct import load_sacct
 from slurmx.sim.traces.swf import load_swf
 
 __all__ = [
@@ -36,6 +35,14 @@ __all__ = [
     "load_swf",
     "load_trace",
 ]
+
+def load_sacct(path: str | Path, **options: Any) -> LoadedTrace:
+    """Slurm's accounting, `sacct --json` or `sacct -P` (`slurmx.sim.traces.sacct.load_sacct`, its options and
+    errors): imported on first use, since it brings the Slurm adapter's parsers, which other traces do not need."""
+    from slurmx.sim.traces.sacct import load_sacct as load
+
+    return load(path, **options)
+
 
 TraceFormat = Literal["alibaba", "philly-csv", "philly-log", "swf", "helios", "sacct"]
 LOADERS: dict[str, Callable[..., LoadedTrace]] = {

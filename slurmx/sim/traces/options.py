@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from slurmx.sim.traces.errors import TraceError
 
-__all__ = ["check_path", "checked_options"]
+__all__ = ["check_path", "checked_like", "checked_options"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,7 +29,16 @@ _AT_LEAST = {"limit": 0}  # every other whole-number option is a size or count o
 
 def checked_options(loader: Callable[P, R]) -> Callable[P, R]:
     """Wrap `loader(path, *, options)` so wrong options raise a one-line `TraceError`; types stay as declared."""
+    return _checked(loader, loader)
 
+
+def checked_like(template: Callable[..., Any]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """`checked_options` for a function taking `template`'s options as `**options` (another way to read the same
+    trace): the same names, types and errors, declared once."""
+    return lambda loader: _checked(loader, inspect.unwrap(template))
+
+
+def _checked(loader: Callable[P, R], declared: Callable[..., Any]) -> Callable[P, R]:
     @functools.wraps(loader)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         if not args and "path" not in kwargs:
@@ -37,7 +46,7 @@ def checked_options(loader: Callable[P, R]) -> Callable[P, R]:
         path = check_path(args[0] if args else kwargs["path"])
         if len(args) > 1:
             raise TraceError(path, f"{loader.__name__} takes options by name (limit=1000), got {args[1]!r}")
-        kinds = _option_kinds(loader)
+        kinds = _option_kinds(declared)
         for name, value in list(kwargs.items()):
             if name != "path":
                 kwargs[name] = _check(path, loader.__name__, kinds, name, value)

@@ -22,12 +22,12 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from slurmx.core.model import JobClass
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceError, assemble, open_text
-from slurmx.sim.traces.options import checked_options
+from slurmx.sim.traces.options import checked_like, checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
 __all__ = ["SWF_FIELDS", "SwfStream", "header_machine", "in_submit_order", "load_swf", "stream_swf"]
@@ -251,24 +251,13 @@ class SwfStream:
         return {k: v for k, v in self._tally.skipped.items() if v}
 
 
-@checked_options
-def stream_swf(
-    path: str | Path,
-    *,
-    limit: int | None = None,
-    mem_per_cpu_mb: int = 4096,
-    gpu_partitions: Collection[int] | None = None,
-    cpus_per_gpu: int = 4,
-    te_partitions: Collection[int] = (),
-    cpus_per_node: int | None = None,
-    max_mem_per_cpu_mb: int = 32768,
-) -> SwfStream | None:
+@checked_like(load_swf)
+def stream_swf(path: str | Path, **options: Any) -> SwfStream | None:
     """`load_swf`'s jobs as a stream (same options, same jobs, same assumptions), or None when the log's job
     lines are not in submit order (a stream must be; `load_swf` sorts them): a first pass reads field 2 only."""
     if not in_submit_order(path):
         return None
-    return SwfStream(path, SwfOptions(limit, mem_per_cpu_mb, gpu_partitions, cpus_per_gpu, te_partitions,
-                                      cpus_per_node, max_mem_per_cpu_mb))
+    return SwfStream(path, SwfOptions(**options))
 
 
 def in_submit_order(path: str | Path) -> bool:
