@@ -99,8 +99,9 @@ def _seconds(stamp: str) -> float:
 def child_ours(mode: str, trace: Path) -> dict[str, Any]:
     """Ours, the whole `slurmx sim run` path short of printing: the header's machine, the log read as it runs."""
     sys.path.insert(0, str(ROOT))
-    from slurmx.sim.config import parse_sim_config, stream_workload
+    from slurmx.sim.config import parse_sim_config
     from slurmx.sim.runner import run_streamed
+    from slurmx.sim.stream import stream_workload
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     config = parse_sim_config({

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,12 @@ from slurmx.cli_output import console as make_console
 from slurmx.core.validation import ConfigError
 from slurmx.sim import engine
 from slurmx.sim.cluster import SimulationError
-from slurmx.sim.config import Workload, load_sim_config, load_workload, resolve_cluster, stream_workload
+from slurmx.sim.config import load_sim_config, load_workload, resolve_cluster
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
 from slurmx.sim.runner import run_config, run_streamed
+from slurmx.sim.stream import stream_workload
 from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
 from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 from slurmx.sim.traces.errors import TraceError
@@ -63,9 +65,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
     if workload is not None:
         sized = resolve_cluster(config, workload.jobs, workload.info)
         if config.cluster.from_trace is not None:
-            skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
-            workload = Workload(sized.jobs, workload.source, (*workload.assumptions, *sized.assumptions), skipped,
-                                workload.info)
+            workload = replace(workload.on_cluster(sized.assumptions, sized.skipped), jobs=sized.jobs)
     total = len(workload.jobs) if workload is not None else None
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
                    TimeElapsedColumn(), console=console, transient=True,

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -36,16 +36,11 @@ from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.sizing import (
-    HeldStream,
     SizedCluster,
     SwfMachine,
     partitions_from_machines,
-    partitions_from_swf_header,
     sized_for_load,
 )
-
-if TYPE_CHECKING:
-    from slurmx.sim.traces.swf import SwfStream
 
 __all__ = [
     "ClusterConfig",
@@ -57,7 +52,6 @@ __all__ = [
     "PartitionConfig",
     "ProfilingConfig",
     "SimConfig",
-    "StreamedWorkload",
     "Workload",
     "WorkloadConfig",
     "load_run_document",
@@ -65,7 +59,7 @@ __all__ = [
     "load_workload",
     "parse_sim_config",
     "resolve_cluster",
-    "stream_workload",
+    "swf_header_machine",
 ]
 
 Mode = Literal["event", "tick", "round"]
@@ -193,6 +187,16 @@ class ClusterConfig(_Model):
         return tuple(p.shape() for p in self.partitions)
 
 
+def swf_header_machine(config: SimConfig, spec: SwfHeaderConfig, header: Mapping[str, str]) -> SwfMachine:
+    """The machine an SWF header describes, memory per processor from `swf_header`, else the loader's."""
+    params = config.workload.params if config.workload is not None else {}
+    mem_mb = spec.mem_mb or params.get("mem_per_cpu_mb", 4096)
+    try:
+        return SwfMachine.of(header, int(mem_mb), params.get("cpus_per_node"))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
+
+
 def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, str] | None = None) -> SizedCluster:
     """The partitions a run uses and the jobs it keeps (all of them, unless sized from a trace). `info`: what the
     trace's loader read about it (an SWF header's fields)."""
@@ -200,12 +204,7 @@ def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, st
     if spec is None:
         return SizedCluster(config.cluster.shapes(), jobs, (), 0)
     if spec.swf_header is not None:
-        params = config.workload.params if config.workload is not None else {}
-        mem_mb = spec.swf_header.mem_mb or params.get("mem_per_cpu_mb", 4096)
-        try:
-            return partitions_from_swf_header(info or {}, int(mem_mb), jobs, params.get("cpus_per_node"))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
+        return swf_header_machine(config, spec.swf_header, info or {}).sized(jobs)
     if spec.nodes_file is not None:
         from slurmx.sim.traces.alibaba import load_alibaba_nodes
 
@@ -390,64 +389,12 @@ class Workload:
     def job_count(self) -> int:
         return self.count if self.count is not None else len(self.jobs)
 
-
-@dataclass
-class StreamedWorkload:
-    """A trace read as the run goes (an SWF log in submit order): the cluster's partitions and the jobs to run,
-    one at a time; `workload()` gives the provenance once the run has read the trace through."""
-
-    source: str  # as `load_workload` names it: "trace:<path>"
-    partitions: tuple[PartitionShape, ...]
-    stream: SwfStream
-    held: HeldStream | None  # the jobs the header's machine can hold, when the cluster is that machine
-    machine: SwfMachine | None
-
-    @property
-    def jobs(self) -> Iterable[SimJob]:
-        return self.held if self.held is not None else self.stream
-
-    def workload(self) -> Workload:
-        skipped = dict(self.stream.skipped)
-        notes: tuple[str, ...] = ()
-        ran = self.stream.read
-        if self.machine is not None and self.held is not None:
-            notes = self.machine.notes(self.held.skipped)
-            ran -= self.held.skipped
-            if self.held.skipped:
-                skipped["larger than any node"] = self.held.skipped
-        return Workload([], self.source, (*self.stream.assumptions, *notes), skipped, self.stream.info, count=ran)
-
-
-def stream_workload(config: SimConfig, trace: str | None = None) -> StreamedWorkload | None:
-    """The run's trace as a stream when it can be one: an SWF log in submit order, read by the built-in loader,
-    on the config's partitions or the machine its header describes; None otherwise (the caller loads it whole).
-    The jobs, their checks and the result are the same either way; only memory differs."""
-    workload = config.workload
-    path = trace if trace is not None else (workload.trace if workload is not None else None)
-    if path is None or (workload is not None and workload.loader is not None):
-        return None
-    spec = config.cluster.from_trace
-    if spec is not None and spec.swf_header is None:
-        return None  # a cluster sized from the whole trace needs every job first
-    from slurmx.sim.traces import detect_format
-    from slurmx.sim.traces.swf import stream_swf
-
-    fmt = workload.format if workload is not None and workload.format is not None else detect_format(path)
-    if fmt != "swf":
-        return None
-    params = dict(workload.params) if workload is not None else {}
-    stream = stream_swf(path, **params)
-    if stream is None:
-        return None
-    if spec is None:
-        return StreamedWorkload(f"trace:{path}", config.cluster.shapes(), stream, None, None)
-    mem_mb = spec.swf_header.mem_mb if spec.swf_header is not None else None
-    try:
-        machine = SwfMachine.of(stream.info, int(mem_mb or params.get("mem_per_cpu_mb", 4096)),
-                                params.get("cpus_per_node"))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
-    return StreamedWorkload(f"trace:{path}", machine.partitions, stream, HeldStream(stream, machine), machine)
+    def on_cluster(self, notes: tuple[str, ...], left_out: int) -> Workload:
+        """This workload as a cluster sized from the trace left it: its notes added to the assumptions, the jobs
+        no node set of it can hold counted as skipped (and out of `count`)."""
+        skipped = {**self.skipped, **({"larger than any node": left_out} if left_out else {})}
+        count = None if self.count is None else self.count - left_out
+        return replace(self, assumptions=(*self.assumptions, *notes), skipped=skipped, count=count)
 
 
 def load_workload(workload: WorkloadConfig | None, seed: int, trace: str | None = None) -> Workload:

@@ -173,15 +173,20 @@ class Engine(ActionSteps, ViewSteps):
         seen: set[str] = set()
         too_wide: list[tuple[str, str, int]] = []  # (job, a kind, its nodes) of jobs the policy can never start
         for job in jobs:
-            if job.job_id in seen:
-                raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
-            seen.add(job.job_id)
-            kinds = self._served_kinds(job)
-            wide = self._too_wide(job, kinds)
+            wide = self._check(job, seen)[1]
             if wide is not None:
                 too_wide.append(wide)
         if too_wide:
             raise self._too_wide_error(too_wide[0], len(too_wide))
+
+    def _check(self, job: SimJob, seen: set[str]) -> tuple[list[str], tuple[str, str, int] | None]:
+        """One job's checks: its id not in `seen` (then added), its variants against the cluster; returns the kinds
+        served and, when the policy can start it on none of them, (job, kind, nodes) for the refusal."""
+        if job.job_id in seen:
+            raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
+        seen.add(job.job_id)
+        kinds = self._served_kinds(job)
+        return kinds, self._too_wide(job, kinds)
 
     def _served_kinds(self, job: SimJob) -> list[str]:
         """The job's kinds this cluster serves, each variant checked against its partition's nodes."""
@@ -231,11 +236,7 @@ class Engine(ActionSteps, ViewSteps):
                                   f"job read before it (t={self._last_submit:g}); a streamed workload must come "
                                   "in submit order")
         self._last_submit = job.submit_time
-        if job.job_id in self._seen_ids:
-            raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
-        self._seen_ids.add(job.job_id)
-        kinds = self._served_kinds(job)
-        wide = self._too_wide(job, kinds)
+        kinds, wide = self._check(job, self._seen_ids)
         if wide is not None:
             raise self._too_wide_error(wide, 1)
         j = JobState(self._read, job)

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from slurmx.policies.base import make_policy
 from slurmx.sim import engine
 from slurmx.sim.cluster import ModelCluster
-from slurmx.sim.config import SimConfig, StreamedWorkload, resolve_cluster
+from slurmx.sim.config import SimConfig, resolve_cluster
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import SimResult
 from slurmx.sim.sizing import SizedCluster
+from slurmx.sim.stream import StreamedWorkload
 
 __all__ = ["run_config", "run_streamed"]
 

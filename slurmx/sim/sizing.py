@@ -24,8 +24,7 @@ from slurmx.core.resources import Resources
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
 from slurmx.sim.jobs import SimJob
 
-__all__ = ["HeldStream", "SizedCluster", "SwfMachine", "partitions_from_machines", "partitions_from_swf_header",
-           "sized_for_load"]
+__all__ = ["HeldStream", "SizedCluster", "SwfMachine", "partitions_from_machines", "sized_for_load"]
 
 
 @dataclass(frozen=True)
@@ -74,18 +73,6 @@ def partitions_from_machines(machines: Sequence[tuple[str, Resources, str]], job
     return SizedCluster(tuple(partitions), kept, notes, skipped)
 
 
-def partitions_from_swf_header(header: Mapping[str, str], mem_per_cpu_mb: int, jobs: Sequence[SimJob],
-                               cpus_per_node: object = None) -> SizedCluster:
-    """One `cpu` partition of the machine an SWF header describes (MaxNodes nodes of MaxProcs / MaxNodes
-    processors, `mem_per_cpu_mb` each). Jobs that could never run on it (a per-node request larger than a
-    node, more nodes than it has, or only a GPU variant) are left out and counted. `cpus_per_node`: the loader's,
-    when given; it split the wide jobs, so it must be the header's node size."""
-    machine = SwfMachine.of(header, mem_per_cpu_mb, cpus_per_node)
-    kept = [job for job in jobs if machine.holds(job)]
-    skipped = len(jobs) - len(kept)
-    return SizedCluster(machine.partitions, kept, machine.notes(skipped), skipped)
-
-
 @dataclass(frozen=True)
 class SwfMachine:
     """The machine an SWF header describes, and which jobs it can hold (for a list, or a stream as it passes)."""
@@ -97,6 +84,8 @@ class SwfMachine:
 
     @classmethod
     def of(cls, header: Mapping[str, str], mem_per_cpu_mb: int, cpus_per_node: object = None) -> SwfMachine:
+        """MaxNodes nodes of MaxProcs / MaxNodes processors, `mem_per_cpu_mb` each. `cpus_per_node`: the loader's,
+        when given; it split the wide jobs, so it must be the header's node size."""
         from slurmx.sim.traces.swf import header_machine
 
         machine = header_machine(header)
@@ -116,6 +105,13 @@ class SwfMachine:
     @property
     def partitions(self) -> tuple[PartitionShape, ...]:
         return (PartitionShape("cpu", "cpu", (NodeShape(self.count, self.capacity, "n"),)),)
+
+    def sized(self, jobs: Sequence[SimJob]) -> SizedCluster:
+        """One `cpu` partition of this machine; jobs that could never run on it (a per-node request larger than a
+        node, more nodes than it has, or only a GPU variant) are left out and counted."""
+        kept = [job for job in jobs if self.holds(job)]
+        skipped = len(jobs) - len(kept)
+        return SizedCluster(self.partitions, kept, self.notes(skipped), skipped)
 
     def holds(self, job: SimJob) -> bool:
         v = job.variants.get("cpu")
@@ -137,11 +133,11 @@ class HeldStream:
 
     def __init__(self, jobs: Iterable[SimJob], machine: SwfMachine) -> None:
         self._jobs = jobs
-        self._machine = machine
+        self.machine = machine
         self.skipped = 0
 
     def __iter__(self) -> Iterator[SimJob]:
-        holds = self._machine.holds
+        holds = self.machine.holds
         for job in self._jobs:
             if holds(job):
                 yield job

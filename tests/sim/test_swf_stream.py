@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmx.sim.config import load_workload, parse_sim_config, resolve_cluster, stream_workload
+from slurmx.sim.config import load_workload, parse_sim_config, resolve_cluster
 from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.report import result_document, result_json
 from slurmx.sim.runner import run_config, run_streamed
+from slurmx.sim.stream import stream_workload
 from slurmx.sim.traces import load_swf
 from slurmx.sim.traces.swf import stream_swf
 from tests.sim.test_multinode import WIDE_SWF

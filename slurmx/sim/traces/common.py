@@ -33,6 +33,7 @@ __all__ = [
     "TraceError",
     "assemble",
     "iso",
+    "job_of",
     "open_text",
     "parse_datetime",
 ]
@@ -221,18 +222,19 @@ def assemble(rows: list[JobRow], *, rebase: bool = True) -> tuple[tuple[SimJob, 
     """
     rows.sort(key=lambda r: r.submit)
     base = rows[0].submit if rows and rebase else 0.0
-    jobs = tuple(
-        SimJob(
-            job_id=r.job_id,
-            user=r.user,
-            submit_time=r.submit - base,
-            variants={r.kind: SimVariant(r.kind, r.request, r.duration_s, r.estimate_s, r.nodes)},
-            job_class=r.job_class,
-            meta=r.meta,
-        )
-        for r in rows
+    return tuple(job_of(r, base) for r in rows), base
+
+
+def job_of(row: JobRow, base: float) -> SimJob:
+    """The job a row describes, its submit time shifted by -`base`."""
+    return SimJob(
+        job_id=row.job_id,
+        user=row.user,
+        submit_time=row.submit - base,
+        variants={row.kind: SimVariant(row.kind, row.request, row.duration_s, row.estimate_s, row.nodes)},
+        job_class=row.job_class,
+        meta=row.meta,
     )
-    return jobs, base
 
 
 def iso(epoch_s: float) -> str:

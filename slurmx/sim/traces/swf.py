@@ -25,8 +25,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from slurmx.core.model import JobClass
-from slurmx.sim.jobs import SimJob, SimVariant
-from slurmx.sim.traces.common import JobRow, LoadedTrace, ResourceCache, TraceError, assemble, open_text
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.traces.common import (
+    JobRow,
+    LoadedTrace,
+    ResourceCache,
+    TraceError,
+    assemble,
+    job_of,
+    open_text,
+)
 from slurmx.sim.traces.options import checked_like, checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
 
@@ -73,6 +81,10 @@ class _Tally:
 
     def info(self) -> dict[str, str]:
         return dict(self.header) | {f"Partition {n}": name for n, name in self.partitions.items()}
+
+    def skips(self) -> dict[str, int]:
+        """The reasons jobs were skipped for, with their counts (those that happened)."""
+        return {k: v for k, v in self.skipped.items() if v}
 
 
 def _rows(path: str | Path, opts: SwfOptions, tally: _Tally) -> Iterator[JobRow]:
@@ -212,8 +224,7 @@ def load_swf(
                       max_mem_per_cpu_mb)
     tally = _Tally()
     jobs, base = assemble(list(_rows(path, opts, tally)))
-    return LoadedTrace(jobs, _assumptions(opts, tally, base), f"swf:{path}",
-                       {k: v for k, v in tally.skipped.items() if v}, tally.info())
+    return LoadedTrace(jobs, _assumptions(opts, tally, base), f"swf:{path}", tally.skips(), tally.info())
 
 
 class SwfStream:
@@ -222,7 +233,6 @@ class SwfStream:
     for a log in submit order; `assumptions` and `skipped` are complete once the stream has been read through."""
 
     def __init__(self, path: str | Path, opts: SwfOptions) -> None:
-        self.source = f"swf:{path}"
         self._opts = opts
         self._tally = _Tally()
         self._rows = _rows(path, opts, self._tally)
@@ -238,9 +248,7 @@ class SwfStream:
         base = self._base
         for row in itertools.chain((first,), self._rows):
             self.read += 1
-            yield SimJob(row.job_id, row.user, row.submit - base,
-                         {row.kind: SimVariant(row.kind, row.request, row.duration_s, row.estimate_s, row.nodes)},
-                         job_class=row.job_class, meta=row.meta)
+            yield job_of(row, base)
 
     @property
     def assumptions(self) -> tuple[str, ...]:
@@ -248,7 +256,7 @@ class SwfStream:
 
     @property
     def skipped(self) -> dict[str, int]:
-        return {k: v for k, v in self._tally.skipped.items() if v}
+        return self._tally.skips()
 
 
 @checked_like(load_swf)

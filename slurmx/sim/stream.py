@@ -1,0 +1,69 @@
+"""A trace read as the run goes: an SWF log in submit order streamed into the engine, so memory follows the
+jobs in the system, not the log. `stream_workload` says whether a run's trace can be; the caller loads it whole
+(`config.load_workload`) when it cannot. From Python: `stream_workload(config)`, then `runner.run_streamed`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slurmx.sim.cluster import PartitionShape
+from slurmx.sim.config import SimConfig, Workload, swf_header_machine
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.sizing import HeldStream
+
+if TYPE_CHECKING:
+    from slurmx.sim.traces.swf import SwfStream
+
+__all__ = ["StreamedWorkload", "stream_workload"]
+
+
+@dataclass
+class StreamedWorkload:
+    """A trace read as the run goes (an SWF log in submit order): the cluster's partitions and the jobs to run,
+    one at a time; `workload()` gives the provenance once the run has read the trace through."""
+
+    source: str  # as `load_workload` names it: "trace:<path>"
+    partitions: tuple[PartitionShape, ...]
+    stream: SwfStream
+    held: HeldStream | None  # the jobs the header's machine can hold, when the cluster is that machine
+
+    @property
+    def jobs(self) -> Iterable[SimJob]:
+        return self.held if self.held is not None else self.stream
+
+    def workload(self) -> Workload:
+        read = Workload([], self.source, self.stream.assumptions, self.stream.skipped, self.stream.info,
+                        count=self.stream.read)
+        if self.held is None:
+            return read
+        return read.on_cluster(self.held.machine.notes(self.held.skipped), self.held.skipped)
+
+
+def stream_workload(config: SimConfig, trace: str | None = None) -> StreamedWorkload | None:
+    """The run's trace as a stream when it can be one: an SWF log in submit order, read by the built-in loader,
+    on the config's partitions or the machine its header describes; None otherwise (the caller loads it whole).
+    The jobs, their checks and the result are the same either way; only memory differs."""
+    workload = config.workload
+    path = trace if trace is not None else (workload.trace if workload is not None else None)
+    if path is None or (workload is not None and workload.loader is not None):
+        return None
+    spec = config.cluster.from_trace
+    if spec is not None and spec.swf_header is None:
+        return None  # a cluster sized from the whole trace needs every job first
+    # The trace readers are imported only here: a run that imports the runner may read no trace at all.
+    from slurmx.sim.traces import detect_format
+    from slurmx.sim.traces.swf import stream_swf
+
+    fmt = workload.format if workload is not None and workload.format is not None else detect_format(path)
+    if fmt != "swf":
+        return None
+    params = dict(workload.params) if workload is not None else {}
+    stream = stream_swf(path, **params)
+    if stream is None:
+        return None
+    if spec is None or spec.swf_header is None:
+        return StreamedWorkload(f"trace:{path}", config.cluster.shapes(), stream, None)
+    machine = swf_header_machine(config, spec.swf_header, stream.info)
+    return StreamedWorkload(f"trace:{path}", machine.partitions, stream, HeldStream(stream, machine))
