@@ -22,7 +22,7 @@ from slurmx.core.model import ClusterView
 from slurmx.core.validation import ConfigError, validate_model
 
 __all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "max_nodes", "policy_args",
-           "policy_args_model", "register", "waits_for_release"]
+           "policy_args_model", "queue_window", "register", "waits_for_release"]
 
 
 class PolicyArgs(BaseModel):
@@ -56,6 +56,18 @@ def waits_for_release(policy: Policy) -> bool:
     The simulator then does not ask it again at an instant that brought only new arrivals; the plan it would
     have returned is empty, so the run is the same, with fewer calls (strict FIFO under a long queue)."""
     declared: bool = getattr(policy, "waits_for_release", False)
+    return declared
+
+
+def queue_window(policy: Policy) -> int | None:
+    """How many pending groups, from the head of the queue, one decision of the policy reads at most, when its
+    plan depends on nothing else that time changes but the running jobs' expected ends: what its class declares
+    as `queue_window`, else None (no such bound).
+
+    A decision that changed nothing, with at least that many groups waiting, would then be repeated unchanged
+    at an instant that brought only arrivals (they queue past the window), gave no room back and found no job
+    running past its expected end; the simulator does not ask it (EASY backfill under a long queue)."""
+    declared: int | None = getattr(policy, "queue_window", None)
     return declared
 
 

@@ -49,6 +49,13 @@ class Fifo:
         older group appearing) can change that; a newer arrival queues behind it."""
         return self.args.backfill == "none"
 
+    @property
+    def queue_window(self) -> int | None:
+        """Backfill reads the head and at most `backfill_depth` groups behind it. When none of them started, none
+        can until room is given back or time moves a reservation: a job past its expected end makes it `now`;
+        otherwise it stays where it was, and a later start only ends later (strict FIFO: `waits_for_release`)."""
+        return None if self.args.backfill == "none" else self.args.backfill_depth + 1
+
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
         started: list[Started] = []  # and to whom, with the expected ends (for a reservation)

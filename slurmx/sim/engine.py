@@ -38,7 +38,7 @@ from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
-from slurmx.policies.base import Policy, max_nodes, waits_for_release
+from slurmx.policies.base import Policy, max_nodes, queue_window, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
@@ -147,6 +147,10 @@ class Engine(ActionSteps, ViewSteps):
         # instant brought only arrivals (no room given back, no group shown late, older than the queue's end).
         self._waits_for_release = waits_for_release(policy)
         self._blocked = False
+        # A policy that reads a bounded window of the queue is not asked again after a plan that changed nothing,
+        # with the window full, while instants bring only arrivals and no running job is past its expected end.
+        self._window = queue_window(policy)
+        self._quiet = False
         self._releases_seen = 0
         self._late_visible = False
         self._skipped_calls = 0
@@ -301,7 +305,8 @@ class Engine(ActionSteps, ViewSteps):
                 # A scheduling point: every event of the instant is in.
                 if periodic or not changed or not (self._pending or idle_calls):
                     break
-                if self._blocked and self._releases == self._releases_seen and not self._late_visible:
+                if (self._blocked or (self._quiet and not self._overdue(t))) and \
+                        self._releases == self._releases_seen and not self._late_visible:
                     self._skipped_calls += 1
                     break  # its plan would be empty: nothing it waits for has happened
                 # A plan that freed resources (cancel, zero-grace preemption) is followed by another decision
@@ -424,7 +429,15 @@ class Engine(ActionSteps, ViewSteps):
         self._policy_wall += decision.policy_s
         self._releases_seen, self._late_visible = releases, False
         self._blocked = self._waits_for_release and self._pending > 0
+        self._quiet = (self._window is not None and self._pending >= self._window and self._moves == moves
+                       and self._releases == releases)
         return self._moves != moves, self._releases != releases
+
+    def _overdue(self, now: float) -> bool:
+        """Whether a running job is at or past its expected end (a reservation then moves with `now`); True when
+        the engine does not keep the by-end lists (the policy has not asked for them)."""
+        queues = self._queues
+        return not queues.ends_kept or any(ends and ends[0][0] <= now for ends in queues.ends.values())
 
     # ---- the cycle's backend: observe, notes, one handler per action type --------------------------------
 
