@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from slurmx.core.actions import Plan, Start
-from slurmx.core.model import ClusterView, Group, Variant, expected_end
+from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
@@ -63,19 +66,35 @@ class Fifo:
         notes: list[str] = []
         mode = self.args.backfill
         allowed: Reservation | None = None  # EASY: the head's reservation, which later starts must leave intact
+        at = math.inf  # the reservation's time: a group ending by then cannot delay it
         blocked = False
         looked = 0
-        # (kind, request, node count) that found no room in this plan: unconstrained, or past the reservation.
-        # Room only shrinks as the plan starts jobs, so a later group of the same shape fails alike, unread.
-        misses: tuple[set[_Shape], set[_Shape]] = (set(), set())
+        # Shapes (kind, request, node count) that found no room in this plan: unconstrained, or past the
+        # reservation. Room only shrinks as the plan starts jobs, so a later group of the same shape fails alike.
+        misses: tuple[set[int], set[int]] = (set(), set())
+        missed, missed_late = misses
+        kinds = view.kinds
+        depth = self.args.backfill_depth
         for group in view.pending_groups():
             if blocked:
                 looked += 1
-                if looked > self.args.backfill_depth:
+                if looked > depth:
                     break
-            placed = self._place(view, group, taken, allowed, now, misses)
+                known = _KNOWN.get(id(group))  # inlined: this loop is the busiest of a long-queue simulation
+                if known is None or known[0] is not group or known[1] is not kinds:
+                    known = _know(group, kinds)
+                shapes = known[2]
+                for _, _, shape, estimate in shapes:
+                    if shape not in missed and (shape not in missed_late or now + estimate <= at):
+                        break  # a shape not yet refused: placed below
+                else:
+                    notes.append(known[3])  # as _place would find, without reading a node
+                    continue
+            else:
+                shapes = _shapes_of(group, kinds)  # the head (and what starts before it): read once, not kept
+            placed = self._place(view, shapes, taken, allowed, now, misses)
             if placed is None:
-                notes.append(f"{group.group_id}: no node fits any variant")
+                notes.append(_no_room(group))
                 if mode == "none":
                     break
                 if mode == "easy" and not blocked:
@@ -86,6 +105,7 @@ class Fifo:
                         notes.append(f"{group.group_id}: reserved {','.join(reserved[:4])}{more} at "
                                      f"t={reservation.at:g}")
                         allowed = reservation
+                        at = reservation.at
                 blocked = True
                 continue
             kind, nodes, request, variant = placed
@@ -101,19 +121,15 @@ class Fifo:
         return Plan(tuple(actions), tuple(notes))
 
     @staticmethod
-    def _place(view: ClusterView, group: Group, taken: dict[str, Resources], allowed: Reservation | None,
-               now: float, misses: tuple[set[_Shape], set[_Shape]],
+    def _place(view: ClusterView, shapes: Shapes, taken: dict[str, Resources], allowed: Reservation | None,
+               now: float, misses: tuple[set[int], set[int]],
                ) -> tuple[str, tuple[str, ...], Resources, Variant] | None:
         """The first kind (site order) whose first fitting nodes (by name) are enough for the variant's node
         count, all at once (a multi-node job starts on all its nodes or waits)."""
-        for kind in view.kinds:
-            variant = group.variant(kind)
-            if variant is None:
-                continue
+        for kind, variant, shape, estimate in shapes:
             request = variant.request
             count = variant.node_count
-            end = expected_end(None, variant.estimate_s, now)
-            shape = (kind, request, count)
+            end = now + estimate
             free = allowed is None or end <= allowed.at  # the reservation cannot refuse it anywhere
             if shape in misses[0] or (not free and shape in misses[1]):
                 continue
@@ -129,6 +145,47 @@ class Fifo:
                         return kind, tuple(chosen), request, variant
             misses[0 if free else 1].add(shape)
         return None
+
+
+# Per group (the same object while the driver has not changed it) and the site's kinds: its variants in the
+# site's kind order, each with a number for its shape (never reused, so a decision's misses stay right across a
+# clear) and its estimate (inf when unknown, as `expected_end` reads it), and its note when nothing fits.
+# Behind a blocked head every decision reads up to `backfill_depth` groups; most fail on a shape already missed,
+# decided from this alone. Entries hold their group and kinds, so an id is not reused while its entry lives;
+# each memo is cleared when full.
+Shapes = tuple[tuple[KindName, Variant, int, float], ...]
+_KNOWN: dict[int, tuple[Group, Mapping[KindName, str], Shapes, str]] = {}
+_SHAPE_NUMBERS: dict[_Shape, int] = {}
+_NEXT_NUMBER = itertools.count()
+_MEMO_MAX = 4096  # groups held alive at most: the window `backfill_depth` reads, and what left it since
+
+
+def _know(group: Group, kinds: Mapping[KindName, str]) -> tuple[Group, Mapping[KindName, str], Shapes, str]:
+    if len(_KNOWN) >= _MEMO_MAX:
+        _KNOWN.clear()
+    known = _KNOWN[id(group)] = (group, kinds, _shapes_of(group, kinds), _no_room(group))
+    return known
+
+
+def _no_room(group: Group) -> str:
+    return f"{group.group_id}: no node fits any variant"
+
+
+def _shapes_of(group: Group, kinds: Mapping[KindName, str]) -> Shapes:
+    shapes: list[tuple[KindName, Variant, int, float]] = []
+    for kind in kinds:
+        variant = group.variant(kind)
+        if variant is not None:
+            shape = (kind, variant.request, variant.node_count)
+            number = _SHAPE_NUMBERS.get(shape)
+            if number is None:
+                if len(_SHAPE_NUMBERS) >= _MEMO_MAX:
+                    _SHAPE_NUMBERS.clear()
+                number = _SHAPE_NUMBERS[shape] = next(_NEXT_NUMBER)
+            estimate = variant.estimate_s
+            shapes.append((kind, variant, number,
+                           estimate if estimate is not None and math.isfinite(estimate) else math.inf))
+    return tuple(shapes)
 
 
 register("fifo", FifoArgs)(Fifo)
