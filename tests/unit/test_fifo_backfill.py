@@ -193,3 +193,80 @@ def test_of_nodes_freed_at_the_same_time_the_first_by_name_is_reserved_whichever
                        {g.group_id: g for g in [*running, QUEUE[0]]}, {"cpu": "cpu"})
     found = reserve(view, QUEUE[0], {}, [], NOW)
     assert found is not None and (found.nodes, found.at) == (("n1",), 100)
+
+
+# ---------------------------------------------------------------- the whole plan against a plain one
+
+
+def _plain_starts(view: ClusterView, backfill: str, depth: int) -> list[tuple[str, str, tuple[str, ...]]]:
+    """FIFO's plan the plain way: every group behind a blocked head tried on every node, nothing remembered."""
+    taken: dict[str, Resources] = {}
+    started: list[Started] = []
+    starts: list[tuple[str, str, tuple[str, ...]]] = []
+    allowed = None
+    blocked, looked = False, 0
+    for group in view.pending_groups():
+        if blocked:
+            looked += 1
+            if looked > depth:
+                break
+        placed = None
+        for kind in view.kinds:
+            variant = group.variant(kind)
+            if variant is None:
+                continue
+            end = expected_end(None, variant.estimate_s, NOW)
+            chosen = [node.name for node in view.nodes_of_kind(kind) if node.is_usable
+                      and variant.request.fits_in(node.free - taken.get(node.name, Resources()))
+                      and (allowed is None or allowed.allows(node.name, variant.request, end))]
+            if len(chosen) >= variant.node_count:
+                placed = (kind, tuple(chosen[:variant.node_count]), variant.request, end)
+                break
+        if placed is None:
+            if backfill == "easy" and not blocked:
+                allowed = reserve(view, group, taken, started, NOW)
+            blocked = True
+            continue
+        kind, nodes, request, end = placed
+        for name in nodes:
+            taken[name] = taken.get(name, Resources()) + request
+            started.append((name, request, end))
+            if allowed is not None:
+                allowed.take(name, request, end)
+        starts.append((group.group_id, kind, nodes))
+    return starts
+
+
+@st.composite
+def _queued(draw: st.DrawFn) -> ClusterView:
+    """`_crowded`'s cluster with a queue of like groups behind its head: few shapes, mixed estimates, some on
+    either kind, some wide, so a plan's remembered misses decide most of them."""
+    view, head, _, _ = draw(_crowded())
+    waiting: list[Group] = [head]
+    for i in range(draw(st.integers(0, 14))):
+        gid = f"w{i:02d}"
+        kinds = draw(st.lists(st.sampled_from(sorted(view.kinds)), min_size=1, max_size=2, unique=True))
+        cpus, width = draw(st.integers(1, 4)), draw(st.sampled_from([1, 1, 2]))
+        estimate = draw(st.sampled_from([None, 5.0, 30.0, 200.0, math.inf]))
+        waiting.append(Group(gid, gid, "u", JobClass.BE, tuple(
+            Variant(gid, kind, None, VariantState.PENDING, Resources(cpus, 10), kind, estimate_s=estimate,
+                    submit_time=2 + i, node_count=width) for kind in kinds), submit_time=2 + i))
+    groups = {**{g.group_id: g for g in view.groups.values() if g.group_id != "head"},
+              **{g.group_id: g for g in waiting}}
+    return ClusterView(NOW, view.nodes, view.partitions, groups, view.kinds)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_queued(), st.sampled_from(["easy", "greedy"]), st.integers(1, 6))
+def test_backfill_starts_what_a_plain_scan_of_every_group_and_node_starts(
+        view: ClusterView, backfill: str, depth: int) -> None:
+    """The misses a plan remembers, and each group's shapes kept between plans, change no start: asked twice
+    (the second time from what it kept) and with the site's kinds in the other order (the same group objects)."""
+    policy = make_policy("fifo", {"backfill": backfill, "backfill_depth": depth})
+    expected = _plain_starts(view, backfill, depth)
+    for _ in range(2):
+        plan = policy.schedule(view, NOW)
+        assert [(a.group_id, a.kind, a.nodes) for a in plan.of_type(Start)] == expected
+    turned = ClusterView(NOW, view.nodes, view.partitions, view.groups, dict(reversed(list(view.kinds.items()))))
+    plan = policy.schedule(turned, NOW)
+    assert [(a.group_id, a.kind, a.nodes) for a in plan.of_type(Start)] == _plain_starts(turned, backfill, depth)
