@@ -19,6 +19,7 @@ Long because that shared round is most of it: FitGpp's own arguments and selecti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -195,27 +196,23 @@ class Round:
 
     Rows of the job arrays are the running BE jobs on one known usable node, sorted by group id, so a lower row
     is a lower group id (the last tie-break). Jobs on several nodes are outside the paper's model: never
-    victims, but their size and grace count in Eq. 3's maxima (`others`).
+    victims, but their size and grace count in Eq. 3's maxima (`others`). The rows are built when a round first
+    reads them: most rounds start their queue heads and never look for a victim.
     """
 
     def __init__(self, view: ClusterView, now: float, args: PreemptiveArgs) -> None:
         self.view, self.now, self.args = view, now, args
-        self.node_names = sorted(name for name, node in view.nodes.items() if node.is_usable)
-        self.node_index = {name: i for i, name in enumerate(self.node_names)}
-        gres = sorted({g for name in self.node_names for g in view.nodes[name].capacity.gres})
-        self._gres = {name: 2 + i for i, name in enumerate(gres)}
-        self.dims = 2 + len(gres)
-        self._layout = tuple(gres)
-        self.capacity = self._matrix([view.nodes[n].capacity for n in self.node_names]).astype(np.float64)
-        self.ledger = Ledger(self._matrix([view.nodes[n].free for n in self.node_names]))
-        self.kind_nodes: dict[str, IntArray] = {}
-        for kind in view.kinds:
-            names = [n.name for n in view.nodes_of_kind(kind) if n.name in self.node_index]
-            self.kind_nodes[kind] = np.array([self.node_index[n] for n in names], dtype=np.int64)
+        layout = _layout_of(view)
+        self.node_names, self.node_index, self._gres, self.capacity, self.kind_nodes = layout
+        self._layout = tuple(self._gres)
+        self.dims = 2 + len(self._gres)
+        nodes = view.nodes
+        self.ledger = Ledger(self._matrix([nodes[n].free for n in self.node_names]))
         self.waiting_on: dict[str, int] = {}  # TE group -> victims still in grace for it
         self.earmarks: dict[str, list[int]] = {}  # TE group -> nodes earmarked for it
         self.actions: list[Action] = []
         self.notes: list[str] = []
+        self._running: list[tuple[Group, Variant, list[int] | None, bool]] = []  # rows-to-be, in view order
         self._walk(view)
 
     def _vector(self, res: Resources) -> list[int] | None:
@@ -224,12 +221,7 @@ class Round:
         cached = _VECTORS.get(key)  # the entry holds `res`, so its id cannot be reused while it is there
         if cached is not None and cached[0] is res:
             return cached[1]
-        row: list[int] | None = [res.cpus, res.mem_mb] + [0] * (self.dims - 2)
-        for name, count in res.gres.items():
-            if name not in self._gres:
-                row = None
-                break
-            row[self._gres[name]] = count  # type: ignore[index]
+        row = _vector_in(res, self._gres, self.dims)
         _memo(_VECTORS, key, (res, row))
         return row
 
@@ -242,12 +234,11 @@ class Round:
         return None if row is None else np.array(row, dtype=np.int64)
 
     def _walk(self, view: ClusterView) -> None:
-        """One pass over the groups: running BE jobs into arrays, pending ones into the TE and BE queues,
+        """One pass over the groups: running BE jobs kept for the rows, pending ones into the TE and BE queues,
         preemption marks into releasing resources and earmarks."""
-        rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
-        others: list[tuple[float, float, bool]] = []
+        running = self._running
         marked: list[tuple[Variant | None, Marks]] = []
-        layout, node_index = self._layout, self.node_index
+        layout, node_index, releasing = self._layout, self.node_index, self.ledger.releasing
         for group in view.groups.values():
             facts = _FACTS.get(id(group))
             if facts is None or facts[0] is not group:
@@ -261,36 +252,16 @@ class Round:
                 marked.append((variant, marks))
             if variant is None or not is_be:
                 continue  # a waiting group is read from the view's queue below, already in submit order
-            in_grace = marks.grace_deadline is not None
-            nodes = [node_index.get(n, -1) for n in variant.nodes]
             if vec_layout is not layout and vec_layout != layout:
                 vec = self._vector(variant.request)
                 _memo(_FACTS, id(group), (group, variant, marks, is_be, layout, vec))
-            if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
-                rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
-            elif variant.nodes and variant.nodes[0] in view.nodes:
-                others.append((size(variant.request, view.nodes[variant.nodes[0]].capacity),
-                               float(group.grace_s), in_grace))
-        rows.sort(key=lambda r: r[0])
-        self.gids = [r[0] for r in rows]
-        self.groups = [r[1] for r in rows]
-        self.variants = [r[2] for r in rows]
-        self.node = np.array([r[3] for r in rows], dtype=np.int64)
-        self.req = np.array([r[4] for r in rows], dtype=np.int64).reshape(len(rows), self.dims)
-        self.in_grace = np.array([r[5] for r in rows], dtype=bool)
-        self.grace = np.array([g.grace_s for g in self.groups], dtype=np.float64)
-        self.count = np.array([g.preemptions for g in self.groups], dtype=np.int64)
-        self.size = self.sizes(self.req, self.node)
-        self.job_id = np.array([math.inf if v.job_id is None else v.job_id for v in self.variants], dtype=np.float64)
-        self.start_time = np.array([math.inf if v.start_time is None else v.start_time for v in self.variants],
-                                   dtype=np.float64)
-        self.estimate = np.array([math.nan if v.estimate_s is None else v.estimate_s for v in self.variants],
-                                 dtype=np.float64)
-        self.others = others
-        np.add.at(self.ledger.releasing, self.node[self.in_grace], self.req[self.in_grace])
-        pending = view.pending_groups()  # by (submit time, group id)
-        self.pending_te = [g for g in pending if g.job_class is JobClass.TE]
-        self.pending_be = self._be_queue([g for g in pending if g.job_class is not JobClass.TE])
+            in_grace = marks.grace_deadline is not None
+            running.append((group, variant, vec, in_grace))
+            if in_grace and vec is not None and len(variant.nodes) == 1:  # a row's room coming back
+                node = node_index.get(variant.nodes[0], -1)
+                if node >= 0:
+                    releasing[node] += vec
+        self.pending_te, self.pending_be = self._queues(view.pending_groups())  # by (submit time, group id)
         pending_ids = {g.group_id for g in self.pending_te}
         for variant, marks in marked:
             if marks.beneficiary in pending_ids and marks.beneficiary is not None:
@@ -300,15 +271,80 @@ class Round:
                 if marks.grace_deadline is not None and variant is not None:
                     self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
 
-    def _be_queue(self, waiting: list[Group]) -> list[Group]:
-        """Requeued victims first (the head of the queue), then strict FIFO; `waiting` is in submit order, so
-        a stable partition is the sort (no per-round sort of a long queue)."""
-        requeued = [g for g in waiting if g.preemptions > 0 or g.state is GroupState.REQUEUED]
+    @functools.cached_property
+    def _rows(self) -> _Rows:
+        return _Rows(self)
+
+    @property
+    def gids(self) -> list[str]:
+        return self._rows.gids
+
+    @property
+    def groups(self) -> list[Group]:
+        return self._rows.groups
+
+    @property
+    def variants(self) -> list[Variant]:
+        return self._rows.variants
+
+    @property
+    def node(self) -> IntArray:
+        return self._rows.node
+
+    @property
+    def req(self) -> IntArray:
+        return self._rows.req
+
+    @property
+    def in_grace(self) -> BoolArray:
+        return self._rows.in_grace
+
+    @property
+    def grace(self) -> FloatArray:
+        return self._rows.grace
+
+    @property
+    def count(self) -> IntArray:
+        return self._rows.count
+
+    @property
+    def size(self) -> FloatArray:
+        return self._rows.size
+
+    @property
+    def job_id(self) -> FloatArray:
+        return self._rows.job_id
+
+    @property
+    def start_time(self) -> FloatArray:
+        return self._rows.start_time
+
+    @property
+    def estimate(self) -> FloatArray:
+        return self._rows.estimate
+
+    @property
+    def others(self) -> list[tuple[float, float, bool]]:
+        return self._rows.others
+
+    def _queues(self, pending: Iterable[Group]) -> tuple[list[Group], list[Group]]:
+        """The TE jobs in submit order, and the BE queue: requeued victims first (the head of the queue), then
+        strict FIFO; one pass over the view's queue, which is in submit order (no per-round sort of it)."""
+        te: list[Group] = []
+        requeued: list[Group] = []
+        waiting: list[Group] = []
+        for group in pending:
+            if group.job_class is JobClass.TE:
+                te.append(group)
+            elif group.preemptions > 0 or group.state is GroupState.REQUEUED:
+                requeued.append(group)
+            else:
+                waiting.append(group)
         if not requeued:
-            return waiting
+            return te, waiting
         if self.args.requeued_order == "latest_first":
             requeued.sort(key=lambda g: (-_requeue_time(g), g.group_id))
-        return requeued + [g for g in waiting if not (g.preemptions > 0 or g.state is GroupState.REQUEUED)]
+        return te, requeued + waiting
 
     def sizes(self, amounts: IntArray, nodes: IntArray) -> FloatArray:
         """Eq. 1 for many rows at once, each against its node's capacity."""
@@ -419,6 +455,82 @@ class Round:
                 return [(r, te.group_id, f"frees room for {te.group_id} on {where}") if self.node[r] == node
                         else (r, None, f"preempted for {te.group_id}, in vain") for r in chosen]
         return None
+
+
+class _Rows:
+    """The running BE jobs on one known usable node as arrays, sorted by group id, and the others' Eq. 3 terms
+    (see `Round`)."""
+
+    def __init__(self, rnd: Round) -> None:
+        view, node_index = rnd.view, rnd.node_index
+        rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
+        others: list[tuple[float, float, bool]] = []
+        for group, variant, vec, in_grace in rnd._running:
+            nodes = [node_index.get(n, -1) for n in variant.nodes]
+            if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
+                rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
+            elif variant.nodes and variant.nodes[0] in view.nodes:
+                others.append((size(variant.request, view.nodes[variant.nodes[0]].capacity),
+                               float(group.grace_s), in_grace))
+        rows.sort(key=lambda r: r[0])
+        self.gids = [r[0] for r in rows]
+        self.groups = [r[1] for r in rows]
+        self.variants = [r[2] for r in rows]
+        self.node = np.array([r[3] for r in rows], dtype=np.int64)
+        self.req = np.array([r[4] for r in rows], dtype=np.int64).reshape(len(rows), rnd.dims)
+        self.in_grace = np.array([r[5] for r in rows], dtype=bool)
+        self.grace = np.array([g.grace_s for g in self.groups], dtype=np.float64)
+        self.count = np.array([g.preemptions for g in self.groups], dtype=np.int64)
+        self.size = rnd.sizes(self.req, self.node)
+        self.job_id = np.array([math.inf if v.job_id is None else v.job_id for v in self.variants], dtype=np.float64)
+        self.start_time = np.array([math.inf if v.start_time is None else v.start_time for v in self.variants],
+                                   dtype=np.float64)
+        self.estimate = np.array([math.nan if v.estimate_s is None else v.estimate_s for v in self.variants],
+                                 dtype=np.float64)
+        self.others = others
+
+
+# The usable nodes' names (sorted) and index, the GRES dimensions, the capacity matrix and each kind's node rows:
+# the same from round to round while no node's capacity or usability changes, so kept by what they derive from
+# (read-only arrays, shared by the rounds).
+_NodeLayout = tuple[list[str], dict[str, int], dict[str, int], FloatArray, dict[str, IntArray]]
+_LAYOUTS: dict[Any, _NodeLayout] = {}
+
+
+def _layout_of(view: ClusterView) -> _NodeLayout:
+    key = (tuple([(name, node.capacity) for name, node in view.nodes.items() if node.is_usable]),
+           tuple([(kind, view.node_names_of_kind(kind)) for kind in view.kinds]))
+    found = _LAYOUTS.get(key)
+    if found is not None:
+        return found
+    names = sorted(name for name, _ in key[0])
+    index = {name: i for i, name in enumerate(names)}
+    capacities = dict(key[0])
+    gres_names = sorted({g for name in names for g in capacities[name].gres})
+    gres = {name: 2 + i for i, name in enumerate(gres_names)}
+    dims = 2 + len(gres_names)
+    capacity = np.array([_vector_in(capacities[n], gres, dims) or [0] * dims for n in names],
+                        dtype=np.int64).reshape(len(names), dims).astype(np.float64)
+    capacity.flags.writeable = False
+    kind_nodes: dict[str, IntArray] = {}
+    for kind in view.kinds:
+        rows = np.array([index[n.name] for n in view.nodes_of_kind(kind) if n.name in index], dtype=np.int64)
+        rows.flags.writeable = False
+        kind_nodes[kind] = rows
+    if len(_LAYOUTS) >= 64:
+        _LAYOUTS.clear()
+    found = _LAYOUTS[key] = (names, index, gres, capacity, kind_nodes)
+    return found
+
+
+def _vector_in(res: Resources, gres: dict[str, int], dims: int) -> list[int] | None:
+    """`res` as [cpus, mem, GRES...] in these dimensions; None if it asks for a GRES none of them has."""
+    row = [res.cpus, res.mem_mb] + [0] * (dims - 2)
+    for name, count in res.gres.items():
+        if name not in gres:
+            return None
+        row[gres[name]] = count
+    return row
 
 
 def run_round(view: ClusterView, now: float, args: PreemptiveArgs, select: Selector, tag: str) -> Plan:
