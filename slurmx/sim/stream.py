@@ -1,5 +1,5 @@
-"""A trace read as the run goes: an SWF log in submit order streamed into the engine, so memory follows the
-jobs in the system, not the log. `stream_workload` says whether a run's trace can be; the caller loads it whole
+"""A trace read as the run goes: an SWF or Helios log in submit order streamed into the engine, so memory follows
+the jobs in the system, not the log. `stream_workload` says whether a run's trace can be; the caller loads it whole
 (`config.load_workload`) when it cannot. From Python: `stream_workload(config)`, then `runner.run_streamed`."""
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from slurmx.sim.jobs import SimJob
 from slurmx.sim.sizing import HeldStream
 
 if TYPE_CHECKING:
-    from slurmx.sim.traces.swf import SwfStream
+    from slurmx.sim.traces.streaming import TraceStream
 
 __all__ = ["StreamedWorkload", "stream_workload"]
 
 
 @dataclass
 class StreamedWorkload:
-    """A trace read as the run goes (an SWF log in submit order): the cluster's partitions and the jobs to run,
-    one at a time; `workload()` gives the provenance once the run has read the trace through."""
+    """A trace read as the run goes (an SWF or Helios log in submit order): the cluster's partitions and the jobs
+    to run, one at a time; `workload()` gives the provenance once the run has read the trace through."""
 
     source: str  # as `load_workload` names it: "trace:<path>"
     partitions: tuple[PartitionShape, ...]
-    stream: SwfStream
+    stream: TraceStream
     held: HeldStream | None  # the jobs the header's machine can hold, when the cluster is that machine
 
     @property
@@ -43,7 +43,8 @@ class StreamedWorkload:
 
 def stream_workload(config: SimConfig, trace: str | None = None) -> StreamedWorkload | None:
     """The run's trace as a stream when it can be one: an SWF log in submit order, read by the built-in loader,
-    on the config's partitions or the machine its header describes; None otherwise (the caller loads it whole).
+    on the config's partitions or the machine its header describes, or a Helios log in submit order on the
+    config's partitions; None otherwise (the caller loads it whole).
     The jobs, their checks and the result are the same either way; only memory differs."""
     workload = config.workload
     path = trace if trace is not None else (workload.trace if workload is not None else None)
@@ -54,13 +55,19 @@ def stream_workload(config: SimConfig, trace: str | None = None) -> StreamedWork
         return None  # a cluster sized from the whole trace needs every job first
     # The trace readers are imported only here: a run that imports the runner may read no trace at all.
     from slurmx.sim.traces import detect_format
-    from slurmx.sim.traces.swf import stream_swf
 
     fmt = workload.format if workload is not None and workload.format is not None else detect_format(path)
-    if fmt != "swf":
-        return None
     params = dict(workload.params) if workload is not None else {}
-    stream = stream_swf(path, **params)
+    if fmt == "swf":
+        from slurmx.sim.traces.swf import stream_swf
+
+        stream = stream_swf(path, **params)
+    elif fmt == "helios" and spec is None:
+        from slurmx.sim.traces.helios import stream_helios
+
+        stream = stream_helios(path, **params)
+    else:
+        return None
     if stream is None:
         return None
     if spec is None or spec.swf_header is None:

@@ -16,7 +16,6 @@ node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Collection, Iterator, Mapping
@@ -25,20 +24,19 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from slurmx.core.model import JobClass
-from slurmx.sim.jobs import SimJob
 from slurmx.sim.traces.common import (
     JobRow,
     LoadedTrace,
     ResourceCache,
     TraceError,
     assemble,
-    job_of,
     open_text,
 )
 from slurmx.sim.traces.options import checked_like, checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
+from slurmx.sim.traces.streaming import TraceStream
 
-__all__ = ["SWF_FIELDS", "SwfStream", "header_machine", "in_submit_order", "load_swf", "stream_swf"]
+__all__ = ["SWF_FIELDS", "header_machine", "in_submit_order", "load_swf", "stream_swf"]
 
 SWF_FIELDS = (
     "job_number", "submit_time", "wait_time", "run_time", "allocated_processors", "average_cpu_time",
@@ -227,45 +225,15 @@ def load_swf(
     return LoadedTrace(jobs, _assumptions(opts, tally, base), f"swf:{path}", tally.skips(), tally.info())
 
 
-class SwfStream:
-    """An SWF log read as the engine asks for its jobs: the header at once, then one job per line in file order
-    (the first submission at 0), so a replay holds the jobs in the system, not the log. `stream_swf` builds one
-    for a log in submit order; `assumptions` and `skipped` are complete once the stream has been read through."""
-
-    def __init__(self, path: str | Path, opts: SwfOptions) -> None:
-        self._opts = opts
-        self._tally = _Tally()
-        self._rows = _rows(path, opts, self._tally)
-        self._first = next(self._rows, None)  # reads the header
-        self._base = self._first.submit if self._first is not None else 0.0
-        self.info: Mapping[str, str] = self._tally.info()
-        self.read = 0  # jobs handed out so far
-
-    def __iter__(self) -> Iterator[SimJob]:
-        first, self._first = self._first, None
-        if first is None:
-            return
-        base = self._base
-        for row in itertools.chain((first,), self._rows):
-            self.read += 1
-            yield job_of(row, base)
-
-    @property
-    def assumptions(self) -> tuple[str, ...]:
-        return _assumptions(self._opts, self._tally, self._base)
-
-    @property
-    def skipped(self) -> dict[str, int]:
-        return self._tally.skips()
-
-
 @checked_like(load_swf)
-def stream_swf(path: str | Path, **options: Any) -> SwfStream | None:
+def stream_swf(path: str | Path, **options: Any) -> TraceStream | None:
     """`load_swf`'s jobs as a stream (same options, same jobs, same assumptions), or None when the log's job
     lines are not in submit order (a stream must be; `load_swf` sorts them): a first pass reads field 2 only."""
     if not in_submit_order(path):
         return None
-    return SwfStream(path, SwfOptions(**options))
+    opts, tally = SwfOptions(**options), _Tally()
+    return TraceStream(_rows(path, opts, tally), lambda base: _assumptions(opts, tally, base or 0.0), tally.skips,
+                       tally.info)
 
 
 def in_submit_order(path: str | Path) -> bool:

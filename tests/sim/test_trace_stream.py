@@ -1,5 +1,5 @@
-"""An SWF log read as the run goes: the same jobs, assumptions and result as loading it whole, a log out of submit
-order loaded whole instead, and `slurmx sim run` producing the same document either way."""
+"""SWF and Helios logs read as the run goes: the same jobs, assumptions and result as loading them whole, a log out
+of submit order loaded whole instead, and `slurmx sim run` producing the same document either way."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from slurmx.sim.metrics import compute_metrics
 from slurmx.sim.report import result_document, result_json
 from slurmx.sim.runner import run_config, run_streamed
 from slurmx.sim.stream import stream_workload
-from slurmx.sim.traces import load_swf
+from slurmx.sim.traces import load_helios, load_swf
+from slurmx.sim.traces.helios import stream_helios
 from slurmx.sim.traces.swf import stream_swf
 from tests.sim.test_multinode import WIDE_SWF
 
@@ -84,3 +85,48 @@ def test_the_stream_takes_the_loaders_options_with_its_errors() -> None:
         stream_swf(FIXTURES / "curie_small.swf", limt=3)
     with pytest.raises(TraceError, match=r"option limit: expected a whole number >= 0 or null, got 'x'"):
         stream_swf(FIXTURES / "curie_small.swf", limit="x")
+
+
+HELIOS = (FIXTURES / "helios_cluster_log.csv").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("options", [{}, {"limit": 2, "mem_per_cpu_mb": 4000, "job_class": "te"}])
+def test_a_helios_stream_gives_the_loaders_jobs_assumptions_and_skips(options: dict[str, object]) -> None:
+    whole = load_helios(FIXTURES / "helios_cluster_log.csv", **options)
+    stream = stream_helios(FIXTURES / "helios_cluster_log.csv", **options)
+    assert stream is not None
+    assert tuple(stream) == whole.jobs and stream.read == len(whole.jobs)
+    assert stream.assumptions == whole.assumptions and stream.skipped == dict(whole.skipped)
+
+
+def test_a_helios_log_out_of_submit_order_or_with_no_usable_job(tmp_path: Path) -> None:
+    header, *rows = HELIOS.splitlines()
+    unsorted = tmp_path / "unsorted.csv"
+    unsorted.write_text("\n".join([header, rows[1], rows[0], *rows[2:]]) + "\n", encoding="utf-8")
+    assert stream_helios(unsorted) is None
+    config = parse_sim_config({"cluster": {"partitions": [{"name": "gpu", "kind": "gpu", "nodes": 2, "cpus": 64,
+                                                           "mem": "512G", "gres": {"gpu": 16}}]},
+                               "policy": {"name": "fifo"}, "workload": {"trace": str(unsorted), "format": "helios"}})
+    assert stream_workload(config) is None  # `sim run` loads it whole and sorts it
+    never_ran = tmp_path / "never_ran.csv"
+    never_ran.write_text("\n".join([header, rows[2]]) + "\n", encoding="utf-8")
+    stream = stream_helios(never_ran)
+    assert stream is not None and tuple(stream) == ()
+    assert stream.assumptions == load_helios(never_ran).assumptions and stream.skipped == {"zero_duration": 1}
+
+
+def test_a_streamed_helios_run_writes_the_whole_runs_document(tmp_path: Path) -> None:
+    streamed, whole = _documents({
+        "cluster": {"partitions": [{"name": "cpu", "kind": "cpu", "nodes": 1, "cpus": 64, "mem": "512G"},
+                                   {"name": "gpu", "kind": "gpu", "nodes": 2, "cpus": 64, "mem": "512G",
+                                    "gres": {"gpu": 16}}]},
+        "policy": {"name": "fifo", "params": {"backfill": "easy"}},
+        "workload": {"trace": str(FIXTURES / "helios_cluster_log.csv"), "format": "helios"}})
+    assert streamed == whole and '"zero_duration": 1' in streamed
+
+
+def test_the_helios_stream_takes_the_loaders_options_with_its_errors() -> None:
+    from slurmx.sim.traces import TraceError
+
+    with pytest.raises(TraceError, match=r"unknown option 'mem_per_cpu' for stream_helios; did you mean "):
+        stream_helios(FIXTURES / "helios_cluster_log.csv", mem_per_cpu=3)
