@@ -37,14 +37,11 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import hashlib
 import heapq
 import json
 import math
 import os
 import platform
-import resource
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -55,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, workload
+from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, case_row, print_run, same_jcts, spawn_run, workload
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
@@ -286,31 +283,14 @@ def run_baseline(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
 
 
 def child(which: str, n: int, load: float) -> None:
-    """One run in this process: prints its figures, the JCTs' digest and peak RSS as one JSON line."""
-    jct, row = (run_ours if which == "ours" else run_baseline)(n, load)
-    row["jct_sha256"] = hashlib.sha256(np.ascontiguousarray(jct, dtype=np.float64).tobytes()).hexdigest()
-    row["jct_mean_s"] = float(jct.mean())
-    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(row))
-
-
-def spawn(which: str, n: int, load: float) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--jobs", str(n), "--load", repr(load)],
-                         check=True, capture_output=True, text=True)
-    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return row
-
-
-def _rounded(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+    """One run in this process."""
+    print_run(*(run_ours if which == "ours" else run_baseline)(n, load))
 
 
 def measure(n: int, load: float) -> dict[str, Any]:
-    ours, base = spawn("ours", n, load), spawn("baseline", n, load)
-    if ours["jct_sha256"] != base["jct_sha256"]:
-        raise SystemExit(f"{n} jobs at load {load}: the engine and the minimal loop gave different JCTs "
-                         f"(means {ours['jct_mean_s']} vs {base['jct_mean_s']})")
-    ratio = ours["cpu_s"] / base["cpu_s"]
+    ours, base = (spawn_run(__file__, [which, "--jobs", str(n), "--load", repr(load)])
+                  for which in ("ours", "baseline"))
+    same_jcts(ours, base, f"{n} jobs at load {load}")
     holds: bool | None
     if n == JOBS:
         target = (f"ours CPU < {CPU_TARGET_S:g} s at {JOBS:,} jobs, same JCTs, max_pending >= {PENDING_TARGET:,}")
@@ -318,18 +298,8 @@ def measure(n: int, load: float) -> dict[str, Any]:
     else:
         target = f"same JCTs (the CPU and queue targets are judged at {JOBS:,} jobs only)"
         holds = None
-    return {
-        "case": f"fifo_easy_{n}_jobs_{NODES}_nodes",
-        "load": load,
-        "ours": {"name": "Engine + fifo easy backfill", **_rounded(ours),
-                 "events_per_cpu_s": round(ours["events"] / ours["cpu_s"])},
-        "baseline": {"name": "easy_loop", **_rounded(base)},
-        "same_jct": True,
-        "ratio": round(ratio, 2),
-        "cpu_seconds": round(ours["cpu_s"], 3),
-        "target": target,
-        "holds": holds,
-    }
+    return case_row(f"fifo_easy_{n}_jobs_{NODES}_nodes", load, ("Engine + fifo easy backfill", ours),
+                    ("easy_loop", base), target, holds)
 
 
 def main() -> None:

@@ -153,31 +153,57 @@ def run_baseline(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
     return jct, {"cpu_s": cpu, "wall_s": wall, "events": 2 * n}
 
 
-def child(which: str, n: int, case: str) -> None:
-    """One run in this process: prints its figures, the JCTs' digest and peak RSS as one JSON line."""
-    jct, row = (run_ours if which == "ours" else run_baseline)(n, LOADS[case])
+def print_run(jct: np.ndarray, row: dict[str, Any]) -> None:
+    """A child's figures, the JCTs' digest and its peak RSS, as one JSON line on stdout."""
     row["jct_sha256"] = hashlib.sha256(np.ascontiguousarray(jct, dtype=np.float64).tobytes()).hexdigest()
     row["jct_mean_s"] = float(jct.mean())
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(row))
 
 
-def spawn(which: str, n: int, case: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--jobs", str(n), "--only", case],
-                         check=True, capture_output=True, text=True)
+def spawn_run(script: str, args: list[str]) -> dict[str, Any]:
+    """Run `script --child ...` in its own process (so CPU time and peak RSS are that run's alone)."""
+    out = subprocess.run([sys.executable, script, "--child", *args], check=True, capture_output=True, text=True)
     row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return row
+
+
+def same_jcts(ours: dict[str, Any], base: dict[str, Any], what: str) -> None:
+    if ours["jct_sha256"] != base["jct_sha256"]:
+        raise SystemExit(f"{what}: the engine and the baseline gave different JCTs "
+                         f"(means {ours['jct_mean_s']} vs {base['jct_mean_s']})")
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 
 
+def case_row(case: str, load: float, ours: tuple[str, dict[str, Any]], base: tuple[str, dict[str, Any]],
+             target: str, holds: bool | None) -> dict[str, Any]:
+    """One case of the printed JSON: (name, figures) of ours and of the baseline, with the same JCTs."""
+    (ours_name, ours_row), (base_name, base_row) = ours, base
+    return {
+        "case": case,
+        "load": load,
+        "ours": {"name": ours_name, **_rounded(ours_row),
+                 "events_per_cpu_s": round(ours_row["events"] / ours_row["cpu_s"])},
+        "baseline": {"name": base_name, **_rounded(base_row)},
+        "same_jct": True,
+        "ratio": round(ours_row["cpu_s"] / base_row["cpu_s"], 2),
+        "cpu_seconds": round(ours_row["cpu_s"], 3),
+        "target": target,
+        "holds": holds,
+    }
+
+
+def child(which: str, n: int, case: str) -> None:
+    """One run in this process."""
+    print_run(*(run_ours if which == "ours" else run_baseline)(n, LOADS[case]))
+
+
 def measure(case: str, n: int) -> dict[str, Any]:
-    ours, base = spawn("ours", n, case), spawn("baseline", n, case)
-    if ours["jct_sha256"] != base["jct_sha256"]:
-        raise SystemExit(f"{case} at {n} jobs: the engine and the minimal loop gave different JCTs "
-                         f"(means {ours['jct_mean_s']} vs {base['jct_mean_s']})")
+    ours, base = (spawn_run(__file__, [which, "--jobs", str(n), "--only", case]) for which in ("ours", "baseline"))
+    same_jcts(ours, base, f"{case} at {n} jobs")
     ratio = ours["cpu_s"] / base["cpu_s"]
     million = n >= 1_000_000
     target = f"ours CPU <= {RATIO_TARGET}x minimal_loop, same JCTs"
@@ -185,18 +211,8 @@ def measure(case: str, n: int) -> dict[str, Any]:
     if million:
         target += f", peak RSS < {RSS_TARGET_MB:.0f} MB"
         holds = holds and ours["peak_rss_mb"] < RSS_TARGET_MB
-    return {
-        "case": f"fifo_{case}_{n}_jobs_{NODES}_nodes",
-        "load": LOADS[case],
-        "ours": {"name": "Engine + fifo", **_rounded(ours),
-                 "events_per_cpu_s": round(ours["events"] / ours["cpu_s"])},
-        "baseline": {"name": "minimal_loop", **_rounded(base)},
-        "same_jct": True,
-        "ratio": round(ratio, 2),
-        "cpu_seconds": round(ours["cpu_s"], 3),
-        "target": target,
-        "holds": holds,
-    }
+    return case_row(f"fifo_{case}_{n}_jobs_{NODES}_nodes", LOADS[case], ("Engine + fifo", ours),
+                    ("minimal_loop", base), target, holds)
 
 
 def main() -> None:

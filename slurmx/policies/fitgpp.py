@@ -24,7 +24,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -191,6 +191,19 @@ Victims = list[tuple[int, str | None, str]]  # (row of the victim, beneficiary, 
 Selector = Callable[[Group, "Round"], tuple[Victims, list[str]]]
 
 
+T = TypeVar("T")
+
+
+class _FromRows(Generic[T]):
+    """A `Round` attribute held by its rows, which are built the first time one of them is read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, rnd: Round, owner: type | None = None) -> T:
+        return cast(T, getattr(rnd._rows, self._name))
+
+
 class Round:
     """One scheduling round's working state, derived from the view alone (the policy keeps none).
 
@@ -275,57 +288,19 @@ class Round:
     def _rows(self) -> _Rows:
         return _Rows(self)
 
-    @property
-    def gids(self) -> list[str]:
-        return self._rows.gids
-
-    @property
-    def groups(self) -> list[Group]:
-        return self._rows.groups
-
-    @property
-    def variants(self) -> list[Variant]:
-        return self._rows.variants
-
-    @property
-    def node(self) -> IntArray:
-        return self._rows.node
-
-    @property
-    def req(self) -> IntArray:
-        return self._rows.req
-
-    @property
-    def in_grace(self) -> BoolArray:
-        return self._rows.in_grace
-
-    @property
-    def grace(self) -> FloatArray:
-        return self._rows.grace
-
-    @property
-    def count(self) -> IntArray:
-        return self._rows.count
-
-    @property
-    def size(self) -> FloatArray:
-        return self._rows.size
-
-    @property
-    def job_id(self) -> FloatArray:
-        return self._rows.job_id
-
-    @property
-    def start_time(self) -> FloatArray:
-        return self._rows.start_time
-
-    @property
-    def estimate(self) -> FloatArray:
-        return self._rows.estimate
-
-    @property
-    def others(self) -> list[tuple[float, float, bool]]:
-        return self._rows.others
+    gids: _FromRows[list[str]] = _FromRows()
+    groups: _FromRows[list[Group]] = _FromRows()
+    variants: _FromRows[list[Variant]] = _FromRows()
+    node: _FromRows[IntArray] = _FromRows()
+    req: _FromRows[IntArray] = _FromRows()
+    in_grace: _FromRows[BoolArray] = _FromRows()
+    grace: _FromRows[FloatArray] = _FromRows()
+    count: _FromRows[IntArray] = _FromRows()
+    size: _FromRows[FloatArray] = _FromRows()
+    job_id: _FromRows[FloatArray] = _FromRows()
+    start_time: _FromRows[FloatArray] = _FromRows()
+    estimate: _FromRows[FloatArray] = _FromRows()
+    others: _FromRows[list[tuple[float, float, bool]]] = _FromRows()
 
     def _queues(self, pending: Iterable[Group]) -> tuple[list[Group], list[Group]]:
         """The TE jobs in submit order, and the BE queue: requeued victims first (the head of the queue), then
