@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,9 +24,10 @@ from slurmx.sim.parallel import parallel_map
 from slurmx.sim.report import PlotError, result_document, result_json, summary_table, write_plots
 from slurmx.sim.runner import run_config, run_streamed
 from slurmx.sim.stream import stream_workload
-from slurmx.sim.sweep import SweepPoint, expand_grid, load_base, parse_param, point_row, run_point
-from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
 from slurmx.sim.traces.errors import TraceError
+
+if TYPE_CHECKING:  # the sweep modules bring every workload generator (scipy) and the Slurm adapter: `sim run`
+    from slurmx.sim.sweep import SweepPoint  # of a trace needs neither, so `sweep` imports them when it runs
 
 __all__ = ["sim_group"]
 
@@ -120,6 +121,8 @@ _SWEEP_COLUMNS = {  # point_row key -> (header, format)
 
 
 def _sweep_table(points: Sequence[SweepPoint], results: Sequence[dict[str, Any]], title: str) -> Table:
+    from slurmx.sim.sweep import point_row
+
     table = Table(title=title, title_justify="left")
     keys = list(points[0].label) if points else []
     for key in keys:
@@ -152,6 +155,9 @@ def sweep(obj: Any, config_path: str, params: tuple[str, ...], workers: int | No
     slurmx sim sweep examples/sim/fitgpp.yaml --param policy=fifo,fitgpp,lrtp,rand --param seed=1,2
     slurmx --site site.yaml sim sweep run.yaml --param load=1,1.5,2 --slurm
     """
+    from slurmx.sim.sweep import expand_grid, load_base, parse_param, run_point
+    from slurmx.sim.sweep_slurm import SweepError, run_on_slurm
+
     if json_path and json_path != "-":
         checked_output_file(json_path, "--json")
     base = load_base(config_path)

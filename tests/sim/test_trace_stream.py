@@ -130,3 +130,23 @@ def test_the_helios_stream_takes_the_loaders_options_with_its_errors() -> None:
 
     with pytest.raises(TraceError, match=r"unknown option 'mem_per_cpu' for stream_helios; did you mean "):
         stream_helios(FIXTURES / "helios_cluster_log.csv", mem_per_cpu=3)
+
+
+def test_sim_run_of_a_trace_imports_no_workload_generator_scipy_or_slurm_adapter(tmp_path: Path) -> None:
+    """The sweep command's modules (every generator, scipy, the adapter) cost `sim run` 45 MB of its peak."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "run.yaml"
+    config.write_text("cluster: {partitions: [{name: cpu, kind: cpu, nodes: 1, cpus: 64, mem: 512G}, {name: gpu, "
+                      "kind: gpu, nodes: 2, cpus: 64, mem: 512G, gres: {gpu: 16}}]}\npolicy: {name: fifo}\n"
+                      f"workload: {{trace: {FIXTURES / 'helios_cluster_log.csv'}, format: helios}}\n",
+                      encoding="utf-8")
+    code = ("import sys; from slurmx.sim.cli import sim_group; "
+            f"sim_group.main(['run', {str(config)!r}, '--json', {str(tmp_path / 'out.json')!r}], "
+            "standalone_mode=False); "
+            "print('imported:', *sorted(m for m in sys.modules if m in ('scipy', 'slurmx.sim.workloads', "
+            "'slurmx.slurm.adapter', 'slurmx.sim.sweep', 'slurmx.sim.engine')), file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert (tmp_path / "out.json").exists()
+    assert run.stderr.strip().splitlines()[-1] == "imported: slurmx.sim.engine"  # it ran, and nothing else
