@@ -50,7 +50,20 @@ class Reservation:
 
     def allows(self, node: str, request: Resources, end: float) -> bool:
         """Whether a job started now on `node`, ending at `end`, leaves the reservation intact."""
-        return end <= self.at or node not in self.rooms or request.fits_in(self._spare_of(node))
+        if end <= self.at:
+            return True
+        room = self.rooms.get(node)
+        if room is None:
+            return True
+        spare = self._spare.get(node)
+        if spare is not None:
+            return request.fits_in(spare)
+        # A reserved node nothing was taken from yet: its spare is room - head, compared without building it (a
+        # wide head reserves thousands of nodes, and a blocked queue asks of each of them at every decision).
+        head = self.request
+        if request.cpus + head.cpus > room.cpus or request.mem_mb + head.mem_mb > room.mem_mb:
+            return False
+        return all(count + head.gres.get(name, 0) <= room.gres.get(name, 0) for name, count in request.gres.items())
 
     def take(self, node: str, request: Resources, end: float) -> None:
         """A job `allows` admitted starts: what it holds past the reserved time comes out of the node's spare."""

@@ -150,6 +150,8 @@ class Engine(ActionSteps, ViewSteps):
         # A policy that reads a bounded window of the queue is not asked again after a plan that changed nothing,
         # with the window full, while instants bring only arrivals and no running job is past its expected end.
         self._window = queue_window(policy)
+        if self._window is not None:  # whether a job is past its expected end is read from the by-end lists
+            self._queues.ends_wanted = True
         self._quiet = False
         self._releases_seen = 0
         self._late_visible = False
@@ -434,8 +436,8 @@ class Engine(ActionSteps, ViewSteps):
         return self._moves != moves, self._releases != releases
 
     def _overdue(self, now: float) -> bool:
-        """Whether a running job is at or past its expected end (a reservation then moves with `now`); True when
-        the engine does not keep the by-end lists (the policy has not asked for them)."""
+        """Whether a running job is at or past its expected end (a reservation then moves with `now`); True until
+        the engine keeps the by-end lists (from the first view on, for a policy with a window)."""
         queues = self._queues
         return not queues.ends_kept or any(ends and ends[0][0] <= now for ends in queues.ends.values())
 

@@ -150,3 +150,22 @@ def test_sim_run_of_a_trace_imports_no_workload_generator_scipy_or_slurm_adapter
     run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path)
     assert (tmp_path / "out.json").exists()
     assert run.stderr.strip().splitlines()[-1] == "imported: slurmx.sim.engine"  # it ran, and nothing else
+
+
+@pytest.mark.parametrize("tail", ["6200999,uZ,vc1,0,4,1,COMPLETED,not a time,,,30,0\n", "6200999,uZ,vc1,0,4\n"])
+def test_a_helios_stream_reads_no_further_than_the_loader(tmp_path: Path, tail: str) -> None:
+    """A bad row past `limit` (a garbage time, a truncated last line) is never read by the loader: the stream's
+    first pass stops there too, and a bad row within it is left for the loader to name."""
+    from slurmx.sim.traces import TraceError
+
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(HELIOS + tail, encoding="utf-8")
+    stream = stream_helios(path, limit=2)
+    assert stream is not None and tuple(stream) == load_helios(path, limit=2).jobs
+    with pytest.raises(TraceError) as whole:
+        load_helios(path)
+    with pytest.raises(TraceError) as streamed:
+        stream = stream_helios(path)
+        assert stream is not None
+        tuple(stream)
+    assert str(streamed.value) == str(whole.value)

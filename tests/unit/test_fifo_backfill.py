@@ -270,3 +270,24 @@ def test_backfill_starts_what_a_plain_scan_of_every_group_and_node_starts(
     turned = ClusterView(NOW, view.nodes, view.partitions, view.groups, dict(reversed(list(view.kinds.items()))))
     plan = policy.schedule(turned, NOW)
     assert [(a.group_id, a.kind, a.nodes) for a in plan.of_type(Start)] == _plain_starts(turned, backfill, depth)
+
+
+_AMOUNTS = st.builds(Resources, st.integers(0, 6), st.integers(0, 60),
+                     st.dictionaries(st.sampled_from(["gpu", "fpga"]), st.integers(0, 3), max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_AMOUNTS, _AMOUNTS, _AMOUNTS, st.lists(_AMOUNTS, max_size=2), st.floats(0, 200))
+def test_a_reserved_node_admits_exactly_what_fits_in_its_spare(
+        head: Resources, extra: Resources, request: Resources, taken: list[Resources], end: float) -> None:
+    """`allows` on a node nothing was taken from compares without building the spare: the same answer as
+    `fits_in(room - head)`, before and after backfilled jobs ending past the reserved time took from it."""
+    from slurmx.policies.reservation import Reservation
+
+    reservation = Reservation("head", 100.0, {"n1": head + extra}, head)
+    for held in taken:
+        assert reservation.allows("n1", request, end) == (end <= 100.0 or request.fits_in(extra))
+        reservation.take("n1", held, 150.0)
+        extra = extra - held
+    assert reservation.allows("n1", request, end) == (end <= 100.0 or request.fits_in(extra))
+    assert reservation.allows("n2", request, end)  # not reserved

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmx.core.model import JobClass
-from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, assemble, iso
+from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, TraceError, assemble, iso
 from slurmx.sim.traces.options import checked_like, checked_options
 from slurmx.sim.traces.streaming import TraceStream, ascending
 
@@ -101,14 +101,30 @@ def load_helios(
                        f"helios:{path}", tally.skips())
 
 
+def _usable_submit_times(path: str | Path, limit: int | None) -> Iterator[float]:
+    """The submit times of the rows the loader keeps (duration > 0), up to `limit` of them. A row that does not
+    parse ends the pass: the loader names it when it reads it, in its own order (and, past `limit`, never)."""
+    kept = 0
+    try:
+        for row in CsvRows(path, ("submit_time", "duration")):
+            if limit is not None and kept >= limit:
+                return
+            submit, duration = row.timestamp("submit_time"), row.number("duration", low=0, what="seconds")
+            if duration > 0:
+                kept += 1
+                yield submit
+    except TraceError:
+        return
+
+
 @checked_like(load_helios)
 def stream_helios(path: str | Path, **options: Any) -> TraceStream | None:
     """`load_helios`'s jobs as a stream (same options, same jobs, same assumptions), or None when the log's
     rows are not in submit order (a stream must be; `load_helios` sorts them): a first pass reads that column."""
-    if not ascending(row.timestamp("submit_time") for row in CsvRows(path, ("submit_time",))):
-        return None
     limit, mem_per_cpu_mb, job_class = (options.get("limit"), options.get("mem_per_cpu_mb", 8000),
                                         options.get("job_class", JobClass.BE))
+    if not ascending(_usable_submit_times(path, limit)):
+        return None
     tally = _Tally()
     return TraceStream(_rows(path, limit, mem_per_cpu_mb, job_class, tally),
                        lambda base: _assumptions(mem_per_cpu_mb, job_class, tally, base), tally.skips)
