@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import slurmx.reproduce.cli as reproduce_cli
 import slurmx.sim.cli as sim_cli
+import slurmx.sim.sweep_slurm as sweep_slurm
 from slurmx.cli import cli
 from slurmx.cli_output import checked_output_dir, checked_output_file
 
@@ -27,8 +28,9 @@ def _no_work(*args: Any, **kwargs: Any) -> Any:
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("load_workload", "parallel_map", "run_on_slurm"):
+    for name in ("load_workload", "parallel_map"):
         monkeypatch.setattr(sim_cli, name, _no_work)
+    monkeypatch.setattr(sweep_slurm, "run_on_slurm", _no_work)  # `sim sweep` imports it when it runs
     monkeypatch.setattr(reproduce_cli, "run", _no_work)
     path = tmp_path / "run.yaml"
     path.write_text(SIM)
