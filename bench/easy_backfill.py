@@ -44,7 +44,6 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +51,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, case_row, print_run, same_jcts, spawn_run, workload
+from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, case_row, print_run, same_jcts, spawn_run, stream, workload
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
-from slurmx.sim.jobs import SimJob, SimVariant
 
 LOAD = 1.25
 JOBS = 100_000
@@ -72,17 +70,6 @@ PENDING_TARGET = 10_000
 def estimates(duration: np.ndarray) -> np.ndarray:
     """Each job's time limit, as its user would set it: twice its run time, capped at 24 h."""
     return np.minimum(2.0 * duration, ESTIMATE_CAP)
-
-
-def stream(submit: np.ndarray, cpus: np.ndarray, duration: np.ndarray, estimate: np.ndarray) -> Iterator[SimJob]:
-    """The workload as the engine reads a trace: one job at a time, in submit order, with its time limit."""
-    requests = {int(c): Resources(int(c), MEM_PER_CPU * int(c)) for c in np.unique(cpus)}  # shared, as a loader
-    for first in range(0, len(submit), 4096):
-        chunk = slice(first, first + 4096)
-        rows = zip(submit[chunk].tolist(), cpus[chunk].tolist(), duration[chunk].tolist(),
-                   estimate[chunk].tolist(), strict=True)
-        for i, (t, c, d, e) in enumerate(rows, start=first):
-            yield SimJob(f"c{i}", f"u{i % 50}", t, {"cpu": SimVariant("cpu", requests[c], d, e)})
 
 
 def run_ours(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:

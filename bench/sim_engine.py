@@ -70,14 +70,18 @@ def workload(n: int, load: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return submit, cpus, duration
 
 
-def stream(submit: np.ndarray, cpus: np.ndarray, duration: np.ndarray) -> Iterator[SimJob]:
-    """The workload as the engine reads a trace: one job at a time, in submit order."""
+def stream(submit: np.ndarray, cpus: np.ndarray, duration: np.ndarray,
+           estimate: np.ndarray | None = None) -> Iterator[SimJob]:
+    """The workload as the engine reads a trace: one job at a time, in submit order (with its time limit, the
+    scheduler's estimate, when `estimate` is given; else the scheduler knows the run time)."""
     requests = {int(c): Resources(int(c), 4096 * int(c)) for c in np.unique(cpus)}  # as a loader shares them
     for first in range(0, len(submit), 4096):  # a chunk at a time: a million-job list of floats is 32 MB
         chunk = slice(first, first + 4096)
-        rows = zip(submit[chunk].tolist(), cpus[chunk].tolist(), duration[chunk].tolist(), strict=True)
-        for i, (t, c, d) in enumerate(rows, start=first):
-            yield SimJob(f"c{i}", f"u{i % 50}", t, {"cpu": SimVariant("cpu", requests[c], d)})
+        times = submit[chunk].tolist()
+        limits = estimate[chunk].tolist() if estimate is not None else [None] * len(times)
+        rows = zip(times, cpus[chunk].tolist(), duration[chunk].tolist(), limits, strict=True)
+        for i, (t, c, d, e) in enumerate(rows, start=first):
+            yield SimJob(f"c{i}", f"u{i % 50}", t, {"cpu": SimVariant("cpu", requests[c], d, e)})
 
 
 def run_ours(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:

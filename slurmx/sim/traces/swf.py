@@ -16,7 +16,6 @@ node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from slurmx.sim.traces.common import (
 )
 from slurmx.sim.traces.options import checked_like, checked_options
 from slurmx.sim.traces.reading import READ_ERRORS, read_failure
-from slurmx.sim.traces.streaming import TraceStream
+from slurmx.sim.traces.streaming import TraceStream, ascending
 
 __all__ = ["SWF_FIELDS", "header_machine", "in_submit_order", "load_swf", "stream_swf"]
 
@@ -238,7 +237,11 @@ def stream_swf(path: str | Path, **options: Any) -> TraceStream | None:
 
 def in_submit_order(path: str | Path) -> bool:
     """Whether every job line's submit time (field 2) is at least the one before (a cheap pass: no job built)."""
-    last = -math.inf
+    return ascending(_submit_times(path))
+
+
+def _submit_times(path: str | Path) -> Iterator[float]:
+    """Field 2 of each job line, up to the first that does not parse: the loader names it when it reads it."""
     try:
         with open_text(path) as fh:
             for line in fh:
@@ -248,15 +251,11 @@ def in_submit_order(path: str | Path) -> bool:
                 if len(fields) < 2:
                     continue
                 try:
-                    submit = float(fields[1])
+                    yield float(fields[1])
                 except ValueError:
-                    return True  # the loader names the bad field when it reads the line
-                if submit < last:
-                    return False
-                last = submit
+                    return
     except READ_ERRORS as exc:
         raise read_failure(path, exc) from None
-    return True
 
 
 def header_machine(header: Mapping[str, str]) -> tuple[int, int] | None:
