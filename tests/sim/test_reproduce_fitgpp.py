@@ -9,7 +9,15 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.reproduce import Reproduction, ReproOptions, UnknownPaper, run
-from slurmx.reproduce.fitgpp.experiment import EXPERIMENTS, RunSpec, backlog, measured_load, run_one, slowdowns
+from slurmx.reproduce.fitgpp.experiment import (
+    EXPERIMENTS,
+    RunSpec,
+    backlog,
+    measured_load,
+    run_on_one_workload,
+    run_one,
+    slowdowns,
+)
 from slurmx.reproduce.fitgpp.report import non_increasing_in_s
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
@@ -73,6 +81,21 @@ def test_small_instance_preemption_cuts_te_slowdown_and_fitgpp_preempts_least(qu
     assert at_cap["fitgpp"]["fallbacks"] == 0
     assert all(at_cap[p]["preempted_twice"] == at_cap[p]["preempted_3plus"] == 0 for p in at_cap)  # P = 1
     assert 1.9 <= quick.data["fifo_load"] <= 2.1
+
+
+def test_runs_sharing_a_workload_equal_runs_each_on_its_own() -> None:
+    specs = (RunSpec("fitgpp", 1, 384, 12), RunSpec("lrtp", 1, 384, 12), RunSpec("fifo", 1, 384, 12),
+             RunSpec("fitgpp", 1, 384, 12, (("s", 0.0),), restart_cost_s=300.0))
+    shared = run_on_one_workload(specs)
+    for spec, got in zip(specs, shared, strict=True):
+        alone = run_one(spec)
+        for name in ("te", "be", "intervals_min", "preemptions", "te_at", "be_at"):
+            assert np.array_equal(getattr(got, name), getattr(alone, name)), (spec.policy, name)
+        assert (got.fallbacks, got.load, got.backlog) == (alone.fallbacks, alone.load, alone.backlog)
+        assert got.gpu_alloc == alone.gpu_alloc
+    assert shared[0].preemptions.sum() > 0  # the replays preempt: a run that changed a job would show here
+    with pytest.raises(ValueError, match="2 workloads"):
+        run_on_one_workload((RunSpec("fitgpp", 1, 384, 12), RunSpec("fitgpp", 2, 384, 12)))
 
 
 def test_unknown_experiment_is_a_one_line_error() -> None:

@@ -29,7 +29,7 @@ from slurmx.sim.workloads.fitgpp import FitgppParams, fitgpp
 
 __all__ = ["EXPERIMENTS", "POLICIES", "PREEMPTIVE_ARGS", "READINGS", "WORKLOAD", "Point", "Pooled", "Results",
            "RunOutcome", "RunSpec", "Scale", "backlog", "experiment_points", "measured_load", "pool",
-           "reading_label", "run_all", "run_one", "scale_of", "selected", "slowdowns"]
+           "reading_label", "run_all", "run_on_one_workload", "run_one", "scale_of", "selected", "slowdowns"]
 
 EXPERIMENTS = ("main", "intervals", "preempted", "s", "P", "te_share", "grace_scale", "be_sources", "readings",
                "steady", "restart_cost")
@@ -95,6 +95,11 @@ class RunSpec:
     policy_params: tuple[tuple[str, Any], ...] = ()
     workload_params: tuple[tuple[str, Any], ...] = ()
     restart_cost_s: float = 0.0
+
+    @property
+    def workload(self) -> tuple[int, int, int, tuple[tuple[str, Any], ...]]:
+        """What the workload depends on: specs equal here replay the same jobs."""
+        return self.seed, self.jobs, self.nodes, self.workload_params
 
     def params(self) -> FitgppParams:
         return FitgppParams.model_validate({**WORKLOAD, "n_jobs": self.jobs, "nodes": self.nodes,
@@ -191,8 +196,22 @@ def submitted_at(records: Sequence[JobRecord], cls: JobClass) -> npt.NDArray[np.
 
 
 def run_one(spec: RunSpec) -> RunOutcome:
-    """Run one spec (top level, so a process pool can pickle it)."""
-    jobs = fitgpp(spec.params(), spec.seed)
+    """Run one spec on its own workload."""
+    return _run_on(spec, fitgpp(spec.params(), spec.seed))
+
+
+def run_on_one_workload(specs: tuple[RunSpec, ...]) -> list[RunOutcome]:
+    """Run specs that share a workload (`RunSpec.workload`): it is generated once and replayed under each, as a
+    `SimJob` is immutable (top level, so a process pool can pickle it). The closed loop that times a workload's
+    submissions replays it under FIFO, as much work as a run: the main experiment's four policies share one."""
+    workloads = {spec.workload for spec in specs}
+    if len(workloads) != 1:
+        raise ValueError(f"run_on_one_workload: the specs name {len(workloads)} workloads, not one")
+    jobs = fitgpp(specs[0].params(), specs[0].seed)
+    return [_run_on(spec, jobs) for spec in specs]
+
+
+def _run_on(spec: RunSpec, jobs: Sequence[SimJob]) -> RunOutcome:
     cpu = time.process_time()
     result = run_config(spec.config(), jobs)
     cpu = time.process_time() - cpu
@@ -364,6 +383,11 @@ def run_all(only: Sequence[str], scale: Scale, workers: int, progress: bool) -> 
     """Every distinct run the selected experiments need, on `workers` processes, longest first."""
     specs = list(dict.fromkeys(s for e in EXPERIMENTS if e in only for p in experiment_points(e, scale)
                                for s in p.specs))
-    specs.sort(key=lambda s: -s.jobs)  # the longest runs first, so the pool does not end on one of them
-    outcomes = parallel_map(run_one, specs, workers, "fitgpp runs", progress)
-    return dict(zip(specs, outcomes, strict=True))
+    by_workload: dict[tuple[Any, ...], list[RunSpec]] = {}
+    for spec in specs:
+        by_workload.setdefault(spec.workload, []).append(spec)
+    tasks = sorted((tuple(group) for group in by_workload.values()), key=lambda g: -g[0].jobs * len(g))
+    # the longest tasks first, so the pool does not end on one of them
+    outcomes = parallel_map(run_on_one_workload, tasks, workers, f"fitgpp workloads ({len(specs)} runs)", progress)
+    return {spec: outcome for task, done in zip(tasks, outcomes, strict=True)
+            for spec, outcome in zip(task, done, strict=True)}
