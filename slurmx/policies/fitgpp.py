@@ -112,6 +112,7 @@ def preemption_marks(group: Group) -> Marks:
 
 
 _NO_MARKS = Marks()
+_LISTED = frozenset({GroupState.RUNNING, GroupState.PENDING, GroupState.REQUEUED})  # in a view's queues
 
 
 def _requeue_time(group: Group) -> float:
@@ -247,12 +248,40 @@ class Round:
         return None if row is None else np.array(row, dtype=np.int64)
 
     def _walk(self, view: ClusterView) -> None:
-        """One pass over the groups: running BE jobs kept for the rows, pending ones into the TE and BE queues,
-        preemption marks into releasing resources and earmarks."""
+        """One pass over the running groups (BE jobs kept for the rows, the room of victims in grace coming back)
+        and one over the queue (TE and BE queues), each group's preemption marks read on the way; groups that
+        neither run nor wait (a driver may still show a finished victim's marks) only when there are any.
+
+        Marks become earmarks in queue order (submit time, group id), whatever order the driver's mapping has,
+        so the same preemptions in flight give the same earmarks in the daemon and in the simulator."""
+        running, pending = view.running_groups(), view.pending_groups()
+        marked: list[tuple[Group, Variant | None, Marks]] = []
+        self._walk_running(running, marked)
+        self.pending_te, self.pending_be = self._queues(pending, marked)
+        if len(running) + len(pending) != len(view.groups):
+            for group in view.groups.values():
+                if group.state not in _LISTED:
+                    marks = preemption_marks(group)
+                    if marks is not _NO_MARKS:
+                        marked.append((group, group.running_variant(), marks))
+        if not marked:
+            return
+        marked.sort(key=lambda m: (m[0].submit_time, m[0].group_id))
+        pending_ids = {g.group_id for g in self.pending_te}
+        for _, variant, marks in marked:
+            if marks.beneficiary in pending_ids and marks.beneficiary is not None:
+                for name in marks.nodes or (variant.nodes if variant is not None else ()):
+                    if name in self.node_index:
+                        self.earmark(view.groups[marks.beneficiary], self.node_index[name])
+                if marks.grace_deadline is not None and variant is not None:
+                    self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
+
+    def _walk_running(self, groups: Iterable[Group], marked: list[tuple[Group, Variant | None, Marks]]) -> None:
+        """Running BE jobs kept for the rows (what a group gives is memoised while the group is the same object),
+        the room of victims in grace on their node into `releasing`, marks into `marked`."""
         running = self._running
-        marked: list[tuple[Variant | None, Marks]] = []
         layout, node_index, releasing = self._layout, self.node_index, self.ledger.releasing
-        for group in view.groups.values():
+        for group in groups:
             facts = _FACTS.get(id(group))
             if facts is None or facts[0] is not group:
                 occupying = next((v for v in group.variants if v.is_occupying), None)
@@ -262,9 +291,9 @@ class Round:
                 _memo(_FACTS, id(group), facts)
             _, variant, marks, is_be, vec_layout, vec = facts
             if marks is not _NO_MARKS:
-                marked.append((variant, marks))
+                marked.append((group, variant, marks))
             if variant is None or not is_be:
-                continue  # a waiting group is read from the view's queue below, already in submit order
+                continue
             if vec_layout is not layout and vec_layout != layout:
                 vec = self._vector(variant.request)
                 _memo(_FACTS, id(group), (group, variant, marks, is_be, layout, vec))
@@ -274,15 +303,6 @@ class Round:
                 node = node_index.get(variant.nodes[0], -1)
                 if node >= 0:
                     releasing[node] += vec
-        self.pending_te, self.pending_be = self._queues(view.pending_groups())  # by (submit time, group id)
-        pending_ids = {g.group_id for g in self.pending_te}
-        for variant, marks in marked:
-            if marks.beneficiary in pending_ids and marks.beneficiary is not None:
-                for name in marks.nodes or (variant.nodes if variant is not None else ()):
-                    if name in self.node_index:
-                        self.earmark(view.groups[marks.beneficiary], self.node_index[name])
-                if marks.grace_deadline is not None and variant is not None:
-                    self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
 
     @functools.cached_property
     def _rows(self) -> _Rows:
@@ -302,16 +322,21 @@ class Round:
     estimate: _FromRows[FloatArray] = _FromRows()
     others: _FromRows[list[tuple[float, float, bool]]] = _FromRows()
 
-    def _queues(self, pending: Iterable[Group]) -> tuple[list[Group], list[Group]]:
+    def _queues(self, pending: Iterable[Group], marked: list[tuple[Group, Variant | None, Marks]]
+                ) -> tuple[list[Group], list[Group]]:
         """The TE jobs in submit order, and the BE queue: requeued victims first (the head of the queue), then
-        strict FIFO; one pass over the view's queue, which is in submit order (no per-round sort of it)."""
+        strict FIFO; one pass over the view's queue, which is in submit order (no per-round sort of it), marks
+        of requeued victims into `marked`."""
         te: list[Group] = []
         requeued: list[Group] = []
         waiting: list[Group] = []
+        be, requeued_state = JobClass.BE, GroupState.REQUEUED
         for group in pending:
-            if group.job_class is JobClass.TE:
+            if group.grace_deadline is not None or group.preempted_for is not None:
+                marked.append((group, None, preemption_marks(group)))
+            if group.job_class is not be:
                 te.append(group)
-            elif group.preemptions > 0 or group.state is GroupState.REQUEUED:
+            elif group.preemptions > 0 or group.state is requeued_state:
                 requeued.append(group)
             else:
                 waiting.append(group)

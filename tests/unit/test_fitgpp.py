@@ -266,6 +266,30 @@ def test_earmark_is_not_taken_by_the_be_head_or_an_earlier_te_job() -> None:
     assert started(plan) == {"te": ("C",)}
 
 
+def test_a_finished_victim_whose_marks_still_show_keeps_its_earmark() -> None:
+    # A driver may still show a victim that ended in its grace (neither running nor waiting): the room it left on
+    # C stays te's, so the earlier TE job that would fit there does not take it.
+    variant = Variant("c1", "gpu", 5, VariantState.COMPLETED, res(4, 32, 1), "gpu", ("C",), start_time=NOW - 600)
+    c1_done = MarkedGroup("c1", "c1", "u", JobClass.BE, (variant,), grace_s=60, preemptions=1, submit_time=2.0,
+                          preempted_for="te", preempted_nodes=("C",))
+    early = te(submit=1.0, request=res(8, 64, 2), gid="early")
+    fill_a = running("fa", res(32, 256, 8), "A", 1, 10)
+    nodes = [EXAMPLE_NODES[0], node("C", res(8, 64, 2))]
+    assert started(FitGpp().schedule(view(nodes, [c1_done, fill_a, te(), early]), NOW + 60)) == {"te": ("C",)}
+
+
+def test_earmarks_follow_the_queue_not_the_drivers_mapping_order() -> None:
+    # te has two victims: vb, older, back in the queue, named it for B; va, still in its grace on A, which has
+    # room for te besides. The older victim's node comes first, whichever order the driver's mapping has.
+    v_b = pending("vb", res(32, 256, 8), submit=1.0, preemptions=1, preempted_for="te", preempted_nodes=("B",))
+    v_a = running("va", res(4, 32, 1), "A", 1, 200, preemptions=1, submit=2.0, grace_deadline=NOW + 60,
+                  preempted_for="te")
+    nodes = [node("A", CAP - res(4, 32, 1)), node("B", CAP)]
+    for order in ([v_b, v_a, te()], [v_a, v_b, te()], [te(), v_a, v_b]):
+        plan = FitGpp().schedule(view(nodes, order), NOW)
+        assert started(plan)["te"] == ("B",), [g.group_id for g in order]
+
+
 def requeued(gid: str, submit: float, requeued_at: float) -> Group:
     """A victim back in the queue: Slurm keeps the group's submit time but resets the job's at requeue."""
     variant = Variant(gid, "gpu", None, VariantState.PENDING, CAP, "gpu", submit_time=requeued_at)
