@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Protocol, overload
 
@@ -411,8 +412,12 @@ class GroupQueue(Sequence[Group]):
     def __getitem__(self, index: slice) -> tuple[Group, ...]: ...
 
     def __getitem__(self, index: int | slice) -> Group | tuple[Group, ...]:
-        if isinstance(index, slice):
-            return tuple(self._groups[key[-1]] for key in self._keys[index])
+        if isinstance(index, slice):  # the whole slice at once: `queue[:]` reads every group
+            ids = list(map(itemgetter(-1), self._keys[index]))
+            groups = self._groups
+            if type(groups) is LentSnapshot:
+                return groups.values_of(ids)
+            return tuple(map(groups.__getitem__, ids))
         return self._groups[self._keys[index][-1]]
 
     def __iter__(self) -> Iterator[Group]:

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from slurmx.core.actions import Action, Plan, Preempt, Start
-from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Variant
+from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Node, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
 
@@ -143,9 +143,9 @@ class PreemptiveArgs(PolicyArgs):
 # memos change no decision, only skip recomputing it, and are dropped whole when they grow past `_MEMO_MAX`.
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
-# What a round derives from one immutable group, whatever the round: its occupying variant, its marks, whether it
-# is BE, and the request's vector in the layout it was last built for (layout, vector).
-_Facts = tuple[Group, Variant | None, Marks, bool, tuple[str, ...] | None, list[int] | None]
+# What a round derives from one running group in one GRES layout: its row-to-be (group, running variant, the
+# request's vector, in grace) if it is BE.
+_Facts = tuple[Group, tuple[str, ...], tuple[Group, Variant, list[int] | None, bool] | None]
 _FACTS: dict[int, _Facts] = {}
 
 
@@ -216,17 +216,15 @@ class Round:
 
     def __init__(self, view: ClusterView, now: float, args: PreemptiveArgs) -> None:
         self.view, self.now, self.args = view, now, args
-        layout = _layout_of(view)
+        layout, free = _nodes_now(view)
         self.node_names, self.node_index, self._gres, self.capacity, self.kind_nodes = layout
         self._layout = tuple(self._gres)
         self.dims = 2 + len(self._gres)
-        nodes = view.nodes
-        self.ledger = Ledger(self._matrix([nodes[n].free for n in self.node_names]))
+        self.ledger = Ledger(free)
         self.waiting_on: dict[str, int] = {}  # TE group -> victims still in grace for it
         self.earmarks: dict[str, list[int]] = {}  # TE group -> nodes earmarked for it
         self.actions: list[Action] = []
         self.notes: list[str] = []
-        self._running: list[tuple[Group, Variant, list[int] | None, bool]] = []  # rows-to-be, in view order
         self._walk(view)
 
     def _vector(self, res: Resources) -> list[int] | None:
@@ -239,70 +237,60 @@ class Round:
         _memo(_VECTORS, key, (res, row))
         return row
 
-    def _matrix(self, items: Sequence[Resources]) -> IntArray:
-        rows = [self._vector(r) or [0] * self.dims for r in items]
-        return np.array(rows, dtype=np.int64).reshape(len(rows), self.dims)
-
     def vector(self, res: Resources) -> IntArray | None:
         row = self._vector(res)
         return None if row is None else np.array(row, dtype=np.int64)
 
     def _walk(self, view: ClusterView) -> None:
-        """One pass over the running groups (BE jobs kept for the rows, the room of victims in grace coming back)
-        and one over the queue (TE and BE queues), each group's preemption marks read on the way; groups that
-        neither run nor wait (a driver may still show a finished victim's marks) only when there are any.
+        """Preemptions in flight into the ledger, and the TE and BE queues: one pass over the queue, and over the
+        running groups one look at each for marks (the rows, built when a round looks for a victim, read them
+        again); groups that neither run nor wait (a driver may still show a finished victim's marks) only when
+        a view has any.
 
         Marks become earmarks in queue order (submit time, group id), whatever order the driver's mapping has,
         so the same preemptions in flight give the same earmarks in the daemon and in the simulator."""
         running, pending = view.running_groups(), view.pending_groups()
-        marked: list[tuple[Group, Variant | None, Marks]] = []
-        self._walk_running(running, marked)
-        self.pending_te, self.pending_be = self._queues(pending, marked)
+        marked = [(group, group.running_variant(), preemption_marks(group)) for group in running[:]
+                  if group.grace_deadline is not None or group.preempted_for is not None]
+        self.pending_te, self.pending_be = self._queues(pending[:], marked)
         if len(running) + len(pending) != len(view.groups):
-            for group in view.groups.values():
-                if group.state not in _LISTED:
-                    marks = preemption_marks(group)
-                    if marks is not _NO_MARKS:
-                        marked.append((group, group.running_variant(), marks))
+            marked += [(group, group.running_variant(), preemption_marks(group)) for group in view.groups.values()
+                       if group.state not in _LISTED and preemption_marks(group) is not _NO_MARKS]
         if not marked:
             return
         marked.sort(key=lambda m: (m[0].submit_time, m[0].group_id))
         pending_ids = {g.group_id for g in self.pending_te}
-        for _, variant, marks in marked:
+        node_index, releasing = self.node_index, self.ledger.releasing
+        for group, variant, marks in marked:
+            if marks.grace_deadline is not None and variant is not None and group.job_class is JobClass.BE \
+                    and len(variant.nodes) == 1 and variant.nodes[0] in node_index:  # a row's room coming back
+                vec = self._vector(variant.request)
+                if vec is not None:
+                    releasing[node_index[variant.nodes[0]]] += vec
             if marks.beneficiary in pending_ids and marks.beneficiary is not None:
                 for name in marks.nodes or (variant.nodes if variant is not None else ()):
-                    if name in self.node_index:
-                        self.earmark(view.groups[marks.beneficiary], self.node_index[name])
+                    if name in node_index:
+                        self.earmark(view.groups[marks.beneficiary], node_index[name])
                 if marks.grace_deadline is not None and variant is not None:
                     self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
 
-    def _walk_running(self, groups: Iterable[Group], marked: list[tuple[Group, Variant | None, Marks]]) -> None:
-        """Running BE jobs kept for the rows (what a group gives is memoised while the group is the same object),
-        the room of victims in grace on their node into `releasing`, marks into `marked`."""
-        running = self._running
-        layout, node_index, releasing = self._layout, self.node_index, self.ledger.releasing
-        for group in groups:
+    def running_be(self) -> list[tuple[Group, Variant, list[int] | None, bool]]:
+        """The running BE jobs: (group, its running variant, the request's vector, in grace), in queue order; what
+        a group gives is memoised while the driver hands the same object."""
+        found: list[tuple[Group, Variant, list[int] | None, bool]] = []
+        layout = self._layout
+        for group in self.view.running_groups()[:]:
             facts = _FACTS.get(id(group))
-            if facts is None or facts[0] is not group:
-                occupying = next((v for v in group.variants if v.is_occupying), None)
-                is_be = group.job_class is JobClass.BE
-                facts = (group, occupying, preemption_marks(group), is_be, layout,
-                         self._vector(occupying.request) if occupying is not None and is_be else None)
+            if facts is None or facts[0] is not group or facts[1] is not layout:
+                variant = group.running_variant()
+                row = None
+                if variant is not None and group.job_class is JobClass.BE:
+                    row = (group, variant, self._vector(variant.request), group.grace_deadline is not None)
+                facts = (group, layout, row)
                 _memo(_FACTS, id(group), facts)
-            _, variant, marks, is_be, vec_layout, vec = facts
-            if marks is not _NO_MARKS:
-                marked.append((group, variant, marks))
-            if variant is None or not is_be:
-                continue
-            if vec_layout is not layout and vec_layout != layout:
-                vec = self._vector(variant.request)
-                _memo(_FACTS, id(group), (group, variant, marks, is_be, layout, vec))
-            in_grace = marks.grace_deadline is not None
-            running.append((group, variant, vec, in_grace))
-            if in_grace and vec is not None and len(variant.nodes) == 1:  # a row's room coming back
-                node = node_index.get(variant.nodes[0], -1)
-                if node >= 0:
-                    releasing[node] += vec
+            if facts[2] is not None:
+                found.append(facts[2])
+        return found
 
     @functools.cached_property
     def _rows(self) -> _Rows:
@@ -465,7 +453,7 @@ class _Rows:
         view, node_index = rnd.view, rnd.node_index
         rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
         others: list[tuple[float, float, bool]] = []
-        for group, variant, vec, in_grace in rnd._running:
+        for group, variant, vec, in_grace in rnd.running_be():
             nodes = [node_index.get(n, -1) for n in variant.nodes]
             if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
                 rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
@@ -521,6 +509,65 @@ def _layout_of(view: ClusterView) -> _NodeLayout:
         _LAYOUTS.clear()
     found = _LAYOUTS[key] = (names, index, gres, capacity, kind_nodes)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """A round's nodes: their objects in the view's order, the kinds' node names, the layout they give, each
+    one's row in it (-1: not usable) and the free matrix (read-only: a round takes a copy)."""
+
+    nodes: list[Node]
+    kinds: tuple[tuple[str, frozenset[str]], ...]
+    layout: _NodeLayout
+    rows: list[int]
+    free: IntArray
+
+
+_LAST_NODES: list[_Nodes] = []  # the last round's, one entry: the next round's nodes are mostly the same objects
+
+
+def _nodes_now(view: ClusterView) -> tuple[_NodeLayout, IntArray]:
+    """The node layout and a free matrix of the round's own: from the last round's where the view's nodes are the
+    same objects (a driver hands a node again while it is unchanged), only the nodes that changed read anew."""
+    nodes = list(view.nodes.values())
+    kinds = tuple([(kind, view.node_names_of_kind(kind)) for kind in view.kinds])
+    last = _LAST_NODES[0] if _LAST_NODES else None
+    found = _update(last, nodes, kinds) if last is not None else None
+    if found is None:
+        layout = _layout_of(view)
+        names, index, gres, capacity, _ = layout
+        dims = capacity.shape[1]
+        rows = [index[n.name] if n.is_usable and n.name in index else -1 for n in nodes]
+        free = np.zeros((len(names), dims), dtype=np.int64)
+        for node, row in zip(nodes, rows, strict=True):
+            if row >= 0:
+                free[row] = _vector_in(node.free, gres, dims) or 0
+        free.flags.writeable = False
+        found = _Nodes(nodes, kinds, layout, rows, free)
+    if found is not last:
+        _LAST_NODES[:] = [found]
+    return found.layout, found.free.copy()
+
+
+def _update(last: _Nodes, nodes: list[Node], kinds: tuple[tuple[str, frozenset[str]], ...]) -> _Nodes | None:
+    """`last` with the free rows of the nodes that are other objects now; None if the layout may have changed
+    (a node renamed, resized or made usable or not, a kind's nodes changed)."""
+    if len(nodes) != len(last.nodes) or kinds != last.kinds:
+        return None
+    changed = [i for i, (node, old) in enumerate(zip(nodes, last.nodes, strict=True)) if node is not old]
+    if not changed:
+        return last
+    gres, capacity = last.layout[2], last.layout[3]
+    free = last.free.copy()
+    for i in changed:
+        node, old = nodes[i], last.nodes[i]
+        if node.name != old.name or node.is_usable != old.is_usable or (
+                node.capacity is not old.capacity and node.capacity != old.capacity):
+            return None
+        if last.rows[i] >= 0:
+            free[last.rows[i]] = _vector_in(node.free, gres, capacity.shape[1]) or 0
+    free.flags.writeable = False
+    return _Nodes(nodes, kinds, last.layout, last.rows, free)
 
 
 def _vector_in(res: Resources, gres: dict[str, int], dims: int) -> list[int] | None:

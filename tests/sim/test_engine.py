@@ -439,6 +439,8 @@ def test_the_incremental_view_is_equal_to_a_fresh_one_at_every_call() -> None:
             fresh = ClusterView(now, dict(view.nodes), dict(view.partitions), dict(view.groups), dict(view.kinds))
             assert view.pending_groups() == fresh.pending_groups()
             assert view.running_groups() == fresh.running_groups()
+            assert view.pending_groups()[:] == tuple(fresh.pending_groups())  # read whole at once
+            assert view.running_groups()[1:] == tuple(fresh.running_groups())[1:]
             assert all(view.nodes_of_kind(kind) == fresh.nodes_of_kind(kind) for kind in view.kinds)
             for kind in (*view.kinds, "no-such-kind"):
                 assert view.node_names_of_kind(kind) == fresh.node_names_of_kind(kind)
@@ -538,13 +540,17 @@ def test_a_lent_snapshot_builds_stale_entries_when_read_and_never_changes_once_f
         return 20
 
     lent = LentSnapshot(live, stale, build)
+    assert lent.values_of(["a"]) == (1,) and built == []  # read whole: only the stale keys asked for are built
     assert lent["a"] == 1 and built == []
     assert lent["b"] == 20 and lent["b"] == 20 and built == ["b"]  # built once, cached in the owner's map
     assert live["b"] == 20 and not stale
     stale.add("a")
     assert "a" in lent and built == ["b"]  # membership builds nothing
+    assert lent.values_of(["b", "a", "b"]) == (20, 20, 20) and built == ["b", "a"] and not stale
+    stale.add("a")
+    built.clear()
     lent.freeze()
-    assert built == ["b", "a"]
+    assert built == ["a"]
     live["c"] = 3
     live["a"] = 99
     assert dict(lent) == {"a": 20, "b": 20}

@@ -412,3 +412,29 @@ def test_in_grace_reselect_chooses_again_while_the_first_victim_is_in_grace() ->
     assert preempted(FitGpp(FitGppArgs(s=4, in_grace="reselect")).schedule(during, NOW + 30)) == {"a2"}
     assert not preempted(Lrtp().schedule(during, NOW + 30))
     assert preempted(Lrtp(LrtpArgs(in_grace="reselect")).schedule(during, NOW + 30)) == {"a1", "b2"}
+
+
+def test_node_arrays_carried_from_the_last_round_equal_arrays_read_afresh() -> None:
+    """A round reuses the last round's node layout and free rows where the view hands the same node objects; a
+    node that fills, empties, drains or is resized must read as a fresh round reads it."""
+    import numpy as np
+
+    from slurmx.policies import fitgpp
+
+    rng = np.random.default_rng(11)
+    nodes = {name: node(name, CAP) for name in "ABCD"}
+    shapes = [CAP, res(16, 128, 4), res(64, 512, 8)]
+    for step in range(400):
+        name = "ABCD"[int(rng.integers(4))]
+        cap = nodes[name].capacity if rng.random() < 0.9 else shapes[int(rng.integers(3))]
+        used = res(int(rng.integers(0, 17)), int(rng.integers(0, 129)), int(rng.integers(0, 5)))
+        state = "DRAIN" if rng.random() < 0.05 else "MIXED"
+        nodes[name] = Node(name, ("gpu",), cap, used, state)
+        current = view(list(nodes.values()), [te(request=res(4, 32, 1)), pending("q", res(2, 16, 1), submit=1.0)])
+        warm = fitgpp.Round(current, NOW, FitGppArgs())
+        warm_plan = FitGpp().schedule(current, NOW)
+        fitgpp._LAST_NODES.clear()
+        cold = fitgpp.Round(current, NOW, FitGppArgs())
+        assert np.array_equal(warm.ledger.free, cold.ledger.free), step
+        assert np.array_equal(warm.capacity, cold.capacity) and warm.node_names == cold.node_names, step
+        assert FitGpp().schedule(current, NOW) == warm_plan, step
