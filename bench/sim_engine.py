@@ -16,9 +16,13 @@ decision cycle; not the one-off import of the policy module). Baseline,
 stream as a sorted list, a FIFO deque, free CPU and memory counters per node; at each instant finishes then
 arrivals are applied, then queue heads start on their first fitting node until one does not fit; a blocked head
 is retried only on the nodes freed since.
-Both must give bit-identical JCTs (asserted). Each run is its own child process (one after the other, never
-two at once), so CPU time (`time.process_time`) and peak RSS (`ru_maxrss`) are the run's alone; targets are
-judged on CPU time: ours within 2x of the minimal loop (`ratio` = ours / baseline CPU seconds).
+Both must give bit-identical JCTs (asserted). Beside them, `object_floor`: what any engine with our interface
+pays before it schedules anything — the same jobs read from the stream as `SimJob`s, an arrival and a finish per
+job through a heap of (time, priority, sequence, job) and one `JobRecord` per job; no node, no queue, no policy.
+Its ratio to the minimal loop is the lowest ratio such an engine can reach on this machine.
+Each run is its own child process (one after the other, never two at once), so CPU time (`time.process_time`)
+and peak RSS (`ru_maxrss`) are the run's alone; targets are judged on CPU time: ours within 2x of the minimal
+loop (`ratio` = ours / baseline CPU seconds).
 
 Usage: python3 bench/sim_engine.py [--jobs 100000] [--million] [--only queue|no_queue]
   (--million adds both cases at 1,000,000 jobs, with the peak RSS target < 1 GB; prints one JSON object)
@@ -51,6 +55,7 @@ from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant
+from slurmx.sim.metrics import JobRecord
 
 SEED = 20_240_601
 NODES = 1000
@@ -146,6 +151,34 @@ def minimal_loop(submit: list[float], cpus: list[int], mem: list[int], duration:
     return finish
 
 
+def run_floor(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
+    """The object-model floor (see the module docstring): each job finishes at submit + duration, unqueued."""
+    submit, cpus, duration = workload(n, load)
+    cpu0 = time.process_time()
+    wall0 = time.perf_counter()
+    heap: list[tuple[float, int, int, SimJob]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    jobs = stream(submit, cpus, duration)
+    first = next(jobs)
+    push(heap, (first.submit_time, 2, 0, first))
+    records: list[JobRecord] = []
+    seq = 1
+    while heap:
+        t, priority, _, job = pop(heap)
+        if priority == 2:  # an arrival: read the next job, and this one's finish
+            following = next(jobs, None)
+            if following is not None:
+                push(heap, (following.submit_time, 2, seq, following))
+            push(heap, (t + job.variants["cpu"].duration_s, 0, seq + 1, job))
+            seq += 2
+        else:
+            records.append(JobRecord(job.job_id, job.user, job.job_class, job.submit_time, job.submit_time, t,
+                                     t - job.submit_time, "cpu", 0))
+    jct = np.array([r.finish - r.submit for r in records])
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return jct, {"cpu_s": cpu, "wall_s": wall, "events": 2 * n}
+
+
 def run_baseline(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
     submit_a, cpus_a, duration_a = workload(n, load)
     cpu0 = time.process_time()
@@ -183,9 +216,13 @@ def _rounded(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_row(case: str, load: float, ours: tuple[str, dict[str, Any]], base: tuple[str, dict[str, Any]],
-             target: str, holds: bool | None) -> dict[str, Any]:
-    """One case of the printed JSON: (name, figures) of ours and of the baseline, with the same JCTs."""
+             target: str, holds: bool | None, floor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One case of the printed JSON: (name, figures) of ours and of the baseline, with the same JCTs, and the
+    object-model floor's figures when measured."""
     (ours_name, ours_row), (base_name, base_row) = ours, base
+    extra = {} if floor is None else {"object_floor": {
+        "cpu_s": round(floor["cpu_s"], 3), "wall_s": round(floor["wall_s"], 3),
+        "peak_rss_mb": round(floor["peak_rss_mb"], 3), "ratio": round(floor["cpu_s"] / base_row["cpu_s"], 2)}}
     return {
         "case": case,
         "load": load,
@@ -197,16 +234,18 @@ def case_row(case: str, load: float, ours: tuple[str, dict[str, Any]], base: tup
         "cpu_seconds": round(ours_row["cpu_s"], 3),
         "target": target,
         "holds": holds,
+        **extra,
     }
 
 
 def child(which: str, n: int, case: str) -> None:
     """One run in this process."""
-    print_run(*(run_ours if which == "ours" else run_baseline)(n, LOADS[case]))
+    print_run(*{"ours": run_ours, "baseline": run_baseline, "floor": run_floor}[which](n, LOADS[case]))
 
 
 def measure(case: str, n: int) -> dict[str, Any]:
-    ours, base = (spawn_run(__file__, [which, "--jobs", str(n), "--only", case]) for which in ("ours", "baseline"))
+    ours, base, floor = (spawn_run(__file__, [which, "--jobs", str(n), "--only", case])
+                         for which in ("ours", "baseline", "floor"))
     same_jcts(ours, base, f"{case} at {n} jobs")
     ratio = ours["cpu_s"] / base["cpu_s"]
     million = n >= 1_000_000
@@ -216,7 +255,7 @@ def measure(case: str, n: int) -> dict[str, Any]:
         target += f", peak RSS < {RSS_TARGET_MB:.0f} MB"
         holds = holds and ours["peak_rss_mb"] < RSS_TARGET_MB
     return case_row(f"fifo_{case}_{n}_jobs_{NODES}_nodes", LOADS[case], ("Engine + fifo", ours),
-                    ("minimal_loop", base), target, holds)
+                    ("minimal_loop", base), target, holds, floor)
 
 
 def main() -> None:
@@ -224,7 +263,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--million", action="store_true", help="also run 1,000,000 jobs (minutes of CPU)")
     parser.add_argument("--only", choices=sorted(LOADS))
-    parser.add_argument("--child", choices=["ours", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["ours", "baseline", "floor"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.jobs, args.only)
