@@ -281,7 +281,7 @@ class Round:
         layout = self._layout
         for group in self.view.running_groups()[:]:
             facts = _FACTS.get(id(group))
-            if facts is None or facts[0] is not group or facts[1] is not layout:
+            if facts is None or facts[0] is not group or facts[1] != layout:
                 variant = group.running_variant()
                 row = None
                 if variant is not None and group.job_class is JobClass.BE:
