@@ -143,6 +143,7 @@ class PreemptiveArgs(PolicyArgs):
 # memos change no decision, only skip recomputing it, and are dropped whole when they grow past `_MEMO_MAX`.
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
+_ARRAYS: dict[tuple[int, tuple[str, ...]], tuple[Resources, IntArray | None]] = {}
 # What a round derives from one running group in one GRES layout: its row-to-be (group, running variant, the
 # request's vector, in grace) if it is BE.
 _Facts = tuple[Group, tuple[str, ...], tuple[Group, Variant, list[int] | None, bool] | None]
@@ -238,8 +239,18 @@ class Round:
         return row
 
     def vector(self, res: Resources) -> IntArray | None:
+        """`_vector` as a read-only array, memoised as it is."""
+        key = (id(res), self._layout)
+        cached = _ARRAYS.get(key)
+        if cached is not None and cached[0] is res:
+            return cached[1]
         row = self._vector(res)
-        return None if row is None else np.array(row, dtype=np.int64)
+        array = None
+        if row is not None:
+            array = np.array(row, dtype=np.int64)
+            array.flags.writeable = False
+        _memo(_ARRAYS, key, (res, array))
+        return array
 
     def _walk(self, view: ClusterView) -> None:
         """Preemptions in flight into the ledger, and the TE and BE queues: one pass over the queue, and over the
@@ -393,8 +404,8 @@ class Round:
             vec = None if variant is None else self.vector(variant.request)
             if variant is None or vec is None or nodes is None or not len(nodes):
                 continue
-            if avail is None:
-                avail = self.ledger.now(group.group_id)
+            if avail is None:  # read only here: the free matrix itself when nothing is earmarked
+                avail = self.ledger.now(group.group_id) if self.ledger.reserved else self.ledger.free
             for node in prefer:
                 if node in nodes and bool(np.all(avail[node] >= vec)):
                     return kind, node, variant.request
