@@ -218,7 +218,7 @@ class Round:
     def __init__(self, view: ClusterView, now: float, args: PreemptiveArgs) -> None:
         self.view, self.now, self.args = view, now, args
         layout, free = _nodes_now(view)
-        self.node_names, self.node_index, self._gres, self.capacity, self.kind_nodes = layout
+        self.node_names, self.node_index, self._gres, self.capacity, self.kind_nodes, self._whole = layout
         self._layout = tuple(self._gres)
         self.dims = 2 + len(self._gres)
         self.ledger = Ledger(free)
@@ -409,12 +409,13 @@ class Round:
             for node in prefer:
                 if node in nodes and bool(np.all(avail[node] >= vec)):
                     return kind, node, variant.request
-            fits = np.all(avail[nodes] >= vec, axis=1)
+            here = avail if kind in self._whole else avail[nodes]
+            fits = (here >= vec).all(axis=1)
             if not fits.any():
                 continue
             if self.args.placement == "first_fit":
-                return kind, int(nodes[int(np.argmax(fits))]), variant.request
-            leftover = self.sizes(avail[nodes] - vec, nodes)  # best fit: least room left, by Eq. 1
+                return kind, int(nodes[int(fits.argmax())]), variant.request
+            leftover = self.sizes(here - vec, nodes)  # best fit: least room left, by Eq. 1
             leftover[~fits] = np.inf
             return kind, int(nodes[int(np.argmin(leftover))]), variant.request
         return None
@@ -492,7 +493,7 @@ class _Rows:
 # The usable nodes' names (sorted) and index, the GRES dimensions, the capacity matrix and each kind's node rows:
 # the same from round to round while no node's capacity or usability changes, so kept by what they derive from
 # (read-only arrays, shared by the rounds).
-_NodeLayout = tuple[list[str], dict[str, int], dict[str, int], FloatArray, dict[str, IntArray]]
+_NodeLayout = tuple[list[str], dict[str, int], dict[str, int], FloatArray, dict[str, IntArray], frozenset[str]]
 _LAYOUTS: dict[Any, _NodeLayout] = {}
 
 
@@ -516,9 +517,11 @@ def _layout_of(view: ClusterView) -> _NodeLayout:
         rows = np.array([index[n.name] for n in view.nodes_of_kind(kind) if n.name in index], dtype=np.int64)
         rows.flags.writeable = False
         kind_nodes[kind] = rows
+    # kinds served by every usable node in row order: their rows of a matrix are the matrix itself
+    whole = frozenset(kind for kind, rows in kind_nodes.items() if np.array_equal(rows, np.arange(len(names))))
     if len(_LAYOUTS) >= 64:
         _LAYOUTS.clear()
-    found = _LAYOUTS[key] = (names, index, gres, capacity, kind_nodes)
+    found = _LAYOUTS[key] = (names, index, gres, capacity, kind_nodes, whole)
     return found
 
 
@@ -546,7 +549,7 @@ def _nodes_now(view: ClusterView) -> tuple[_NodeLayout, IntArray]:
     found = _update(last, nodes, kinds) if last is not None else None
     if found is None:
         layout = _layout_of(view)
-        names, index, gres, capacity, _ = layout
+        names, index, gres, capacity, _, _ = layout
         dims = capacity.shape[1]
         rows = [index[n.name] if n.is_usable and n.name in index else -1 for n in nodes]
         free = np.zeros((len(names), dims), dtype=np.int64)

@@ -70,13 +70,15 @@ class PartitionShape:
 class _SimNode:
     """Mutable allocation state of one node (its immutable `Node` view lives in `ModelCluster.node_views`)."""
 
-    __slots__ = ("allocated", "capacity", "index", "name", "partition")
+    __slots__ = ("allocated", "capacity", "capacity_res", "index", "name", "partition", "partitions")
 
-    def __init__(self, index: int, name: str, partition: str, capacity: Vector) -> None:
+    def __init__(self, index: int, name: str, partition: str, capacity: Vector, capacity_res: Resources) -> None:
         self.index = index
         self.name = name
         self.partition = partition
+        self.partitions = (partition,)  # as its views show them
         self.capacity = capacity
+        self.capacity_res = capacity_res  # what its every view shows: built once
         self.allocated: list[int] = [0] * len(capacity)
 
 
@@ -142,7 +144,8 @@ class ModelCluster:
                 name = f"{group.prefix}{i:0{width}d}"
                 if name in self.index:
                     raise SimulationError(f"cluster: node name {name!r} is used twice")
-                node = _SimNode(len(self.nodes), name, shape.name, self.vector(group.capacity))
+                vec = self.vector(group.capacity)
+                node = _SimNode(len(self.nodes), name, shape.name, vec, self.resources(vec))
                 self.index[name] = node.index
                 self.nodes.append(node)
                 names.append(name)
@@ -298,7 +301,7 @@ class ModelCluster:
             state = "ALLOCATED"
         else:
             state = "MIXED"
-        view = Node(node.name, (node.partition,), self.resources(node.capacity), allocated, state)
+        view = Node(node.name, node.partitions, node.capacity_res, allocated, state)
         # The model knows what is free (never negative here) and that the node is up: fill Node's memo fields
         # with the shared Resources object instead of letting the first reader subtract.
         object.__setattr__(view, "_free", self.resources([c - a for c, a in zip(node.capacity, node.allocated,
