@@ -126,6 +126,21 @@ class Resources:
             return True
         return all(count <= capacity.gres.get(name, 0) for name, count in self.gres.items())
 
+    def fits_with(self, other: Resources, capacity: Resources) -> bool:
+        """`(self + other).fits_in(capacity)` without building the sum: a plan checks every node it already
+        started a job on this way, for each group it places."""
+        if self.cpus + other.cpus > capacity.cpus or self.mem_mb + other.mem_mb > capacity.mem_mb:
+            return False
+        mine, theirs = self.gres, other.gres
+        if not mine and not theirs:
+            return True
+        room = capacity.gres
+        for name in mine.keys() | theirs.keys():
+            total = mine.get(name, 0) + theirs.get(name, 0)
+            if total and total > room.get(name, 0):
+                return False
+        return True
+
     def is_nonnegative(self) -> bool:
         return self.cpus >= 0 and self.mem_mb >= 0 and all(v >= 0 for v in self.gres.values())
 

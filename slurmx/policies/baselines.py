@@ -138,7 +138,7 @@ class Fifo:
             # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
             for name in view.fitting_node_names(kind, request):
                 held = taken.get(name)
-                if (held is None or (held + request).fits_in(view.nodes[name].free)) and \
+                if (held is None or held.fits_with(request, view.nodes[name].free)) and \
                         (allowed is None or allowed.allows(name, request, end)):
                     chosen.append(name)
                     if len(chosen) == count:

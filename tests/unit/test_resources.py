@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError
@@ -81,3 +83,12 @@ def test_parse_gres(text: str | None, counts: dict[str, int]) -> None:
 def test_parse_gres_rejects(bad: str) -> None:
     with pytest.raises(UnitError, match="NAME:COUNT"):
         parse_gres(bad)
+
+
+_AMOUNTS = st.builds(Resources, st.integers(-2, 6), st.integers(-2, 6),
+                     st.dictionaries(st.sampled_from(["gpu", "fpga", "mps"]), st.integers(-2, 6), max_size=3))
+
+
+@given(_AMOUNTS, _AMOUNTS, _AMOUNTS)
+def test_fits_with_is_fits_in_of_the_sum(held: Resources, request: Resources, capacity: Resources) -> None:
+    assert held.fits_with(request, capacity) == (held + request).fits_in(capacity)
