@@ -321,26 +321,20 @@ class Round:
     estimate: _FromRows[FloatArray] = _FromRows()
     others: _FromRows[list[tuple[float, float, bool]]] = _FromRows()
 
-    def _queues(self, pending: Iterable[Group], marked: list[tuple[Group, Variant | None, Marks]]
+    def _queues(self, pending: Sequence[Group], marked: list[tuple[Group, Variant | None, Marks]]
                 ) -> tuple[list[Group], list[Group]]:
         """The TE jobs in submit order, and the BE queue: requeued victims first (the head of the queue), then
-        strict FIFO; one pass over the view's queue, which is in submit order (no per-round sort of it), marks
-        of requeued victims into `marked`."""
-        te: list[Group] = []
-        requeued: list[Group] = []
-        waiting: list[Group] = []
+        strict FIFO, from the view's queue, which is in submit order (no per-round sort of it); marks of requeued
+        victims into `marked`. A few passes, each a comprehension: most rounds read hundreds of waiting groups."""
         be, requeued_state = JobClass.BE, GroupState.REQUEUED
-        for group in pending:
-            if group.grace_deadline is not None or group.preempted_for is not None:
-                marked.append((group, None, preemption_marks(group)))
-            if group.job_class is not be:
-                te.append(group)
-            elif group.preemptions > 0 or group.state is requeued_state:
-                requeued.append(group)
-            else:
-                waiting.append(group)
+        marked += [(g, None, preemption_marks(g)) for g in pending
+                   if g.grace_deadline is not None or g.preempted_for is not None]
+        te = [g for g in pending if g.job_class is not be]
+        requeued = [g for g in pending if g.job_class is be and (g.preemptions > 0 or g.state is requeued_state)]
         if not requeued:
-            return te, waiting
+            return te, [g for g in pending if g.job_class is be] if te else list(pending)
+        first = {id(g) for g in requeued}
+        waiting = [g for g in pending if g.job_class is be and id(g) not in first]
         if self.args.requeued_order == "latest_first":
             requeued.sort(key=lambda g: (-_requeue_time(g), g.group_id))
         return te, requeued + waiting
