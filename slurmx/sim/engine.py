@@ -235,16 +235,21 @@ class Engine(ActionSteps, ViewSteps):
         return dict(zip(job.variants, factors.tolist(), strict=True))
 
     def _admit(self, job: SimJob) -> JobState:
-        """A job read from the workload: checked (again, for a sequence: cheap, the vectors are memoised), its
-        estimates fixed (the error model drawn in job order) and its state built."""
+        """A job read from the workload: checked (a stream's job here; a sequence's were checked whole before the
+        run, so only the kinds it is served on are read again), its estimates fixed (the error model drawn in job
+        order) and its state built."""
         if job.submit_time < self._last_submit:
             raise SimulationError(f"workload: job {job.job_id} is submitted at t={job.submit_time:g}, before the "
                                   f"job read before it (t={self._last_submit:g}); a streamed workload must come "
                                   "in submit order")
         self._last_submit = job.submit_time
-        kinds, wide = self._check(job, self._seen_ids)
-        if wide is not None:
-            raise self._too_wide_error(wide, 1)
+        if self._total is None:
+            kinds, wide = self._check(job, self._seen_ids)
+            if wide is not None:
+                raise self._too_wide_error(wide, 1)
+        else:
+            self._seen_ids.add(job.job_id)
+            kinds = self._served_kinds(job)
         j = JobState(self._read, job)
         self._read += 1
         factors = self._error_factors(job)
