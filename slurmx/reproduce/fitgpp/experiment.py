@@ -168,15 +168,16 @@ def measured_load(jobs: Sequence[SimJob], finish: Mapping[str, float], nodes: in
     end = max(j.submit_time for j in jobs)
     if end <= start:
         return 0.0
-    times, deltas = [], []
-    for job in jobs:
-        request = next(iter(job.variants.values())).request
-        vec = np.array([request.cpus, request.mem_mb, request.gres_count("gpu")], dtype=np.float64) / cap
-        times += [job.submit_time, min(finish[job.job_id], end)]
-        deltas += [vec, -vec]
+    requests = [next(iter(job.variants.values())).request for job in jobs]
+    share = np.array([(r.cpus, r.mem_mb, r.gres_count("gpu")) for r in requests], dtype=np.float64) / cap
+    times = np.empty(2 * len(jobs))
+    times[0::2] = [job.submit_time for job in jobs]  # each job's arrival, then its departure
+    times[1::2] = np.minimum([finish[job.job_id] for job in jobs], end)
+    deltas = np.empty((2 * len(jobs), 3))
+    deltas[0::2], deltas[1::2] = share, -share
     order = np.argsort(times, kind="stable")
-    at = np.asarray(times)[order]
-    level = np.cumsum(np.asarray(deltas)[order], axis=0).max(axis=1)  # after each change
+    at = times[order]
+    level = np.cumsum(deltas[order], axis=0).max(axis=1)  # after each change
     widths = np.diff(np.append(at, end))
     return float((level * widths).sum() / (end - start))
 
