@@ -24,6 +24,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from slurmx.core.actions import Action, Plan, Preempt, Start
-from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Node, Variant
+from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Node, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
 
@@ -144,9 +145,9 @@ class PreemptiveArgs(PolicyArgs):
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
 _ARRAYS: dict[tuple[int, tuple[str, ...]], tuple[Resources, IntArray | None]] = {}
-# What a round derives from one running group in one GRES layout: its row-to-be (group, running variant, the
-# request's vector, in grace) if it is BE.
-_Facts = tuple[Group, tuple[str, ...], tuple[Group, Variant, list[int] | None, bool] | None]
+# What a round derives from one running group in one node layout: its row if it is a BE job on one known usable
+# node (`_NOT_A_ROW` for a BE job elsewhere, None for any other group).
+_Facts = tuple[Group, "_NodeLayout", "_Row | None"]
 _FACTS: dict[int, _Facts] = {}
 
 
@@ -190,6 +191,11 @@ class Ledger:
 
 
 Victims = list[tuple[int, str | None, str]]  # (row of the victim, beneficiary, reason)
+# One running BE job on one known usable node: group id, group, variant, node row, request vector, in grace, grace
+# (s), preemptions, job id, start time (inf: unknown), estimate (nan: unknown); `_Rows` are its columns.
+_Row = tuple[str, Group, Variant, int, list[int], bool, float, int, float, float, float]
+_NOT_A_ROW: _Row = ("", Group("", "", "", JobClass.BE, ()),
+                    Variant("", "", None, VariantState.RUNNING, Resources(), ""), -1, [], False, 0.0, 0, 0.0, 0.0, 0.0)
 Selector = Callable[[Group, "Round"], tuple[Victims, list[str]]]
 
 
@@ -219,6 +225,7 @@ class Round:
         self.view, self.now, self.args = view, now, args
         layout, free = _nodes_now(view)
         self.node_names, self.node_index, self._gres, self.capacity, self.kind_nodes, self._whole = layout
+        self._node_layout = layout
         self._layout = tuple(self._gres)
         self.dims = 2 + len(self._gres)
         self.ledger = Ledger(free)
@@ -285,23 +292,43 @@ class Round:
                 if marks.grace_deadline is not None and variant is not None:
                     self.waiting_on[marks.beneficiary] = self.waiting_on.get(marks.beneficiary, 0) + 1
 
-    def running_be(self) -> list[tuple[Group, Variant, list[int] | None, bool]]:
-        """The running BE jobs: (group, its running variant, the request's vector, in grace), in queue order; what
-        a group gives is memoised while the driver hands the same object."""
-        found: list[tuple[Group, Variant, list[int] | None, bool]] = []
-        layout = self._layout
+    def running_rows(self) -> tuple[list[_Row], list[tuple[float, float, bool]]]:
+        """The running BE jobs: rows (those on one known usable node) in queue order, and the others' Eq. 3 terms
+        (size, grace, in grace); a group's row is memoised while the driver hands the same object in the same
+        layout."""
+        rows: list[_Row] = []
+        others: list[tuple[float, float, bool]] = []
+        layout, nodes = self._node_layout, self.view.nodes
         for group in self.view.running_groups()[:]:
             facts = _FACTS.get(id(group))
-            if facts is None or facts[0] is not group or facts[1] != layout:
-                variant = group.running_variant()
-                row = None
-                if variant is not None and group.job_class is JobClass.BE:
-                    row = (group, variant, self._vector(variant.request), group.grace_deadline is not None)
-                facts = (group, layout, row)
+            if facts is None or facts[0] is not group or facts[1] is not layout:
+                facts = (group, layout, self._row_of(group))
                 _memo(_FACTS, id(group), facts)
-            if facts[2] is not None:
-                found.append(facts[2])
-        return found
+            row = facts[2]
+            if row is None:
+                continue
+            if row is not _NOT_A_ROW:
+                rows.append(row)
+                continue
+            variant = group.running_variant()  # a BE job elsewhere: its node's capacity is not in the layout
+            if variant is not None and variant.nodes and variant.nodes[0] in nodes:
+                others.append((size(variant.request, nodes[variant.nodes[0]].capacity), float(group.grace_s),
+                               group.grace_deadline is not None))
+        return rows, others
+
+    def _row_of(self, group: Group) -> _Row | None:
+        """`group`'s row; `_NOT_A_ROW` for a BE job not on one known usable node, None for any other group."""
+        variant = group.running_variant()
+        if variant is None or group.job_class is not JobClass.BE:
+            return None
+        vec = self._vector(variant.request)
+        where = [self.node_index.get(n, -1) for n in variant.nodes]
+        if len(where) != 1 or where[0] < 0 or vec is None:
+            return _NOT_A_ROW
+        return (group.group_id, group, variant, where[0], vec, group.grace_deadline is not None, float(group.grace_s),
+                group.preemptions, math.inf if variant.job_id is None else float(variant.job_id),
+                math.inf if variant.start_time is None else variant.start_time,
+                math.nan if variant.estimate_s is None else variant.estimate_s)
 
     @functools.cached_property
     def _rows(self) -> _Rows:
@@ -456,31 +483,22 @@ class _Rows:
     (see `Round`)."""
 
     def __init__(self, rnd: Round) -> None:
-        view, node_index = rnd.view, rnd.node_index
-        rows: list[tuple[str, Group, Variant, int, list[int], bool]] = []
-        others: list[tuple[float, float, bool]] = []
-        for group, variant, vec, in_grace in rnd.running_be():
-            nodes = [node_index.get(n, -1) for n in variant.nodes]
-            if len(nodes) == 1 and nodes[0] >= 0 and vec is not None:
-                rows.append((group.group_id, group, variant, nodes[0], vec, in_grace))
-            elif variant.nodes and variant.nodes[0] in view.nodes:
-                others.append((size(variant.request, view.nodes[variant.nodes[0]].capacity),
-                               float(group.grace_s), in_grace))
-        rows.sort(key=lambda r: r[0])
-        self.gids = [r[0] for r in rows]
-        self.groups = [r[1] for r in rows]
-        self.variants = [r[2] for r in rows]
-        self.node = np.array([r[3] for r in rows], dtype=np.int64)
-        self.req = np.array([r[4] for r in rows], dtype=np.int64).reshape(len(rows), rnd.dims)
-        self.in_grace = np.array([r[5] for r in rows], dtype=bool)
-        self.grace = np.array([g.grace_s for g in self.groups], dtype=np.float64)
-        self.count = np.array([g.preemptions for g in self.groups], dtype=np.int64)
+        rows, others = rnd.running_rows()
+        rows.sort(key=itemgetter(0))
+        columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 11
+        gids, groups, variants, node, req, in_grace, grace, count, job_id, start_time, estimate = columns
+        self.gids: list[str] = list(gids)
+        self.groups: list[Group] = list(groups)
+        self.variants: list[Variant] = list(variants)
+        self.node = np.array(node, dtype=np.int64)
+        self.req = np.array(req, dtype=np.int64).reshape(len(rows), rnd.dims)
+        self.in_grace = np.array(in_grace, dtype=bool)
+        self.grace = np.array(grace, dtype=np.float64)
+        self.count = np.array(count, dtype=np.int64)
         self.size = rnd.sizes(self.req, self.node)
-        self.job_id = np.array([math.inf if v.job_id is None else v.job_id for v in self.variants], dtype=np.float64)
-        self.start_time = np.array([math.inf if v.start_time is None else v.start_time for v in self.variants],
-                                   dtype=np.float64)
-        self.estimate = np.array([math.nan if v.estimate_s is None else v.estimate_s for v in self.variants],
-                                 dtype=np.float64)
+        self.job_id = np.array(job_id, dtype=np.float64)
+        self.start_time = np.array(start_time, dtype=np.float64)
+        self.estimate = np.array(estimate, dtype=np.float64)
         self.others = others
 
 

@@ -156,6 +156,20 @@ def test_eq3_normalises_over_all_running_be_jobs_not_only_eligible_ones() -> Non
     assert action.group_id == "c1" and "score 0.7714" in action.reason
 
 
+def test_a_be_job_on_two_nodes_counts_in_the_maxima_but_is_never_a_victim() -> None:
+    """Outside the paper's model (one node per job): never preempted, but its size on its first node and its grace
+    are in Eq. 3's maxima (here both the largest), so every score is normalised by them."""
+    variant = Variant("wide", "gpu", 99, VariantState.RUNNING, CAP, "gpu", ("D", "E"), estimate_s=600, start_time=NOW)
+    wide = Group("wide", "wide", "u", JobClass.BE, (variant,), grace_s=40 * 60, submit_time=0.0)
+    current = example()
+    nodes = [*EXAMPLE_NODES, node("D", res(0, 0, 0)), node("E", res(0, 0, 0))]
+    plan = FitGpp(FitGppArgs(s=4)).schedule(view(nodes, [*current.groups.values(), wide]), NOW)
+    (action,) = plan.of_type(Preempt)
+    victim_node, request, grace_min, _ = EXAMPLE[action.group_id]
+    expected = score(size(request, CAP), grace_min * 60, size(CAP, CAP), 40 * 60, 4)
+    assert action.group_id != "wide" and f"score {expected:.4f}" in action.reason
+
+
 # ------------------------------------------------------------------------------------------------------- A4: the cap P
 
 
