@@ -165,7 +165,7 @@ def test_a_be_job_on_two_nodes_counts_in_the_maxima_but_is_never_a_victim() -> N
     nodes = [*EXAMPLE_NODES, node("D", res(0, 0, 0)), node("E", res(0, 0, 0))]
     plan = FitGpp(FitGppArgs(s=4)).schedule(view(nodes, [*current.groups.values(), wide]), NOW)
     (action,) = plan.of_type(Preempt)
-    victim_node, request, grace_min, _ = EXAMPLE[action.group_id]
+    _, request, grace_min, _ = EXAMPLE[action.group_id]
     expected = score(size(request, CAP), grace_min * 60, size(CAP, CAP), 40 * 60, 4)
     assert action.group_id != "wide" and f"score {expected:.4f}" in action.reason
 
