@@ -55,6 +55,7 @@ from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, case_row, print_run, sa
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
+from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
 
@@ -270,8 +271,9 @@ def run_baseline(n: int, load: float) -> tuple[np.ndarray, dict[str, Any]]:
 
 
 def child(which: str, n: int, load: float) -> None:
-    """One run in this process."""
-    print_run(*(run_ours if which == "ours" else run_baseline)(n, load))
+    """One run in this process, under the collector's settings the engine runs with (as `sim_engine`)."""
+    with fewer_collections():
+        print_run(*(run_ours if which == "ours" else run_baseline)(n, load))
 
 
 def measure(n: int, load: float) -> dict[str, Any]:

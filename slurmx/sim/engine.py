@@ -40,6 +40,7 @@ from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
 from slurmx.policies.base import Policy, max_nodes, queue_window, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
+from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_actions import ActionSteps
 from slurmx.sim.engine_state import (
@@ -283,6 +284,10 @@ class Engine(ActionSteps, ViewSteps):
         if self._ran:
             raise SimulationError("an Engine runs once; build a new one")
         self._ran = True
+        with fewer_collections():
+            return self._run()
+
+    def _run(self) -> SimResult:
         started = time.perf_counter()
         periodic = self.options.mode != "event"
         idle_calls = self.options.call_when_idle
@@ -478,19 +483,11 @@ class Engine(ActionSteps, ViewSteps):
         cols = len(self._util_cols)
         values = np.frombuffer(self._util_v, dtype=np.float64).reshape(-1, cols) if cols else np.zeros((0, 0))
         capacity = tuple(c for p in self.cluster.partitions for c in self.cluster.partition_dims[p])
-        stats = RunStats(
-            events=self._events,
-            by_event={name: n for name, n in zip(EVENT_NAMES, self._by_event, strict=True)},
-            policy_calls=self._calls,
-            actions=dict(sorted(self._actions.items())),
-            repeated_preempts=self._repeated_preempts,
-            max_pending=self._max_pending,
-            notes=dict(self._notes),
-            end_time=self.now,
-            wall_s=wall,
-            policy_calls_skipped=self._skipped_calls,
-            policy_wall_s=self._policy_wall,
-        )
+        stats = RunStats(events=self._events, by_event=dict(zip(EVENT_NAMES, self._by_event, strict=True)),
+                         policy_calls=self._calls, actions=dict(sorted(self._actions.items())),
+                         repeated_preempts=self._repeated_preempts, max_pending=self._max_pending,
+                         notes=dict(self._notes), end_time=self.now, wall_s=wall,
+                         policy_calls_skipped=self._skipped_calls, policy_wall_s=self._policy_wall)
         order = np.argsort(np.frombuffer(self._record_order, dtype=np.int64), kind="stable")
         records = tuple(self._records[i] for i in order.tolist())  # in submission order
         return SimResult(records, np.frombuffer(self._util_t, dtype=np.float64).copy(), values.copy(),

@@ -733,3 +733,27 @@ def test_backfill_not_asked_while_arrivals_queue_past_its_window_runs_exactly_as
     assert asked.stats.policy_calls_skipped == 0
     assert skipping.stats.policy_calls_skipped > 20
     assert skipping.stats.policy_calls + skipping.stats.policy_calls_skipped == asked.stats.policy_calls
+
+
+def test_a_run_collects_cycles_less_often_and_gives_the_settings_back_even_when_it_fails() -> None:
+    import gc
+
+    from slurmx.sim.collector import RUN_THRESHOLD
+
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+
+    def watch(view: ClusterView, now: float) -> Sequence[Action]:
+        during.append(gc.get_threshold())
+        return fifo(view, now)
+
+    run([job("a"), job("b", submit=1.0)], Scripted(watch))
+    assert during and all(t == (max(before[0], RUN_THRESHOLD), *before[1:]) for t in during)
+    assert gc.get_threshold() == before
+
+    def broken(view: ClusterView, now: float) -> Sequence[Action]:
+        return [Start("nobody", "cpu", ("c001",), Resources(1, 1))]
+
+    with pytest.raises(SimulationError):
+        run([job("a")], Scripted(broken))
+    assert gc.get_threshold() == before
