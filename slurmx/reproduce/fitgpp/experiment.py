@@ -20,6 +20,7 @@ from slurmx.core.model import JobClass
 from slurmx.policies.fitgpp import FALLBACK_NOTE
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
+from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import SimConfig, parse_sim_config
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import JobRecord, SimResult, utilisation
@@ -208,8 +209,9 @@ def run_on_one_workload(specs: tuple[RunSpec, ...]) -> list[RunOutcome]:
     workloads = {spec.workload for spec in specs}
     if len(workloads) != 1:
         raise ValueError(f"run_on_one_workload: the specs name {len(workloads)} workloads, not one")
-    jobs = fitgpp(specs[0].params(), specs[0].seed)
-    return [_run_on(spec, jobs) for spec in specs]
+    with fewer_collections():  # the workload's generation and the outcomes' arrays too, not only the runs
+        jobs = fitgpp(specs[0].params(), specs[0].seed)
+        return [_run_on(spec, jobs) for spec in specs]
 
 
 def _run_on(spec: RunSpec, jobs: Sequence[SimJob]) -> RunOutcome:
