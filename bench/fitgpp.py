@@ -141,9 +141,10 @@ def victim_case() -> dict[str, Any]:
     select_s, select_cpu = median_s(lambda: policy.select(te, rnd), 21)  # select only reads the round
     warm_s, warm_cpu = median_s(lambda: policy.schedule(view, NOW), 7)
 
-    def cold() -> None:  # a view of groups the policy has never seen: its per-object memos start empty
-        fitgpp_module._FACTS.clear()
-        fitgpp_module._VECTORS.clear()
+    def cold() -> None:  # a view the policy has never seen: its per-object memos and its last nodes start empty
+        for memo in (fitgpp_module._FACTS, fitgpp_module._VECTORS, fitgpp_module._ARRAYS, fitgpp_module._LAYOUTS):
+            memo.clear()
+        fitgpp_module._LAST_NODES.clear()
         policy.schedule(view, NOW)
 
     schedule_s, schedule_cpu = median_s(cold, 7)
