@@ -142,7 +142,8 @@ def victim_case() -> dict[str, Any]:
     warm_s, warm_cpu = median_s(lambda: policy.schedule(view, NOW), 7)
 
     def cold() -> None:  # a view the policy has never seen: its per-object memos and its last nodes start empty
-        for memo in (fitgpp_module._FACTS, fitgpp_module._VECTORS, fitgpp_module._ARRAYS, fitgpp_module._LAYOUTS):
+        for memo in (fitgpp_module._FACTS, fitgpp_module._VECTORS, fitgpp_module._ARRAYS, fitgpp_module._LAYOUTS,
+                     fitgpp_module._HOLDS):
             memo.clear()
         fitgpp_module._LAST_NODES.clear()
         policy.schedule(view, NOW)

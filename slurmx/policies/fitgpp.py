@@ -145,6 +145,7 @@ class PreemptiveArgs(PolicyArgs):
 _MEMO_MAX = 200_000
 _VECTORS: dict[tuple[int, tuple[str, ...]], tuple[Resources, list[int] | None]] = {}
 _ARRAYS: dict[tuple[int, tuple[str, ...]], tuple[Resources, IntArray | None]] = {}
+_HOLDS: dict[tuple[str, int], tuple[Resources, _NodeLayout, bool]] = {}
 # What a round derives from one running group in one node layout: its row if it is a BE job on one known usable
 # node (`_NOT_A_ROW` for a BE job elsewhere, None for any other group).
 _Facts = tuple[Group, "_NodeLayout", "_Row | None"]
@@ -411,10 +412,21 @@ class Round:
         """Whether some usable node could hold the group when empty: if none can, preempting is pointless."""
         for kind, nodes in self.kind_nodes.items():
             variant = group.variant(kind)
-            vec = None if variant is None else self.vector(variant.request)
-            if vec is not None and len(nodes) and bool(np.any(np.all(self.capacity[nodes] >= vec, axis=1))):
+            if variant is not None and self._holds(kind, nodes, variant.request):
                 return True
         return False
+
+    def _holds(self, kind: str, nodes: IntArray, request: Resources) -> bool:
+        """Whether an empty node of `kind` holds `request`, memoised per request object and node layout (a TE job
+        waiting for its victims asks this every round)."""
+        key = (kind, id(request))
+        found = _HOLDS.get(key)
+        if found is not None and found[0] is request and found[1] is self._node_layout:
+            return found[2]
+        vec = self.vector(request)
+        holds = vec is not None and len(nodes) > 0 and bool((self.capacity[nodes] >= vec).all(axis=1).any())
+        _memo(_HOLDS, key, (request, self._node_layout, holds))
+        return holds
 
     def place(self, group: Group, prefer: Sequence[int] = ()) -> tuple[str, int, Resources] | None:
         """(kind, node, request) to start `group` on now: earmarked nodes first, then first- or best-fit."""
