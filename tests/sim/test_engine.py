@@ -757,3 +757,17 @@ def test_a_run_collects_cycles_less_often_and_gives_the_settings_back_even_when_
     with pytest.raises(SimulationError):
         run([job("a")], Scripted(broken))
     assert gc.get_threshold() == before
+
+
+def test_nested_runs_share_one_raise_and_the_last_one_out_restores_the_settings() -> None:
+    import gc
+
+    from slurmx.sim.collector import RUN_THRESHOLD, fewer_collections
+
+    before = gc.get_threshold()
+    raised = (max(before[0], RUN_THRESHOLD), *before[1:])
+    with fewer_collections():
+        with fewer_collections():
+            assert gc.get_threshold() == raised
+        assert gc.get_threshold() == raised  # the outer block still runs
+    assert gc.get_threshold() == before
