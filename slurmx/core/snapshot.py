@@ -59,8 +59,7 @@ class LentSnapshot(Mapping[K, V]):
         stale = self._stale
         if stale:
             for key in stale.intersection(keys):
-                if key in self._data:
-                    self._fresh(key)
+                self._fresh(key)  # as reading it does
         return tuple(map(self._data.__getitem__, keys))
 
     def _complete(self) -> dict[K, V]:

@@ -164,10 +164,11 @@ class Engine(ActionSteps, ViewSteps):
                            if self.options.error_sigma is not None else None)
         self._source: Iterator[SimJob]
         if isinstance(jobs, Sequence):
-            order = sorted(range(len(jobs)), key=lambda i: jobs[i].submit_time)  # stable: ties keep input order
-            self._check_all(jobs[i] for i in order)
-            self._total: int | None = len(jobs)
-            self._source = (jobs[i] for i in order)
+            # stable: ties keep input order; the jobs checked here are the ones run (the caller's list may change)
+            ordered = sorted(jobs, key=lambda job: job.submit_time)
+            self._check_all(ordered)
+            self._total: int | None = len(ordered)
+            self._source = iter(ordered)
         else:
             self._total = None
             self._source = iter(jobs)

@@ -771,3 +771,15 @@ def test_nested_runs_share_one_raise_and_the_last_one_out_restores_the_settings(
             assert gc.get_threshold() == raised
         assert gc.get_threshold() == raised  # the outer block still runs
     assert gc.get_threshold() == before
+
+
+def test_a_sequence_runs_the_jobs_it_checked_even_if_the_callers_list_changes_afterwards() -> None:
+    jobs = [job("j0"), job("j1", submit=1.0), job("j2", submit=2.0)]
+    engine = Engine(cluster(), make_policy("fifo"), jobs, EngineOptions())
+    jobs[2] = job("j0", submit=3.0)  # a repeated id, put in after the checks
+    assert [r.job_id for r in engine.run().jobs] == ["j0", "j1", "j2"]
+
+
+def test_reading_a_stale_key_whole_builds_it_as_reading_it_alone_does() -> None:
+    assert LentSnapshot({}, {"a"}, str.upper)["a"] == "A"
+    assert LentSnapshot({}, {"a"}, str.upper).values_of(["a"]) == ("A",)
