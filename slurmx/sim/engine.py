@@ -178,7 +178,7 @@ class Engine(ActionSteps, ViewSteps):
     def _check_all(self, jobs: Iterable[SimJob]) -> None:
         """Check every job of a sequence before the run starts (the checks a stream gets as each job is read),
         and refuse at once a workload the policy can never serve whole."""
-        seen: set[str] = set()
+        seen = self._seen_ids  # the run's set of ids read: filled here once for a sequence
         too_wide: list[tuple[str, str, int]] = []  # (job, a kind, its nodes) of jobs the policy can never start
         for job in jobs:
             wide = self._check(job, seen)[1]
@@ -250,7 +250,6 @@ class Engine(ActionSteps, ViewSteps):
             if wide is not None:
                 raise self._too_wide_error(wide, 1)
         else:
-            self._seen_ids.add(job.job_id)
             kinds = self._served_kinds(job)
         j = JobState(self._read, job)
         self._read += 1
