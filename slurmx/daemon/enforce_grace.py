@@ -101,6 +101,8 @@ class GraceSteps(EnforcerBase):
                 "intent_file": str(ticket.intent) if ticket.intent else None}
         self.store.put_intent(f"{kind}:{job.job_id}", kind, group_id, "signalled", data, self.clock())
         self.on_action(kind, "signalled" if kind == "resize" else "ok")
+        if ticket.intent_error is not None:  # the deadline is kept in the store all the same: the job cannot dodge
+            self._audit(group_id, kind, f"job {job.job_id}: {ticket.intent_error}")
         self._audit(group_id, kind, f"signalled job {job.job_id} ({site.preemption.signal}); requeue at "
                     f"{time.strftime('%H:%M:%S', time.localtime(ticket.deadline))} unless it exits first")
         return Outcome(APPLIED)

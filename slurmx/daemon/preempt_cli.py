@@ -102,6 +102,8 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
             return folder
 
         def report(outcome: Outcome) -> None:
+            if outcome.note is not None:
+                notes.append(f"job {outcome.job_id}: {outcome.note}")
             for note in notes:
                 click.echo(f"slurmx preempt: note: {note}", err=True)
             notes.clear()

@@ -2,7 +2,10 @@
 
 1. `begin`: write the intent file `<group spool>/preempt-<jobid>` (grace, deadline, t0) atomically and durably,
    *then* signal the batch shell. The job's hook reads the deadline from that file, so job and daemon agree on
-   when the requeue comes; and a daemon that restarts mid-grace finds where it was (`read_intent`).
+   when the requeue comes; and a daemon that restarts mid-grace finds where it was (`read_intent`). The folder
+   is the job user's: an intent that cannot be written there (a directory planted at its name, a full disk)
+   never spares the job. It is signalled all the same, its hook counts its own grace, the caller keeps the
+   deadline (slurmxd in its store) and the ticket says why (`intent_error`).
 2. `settle`: a pure decision from one squeue snapshot — wait; leave alone (the job finished during grace);
    requeue now (the job left with the requeue exit code: no point idling until the deadline); requeue at the
    deadline (a job that ignores the signal goes all the same); or done (Slurm already shows it requeued).
@@ -20,6 +23,7 @@ import contextlib
 import math
 import os
 import re
+import secrets
 import signal as signals
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -64,7 +68,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class PreemptionError(Exception):
-    """This job cannot be preempted (not running, gone, intent not recorded); one line naming the job."""
+    """This job cannot be preempted (not running, gone, a bad grace); one line naming the job."""
 
 
 class Action(StrEnum):
@@ -107,6 +111,7 @@ class PreemptionTicket:
     reason: str = ""
     intent: Path | None = None  # the intent file, removed by `close`
     requeued_at: float | None = None  # set by `enforce`, so a stale snapshot can never requeue twice
+    intent_error: str | None = None  # why the intent file could not be written (the job was signalled anyway)
 
     def remaining(self, now: float) -> float:
         return self.deadline - now
@@ -130,6 +135,7 @@ class Outcome:
     waited_s: float  # from the signal to the decision
     why: str
     error: str | None = None
+    note: str | None = None  # e.g. the intent file could not be written: the job's hook counted its own grace
 
     def line(self) -> str:
         if self.error is not None:
@@ -171,13 +177,12 @@ def _write_intent(path: Path, text: str) -> None:
 
     The spool folder is writable by the job's user while the daemon may run as root: the folder is opened with
     O_NOFOLLOW and both files relative to it with O_NOFOLLOW/O_EXCL, so a planted symlink cannot redirect the
-    write. Nothing is created outside an existing folder.
+    write. Nothing is created outside an existing folder. The temporary name is not guessable, so nothing can be
+    planted there in advance.
     """
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    tmp = f".{path.name}.{os.getpid()}.tmp"
+    tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=folder)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
         try:
             os.write(fd, text.encode())
@@ -224,7 +229,8 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
 
 def close(ticket: PreemptionTicket) -> None:
     """Remove the intent file once the protocol is over, so a later signal (e.g. Slurm's own time-limit warning)
-    is not read against a stale deadline. Missing files are fine: closing twice is harmless."""
+    is not read against a stale deadline. Best effort: a missing file is fine (closing twice is harmless), and
+    whatever the job's user put there since (a directory, a file that cannot be removed) is left, never raised."""
     if ticket.intent is None:
         return
     try:
@@ -232,7 +238,7 @@ def close(ticket: PreemptionTicket) -> None:
     except OSError:
         return
     try:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(ticket.intent.name, dir_fd=folder)
     finally:
         os.close(folder)
@@ -247,8 +253,10 @@ def begin(adapter: SlurmAdapter, job_id: int, grace_s: float, *, signal: str = "
     """Record the intent, then send the grace signal to the batch shell; returns the ticket to settle.
 
     `job` is a fresh snapshot if the caller has one (else squeue is asked). `spool_dir` is the job's group spool
-    folder (None: no intent file; the job's hook then falls back to its own SLURMX_GRACE_S). Raises
-    PreemptionError when the job is not running, or when the intent cannot be recorded (nothing is signalled).
+    folder (None: no intent file; the job's hook then falls back to its own SLURMX_GRACE_S). An intent file that
+    cannot be written there is no reason to spare the job (its user controls the folder): it is signalled all the
+    same, without the file, and the ticket's `intent_error` says why. Raises PreemptionError when the job is not
+    running or ended before the signal.
     """
     if grace_s < 0 or not math.isfinite(grace_s):
         raise PreemptionError(f"job {job_id}: grace must be a non-negative number of seconds, got {grace_s!r}")
@@ -268,8 +276,9 @@ def begin(adapter: SlurmAdapter, job_id: int, grace_s: float, *, signal: str = "
         try:
             _write_intent(ticket.intent, intent_line(ticket))
         except OSError as exc:
-            raise PreemptionError(f"job {job_id}: cannot record the intent in {ticket.intent.parent}: "
-                                  f"{exc.strerror or exc}; not signalled") from None
+            ticket = replace(ticket, intent=None, intent_error=(
+                f"the intent file {ticket.intent} could not be written ({exc.strerror or exc}); signalled "
+                "anyway, its hook counts its own grace"))
     try:
         adapter.signal([job_id], sig, batch_only=True)
     except InvalidJobError:
@@ -404,19 +413,20 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
                 step = advance(adapter, ticket, snapshot.get(job_id), now, mode=mode, release=release)
             except SlurmError as exc:
                 del open_tickets[job_id]
-                finish(Outcome(job_id, None, False, False, now - ticket.t0, "", error=_text(exc, job_id)))
+                finish(Outcome(job_id, None, False, False, now - ticket.t0, "", error=_text(exc, job_id),
+                               note=ticket.intent_error))
                 continue
             if step.decision.action.done:
                 del open_tickets[job_id]
                 finish(Outcome(job_id, step.decision.action, step.ticket.requeued_at is not None,
                                step.ticket.requeued_at is not None and mode == "requeuehold" and not release,
-                               now - ticket.t0, step.decision.why))
+                               now - ticket.t0, step.decision.why, note=ticket.intent_error))
             elif now - ticket.deadline > SETTLE_TIMEOUT_S:
                 del open_tickets[job_id]
                 close(ticket)
                 finish(Outcome(job_id, None, False, False, now - ticket.t0, "",
                                error=f"still {step.decision.why} {SETTLE_TIMEOUT_S:.0f} s after the deadline; "
-                                     "not requeued"))
+                                     "not requeued", note=ticket.intent_error))
         if open_tickets:
             until_deadline = next_deadline - clock()
             sleep(max(0.05, min(poll, until_deadline)) if until_deadline > 0 else poll)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 from pathlib import Path
 
 DEFAULT_GRACE_SIGNAL = "USR2"  # not USR1: NCCL uses it
@@ -165,15 +166,27 @@ def preempt_deadline(signalled_at: float, grace_s: float) -> float:
     """The deadline (epoch seconds) for a grace signal received at `signalled_at`.
 
     The daemon's intent file wins when present, since it knows when it will requeue; otherwise the signal time
-    plus the configured grace. Never raises: it runs inside a signal handler.
+    plus the configured grace (the daemon keeps its own deadline when it could not write the file). Never raises
+    nor blocks: it runs inside a signal handler, so only a regular file is read (a FIFO or a link there is not).
     """
     path = intent_path()
     if path is not None:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                deadline = parse_intent(f.readline().strip(), signalled_at)
+            line = _read_first_line(path)
+            deadline = parse_intent(line.strip(), signalled_at) if line is not None else None
             if deadline is not None:
                 return deadline
         except (OSError, ValueError):
             pass
     return signalled_at + grace_s
+
+
+def _read_first_line(path: Path, limit: int = 4096) -> str | None:
+    """The first line of a regular file at `path`, opened without following a link or waiting on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8", errors="replace").split("\n", 1)[0]
+    finally:
+        os.close(fd)

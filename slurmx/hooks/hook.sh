@@ -49,7 +49,7 @@ _slurmx_set_deadline() {
   grace=$(_slurmx_int "${SLURMX_GRACE_S:-}" 120)
   if [[ -n ${SLURMX_SPOOL_DIR:-} ]]; then
     intent="$SLURMX_SPOOL_DIR/preempt-${SLURM_JOB_ID:-local-$$}"
-    if [[ -r $intent ]]; then
+    if [[ -f $intent && ! -L $intent && -r $intent ]]; then  # the daemon's regular file: a FIFO would block
       IFS= read -r line < "$intent" || true
       line=${line%% reason=*}  # free text, last: not searched for fields
     fi

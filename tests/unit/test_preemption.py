@@ -227,16 +227,19 @@ def test_a_job_that_ended_before_the_signal_is_left_alone(slurm: FakeSlurm, tmp_
     assert list(tmp_path.iterdir()) == []  # the intent is withdrawn
 
 
-def test_no_signal_without_a_durable_intent(slurm: FakeSlurm, tmp_path: Path) -> None:
+def test_an_intent_that_cannot_be_written_spares_no_job(slurm: FakeSlurm, tmp_path: Path) -> None:
+    """The folder is the job user's: what he does to it never stops the signal (tests/unit/test_preempt_dodge.py)."""
     slurm.add(job(7))
-    with pytest.raises(PreemptionError, match=r"^job 7: cannot record the intent in .*missing.*; not signalled$"):
-        pre.begin(slurm, 7, 30, spool_dir=tmp_path / "missing")
+    t = pre.begin(slurm, 7, 30, spool_dir=tmp_path / "missing", now=T0)
+    assert t.intent is None and t.deadline == T0 + 30
+    assert t.intent_error == (f"the intent file {tmp_path}/missing/preempt-7 could not be written (No such file or "
+                              "directory); signalled anyway, its hook counts its own grace")
     target = tmp_path / "elsewhere"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)  # a group folder swapped for a symlink by its (job) owner
-    with pytest.raises(PreemptionError, match="not signalled"):
-        pre.begin(slurm, 7, 30, spool_dir=tmp_path / "link")
-    assert slurm.calls == [] and list(target.iterdir()) == []
+    t = pre.begin(slurm, 7, 30, spool_dir=tmp_path / "link", now=T0)
+    assert t.intent is None and t.intent_error is not None and "could not be written" in t.intent_error
+    assert slurm.controls() == ["signal", "signal"] and list(target.iterdir()) == []
 
 
 def test_a_planted_symlink_at_the_intent_path_is_replaced_not_followed(slurm: FakeSlurm, tmp_path: Path) -> None:
