@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,9 @@ class Executor:
         record = {"group": submitted.group_id, "name": submitted.name, "mode": submitted.mode,
                   "variants": [list(pair) for pair in submitted.variants],
                   "max_result_bytes": self.params.max_result_bytes}
-        tmp = self.folder / f".{submitted.group_id}.json.tmp"
-        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-        tmp.replace(self.folder / f"{submitted.group_id}.json")
+        # Owner-only, never through a link: `Job.attach` reads back only a record that is the caller's alone.
+        tmp = self.folder / f".{submitted.group_id}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+        os.replace(tmp, self.folder / f"{submitted.group_id}.json")

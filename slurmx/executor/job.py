@@ -1,7 +1,8 @@
 """`Job`: one submitted function call, read back from its group folder and from Slurm.
 
 A Job holds ids, never state: every question reads the outcome file or asks Slurm afresh, so a Job rebuilt from
-its group id in another process (`Job.attach`) knows everything the submitting one did.
+its group id in another process (`Job.attach`) knows everything the submitting one did. What it reads back (the
+outcome, which is a pickle, and the outputs) must be the caller's own: see `payload.read_outcome`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import pickle
 import time
+import warnings
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +21,15 @@ from typing import Any
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
-from slurmx.core.userfiles import read_user_text
-from slurmx.executor.payload import read_outcome
+from slurmx.core.userfiles import UntrustedFile, read_own_file
+from slurmx.executor.payload import OutcomeError, read_outcome, read_own_output
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
 __all__ = ["Job", "JobError", "RemoteTraceback", "job_state", "ran_variant"]
 
-OUTPUT_CAP = 16 << 20  # bytes of stdout / stderr returned: a log, not a data channel
+OUTPUT_CAP = 16 << 20  # bytes of stdout / stderr returned (the last ones): a log, not a data channel
+RECORD_CAP = 1 << 20  # an executor record is a few hundred bytes
 
 
 class JobError(Exception):
@@ -89,6 +92,22 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
     raise exc from remote
 
 
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """The executor's record of a group (`Executor(folder=)`), or None when there is none to trust.
+
+    A record the caller does not own alone (another user's file or folder, a link, a FIFO) is not an error to stop
+    on: the job ids come from Slurm instead, and a warning names the path and why.
+    """
+    try:
+        raw = read_own_file(path, max_bytes=RECORD_CAP)
+        data = json.loads(raw) if raw is not None else None
+    except (UntrustedFile, ValueError) as exc:
+        warnings.warn(f"{exc if isinstance(exc, UntrustedFile) else f'{path}: not JSON'}: not using this record, "
+                      "asking Slurm", stacklevel=3)
+        return None
+    return data if isinstance(data, dict) else None
+
+
 @dataclass
 class Job:
     """A function call submitted as one group; `result()` waits for it."""
@@ -110,9 +129,8 @@ class Job:
         site_config = site if isinstance(site, SiteConfig) else load_site_config(site)
         slurm = adapter or adapter_from_config(site_config.transport)
         job = cls(group_id, site_config, slurm)
-        record = Path(folder) / f"{group_id}.json" if folder is not None else None
-        if record is not None and record.is_file():
-            data = json.loads(record.read_text(encoding="utf-8"))
+        data = _read_record(Path(folder) / f"{group_id}.json") if folder is not None else None
+        if data is not None:
             job.variants = tuple((str(k), int(v)) for k, v in data.get("variants", []))
             job.max_result_bytes = int(data.get("max_result_bytes", job.max_result_bytes))
         else:
@@ -132,7 +150,7 @@ class Job:
         return [job_id for _, job_id in self.variants]
 
     def status(self) -> GroupStatus | None:
-        return find_group(self.adapter, self.group_id, since="now-7days")
+        return find_group(self.adapter, self.group_id, since="now-7days", spool_dir=self.site.submit.spool_dir)
 
     def outcome(self) -> dict[str, Any] | None:
         return read_outcome(self.folder, self.max_result_bytes)
@@ -156,7 +174,8 @@ class Job:
         return status is None or status.finished
 
     def stdout(self) -> str | None:
-        """What the call printed (every run of it, across requeues), or None before it started."""
+        """What the call printed (every run of it, across requeues; the last 16 MiB of more), or None before it
+        started. NotYours when the group folder or the file is not the caller's alone."""
         return self._output("out")
 
     def stderr(self) -> str | None:
@@ -166,12 +185,7 @@ class Job:
         ran = ran_variant(*self._both())
         if ran is None:
             return None
-        path = Path(self.folder) / f"fn-{ran[1]}.{suffix}"
-        try:
-            owner = os.lstat(self.folder).st_uid
-        except OSError:
-            return None
-        return read_user_text(path, owner=owner, folder_owner=owner, max_bytes=OUTPUT_CAP)
+        return read_own_output(Path(self.folder) / f"fn-{ran[1]}.{suffix}", OUTPUT_CAP)
 
     def _both(self) -> tuple[GroupStatus | None, dict[str, Any] | None]:
         outcome = self.outcome()
@@ -204,7 +218,7 @@ class Job:
         """The exception the call raised (waiting for it), or None when it returned."""
         try:
             self.result(timeout)
-        except TimeoutError:
+        except (TimeoutError, OutcomeError):  # no answer yet, or none to trust: not the call's own exception
             raise
         except Exception as exc:
             return exc

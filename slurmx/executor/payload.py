@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import functools
 import io
-import os
 import pickle
 import re
 import shlex
@@ -24,11 +23,11 @@ from typing import Any
 
 import cloudpickle
 
-from slurmx.core.userfiles import read_user_file
+from slurmx.core.userfiles import OverCap, UntrustedFile, read_own_file
 from slurmx.executor import jobside
 
-__all__ = ["OUTCOME", "RUNTIME_MODULE", "carries_bytecode", "folder_files", "job_script", "pickle_call",
-           "read_outcome"]
+__all__ = ["OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "carries_bytecode", "folder_files", "job_script",
+           "pickle_call", "read_outcome", "read_own_output"]
 
 OUTCOME = jobside.OUTCOME
 RUNTIME_MODULE = "_slurmx_call"
@@ -101,24 +100,47 @@ class OutcomeError(Exception):
     """The outcome file is there but cannot be read or is not an outcome; the message says why."""
 
 
-def read_outcome(folder: str | Path, max_bytes: int) -> dict[str, Any] | None:
-    """The job's outcome, or None while there is none.
+class NotYours(OutcomeError):
+    """The group folder, or a file in it, is not the caller's alone: nothing in it was read or unpickled.
 
-    The file lives in the user's own group folder: it is read only if that folder is writable by its owner alone,
-    without following links, as a regular file of at most `max_bytes`.
+    Why the caller and not the folder's owner: a group id is anyone's to name, and a folder another user made
+    (or swapped in, under a spool root that is not root's) would hand that user's pickle to the caller to run.
+    """
+
+
+def read_outcome(folder: str | Path, max_bytes: int) -> dict[str, Any] | None:
+    """The job's outcome, or None while there is none (no folder or no outcome file yet).
+
+    Read only when the folder and the file are both the calling user's (euid) and writable by no one else, the
+    file regular, not a link and at most `max_bytes` (`max_result_bytes`): anything else raises NotYours, one
+    line naming the path and why, and nothing is unpickled.
     """
     path = Path(folder) / OUTCOME
     try:
-        owner = os.lstat(folder).st_uid
-        data = read_user_file(path, owner=owner, folder_owner=owner, max_bytes=max_bytes)
+        data = read_own_file(path, max_bytes=max_bytes)
+    except OverCap as exc:
+        raise OutcomeError(f"{exc}: raise it with Executor.update_parameters(max_result_bytes=...) before submitting, "
+                           "or job.max_result_bytes = ... before reading") from None
+    except UntrustedFile as exc:
+        raise NotYours(f"{exc}: not reading its result") from None
     except OSError as exc:
-        if not os.path.lexists(path):
-            return None  # not written yet
-        raise OutcomeError(f"cannot read the outcome: {exc}") from None
+        raise OutcomeError(f"cannot read the outcome {path}: {exc}") from None
+    if data is None:
+        return None  # not written yet
     try:
-        outcome = pickle.loads(data)  # the user's own file, written by their own job
+        outcome = pickle.loads(data)  # the caller's own file, in the caller's own folder
     except Exception as exc:
         raise OutcomeError(f"{path}: not a readable outcome ({type(exc).__name__}: {exc})") from None
     if not isinstance(outcome, dict) or "ok" not in outcome:
         raise OutcomeError(f"{path}: not an outcome")
     return outcome
+
+
+def read_own_output(path: str | Path, max_bytes: int) -> str | None:
+    """What a call printed (its last `max_bytes` when it printed more), under the same rule as `read_outcome`;
+    None while the file is not there."""
+    try:
+        data = read_own_file(path, max_bytes=max_bytes, tail=True)
+    except UntrustedFile as exc:
+        raise NotYours(f"{exc}: not reading its output") from None
+    return None if data is None else data.decode("utf-8", errors="replace")
