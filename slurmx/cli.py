@@ -135,7 +135,15 @@ def doctor(ctx: Context) -> None:
     console.print(f"[green]✓[/green] accounting answers ({len(records)} jobs in the last hour)")
     transport = getattr(adapter, "transport", None)
     if transport is not None:
+        from rich.markup import escape
+
         from slurmx.daemon.checks import lease_guard_problem, parse_config
+        from slurmx.slurm.adapter import spool_root_problem_via
+
+        spool = spool_root_problem_via(transport, site.submit.spool_dir)  # where `submit` makes group folders
+        problems += bool(spool)
+        console.print(f"[red]✗[/red] {escape(spool)}" if spool else
+                      f"[green]✓[/green] spool root {escape(site.submit.spool_dir)}: root's, sticky, not a link")
 
         shown = transport.run(["scontrol", "show", "config"], timeout=30.0)
         problem = lease_guard_problem(parse_config(shown.stdout)) if shown.returncode == 0 else \
@@ -230,7 +238,8 @@ def _status_rows(groups: list[Any]) -> Table:
 
 def _group_json(group: Any) -> dict[str, Any]:
     return {"group": group.group_id, "name": group.name, "user": group.user, "class": group.job_class,
-            "state": group.state.value, "valid": group.valid,
+            "state": group.state.value, "valid": group.valid, "foreign_jobs": list(group.foreign),
+            "note": group.note,
             "running": group.running.kind if group.running else None,
             "variants": [{"kind": v.kind, "job_id": v.job_id, "state": v.state.value, "reason": v.reason,
                           "why": v.why, "nodes": v.nodes, "partition": v.partition,
@@ -246,18 +255,20 @@ def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
     from slurmx.submit.groups import find_group, list_groups
 
     if group_id:
-        found = find_group(ctx.adapter(), group_id)
+        found = find_group(ctx.adapter(), group_id, spool_dir=ctx.site().submit.spool_dir)
         if found is None:
             raise click.ClickException(f"no group {group_id} in squeue or the last 7 days of accounting")
         groups = [found]
     else:
-        groups = list_groups(ctx.adapter(), user=_me(ctx))
+        groups = list_groups(ctx.adapter(), user=_me(ctx), spool_dir=ctx.site().submit.spool_dir)
     decisions = _daemon_decisions(ctx.site())
     if as_json:
         click.echo(json.dumps([{**_group_json(g), "decision": decisions.get(g.group_id)} for g in groups], indent=2))
     else:
         _console().print(_status_rows(groups))
         for g in groups:
+            if g.note:
+                click.echo(f"{g.group_id}: {g.note}")
             if g.group_id in decisions:
                 click.echo(f"slurmxd on {g.group_id}: {decisions[g.group_id]}")
 
@@ -326,7 +337,8 @@ def groups(ctx: Context, as_json: bool, all_users: bool) -> None:
     """My groups (pending, running and recently finished)."""
     from slurmx.submit.groups import list_groups
 
-    found = list_groups(ctx.adapter(), user=None if all_users else _me(ctx))
+    found = list_groups(ctx.adapter(), user=None if all_users else _me(ctx),
+                        spool_dir=ctx.site().submit.spool_dir)
     if as_json:
         click.echo(json.dumps([_group_json(g) for g in found], indent=2))
     else:
@@ -341,10 +353,13 @@ def cancel(ctx: Context, group_id: str) -> None:
     from slurmx.submit.groups import cancel_group, find_group
 
     adapter = ctx.adapter()
-    found = find_group(adapter, group_id, since="now-1day")
+    found = find_group(adapter, group_id, since="now-1day", spool_dir=ctx.site().submit.spool_dir)
     if found is None:
         raise click.ClickException(f"no group {group_id} in squeue or the last day of accounting")
-    cancelled = cancel_group(adapter, found)
+    try:
+        cancelled = cancel_group(adapter, found)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"Cancelled group {group_id}: jobs {', '.join(map(str, cancelled)) or 'none active'}")
 
 

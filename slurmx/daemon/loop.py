@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -33,9 +33,9 @@ from slurmx.daemon.enforce import AuditRow, Enforcer
 from slurmx.daemon.errors import CycleTimeout, DaemonError
 from slurmx.daemon.lease import LeasedSlurm
 from slurmx.daemon.metrics import Metrics
-from slurmx.daemon.observe import Observation
+from slurmx.daemon.observe import Observation, fact_of
 from slurmx.daemon.profiling import ProfilingStage
-from slurmx.daemon.store import Store
+from slurmx.daemon.store import GroupFact, Store
 from slurmx.daemon.wake import Waker, notify
 from slurmx.policies.base import Policy
 from slurmx.slurm import SlurmAdapter, SlurmError
@@ -45,8 +45,6 @@ __all__ = ["AlreadyRunning", "CycleReport", "CycleTimeout", "Daemon", "Waker", "
 
 log = logging.getLogger("slurmxd")
 MAX_BACKOFF_S = 60.0
-FORGET_EVERY = 500  # cycles
-FORGET_AFTER_S = 86_400.0
 # The watchdog's limit on one cycle, derived rather than a site setting: the longer of these two.
 CYCLE_LIMIT_MIN_S = 120.0
 CYCLE_LIMIT_INTERVALS = 20
@@ -180,16 +178,16 @@ class Daemon:
         return CycleReport(self.cycles, now, decision.plan, seconds, pending, running, len(obs.rejected), rows)
 
     def _record_new(self, obs: Observation, now: float) -> None:
-        """Remember original submit times; report each untrusted group once per daemon life."""
+        """Remember open groups' facts and drop those of closed ones; report each untrusted group once while it is
+        rejected."""
+        self.backend.owners.keep(obs.groups)
         if not self.dry_run:
-            facts = self.store.group_facts()
-            fresh = {g.group_id: g.submit_time for g in obs.view.groups.values() if g.group_id not in facts}
-            self.store.remember_groups(fresh, now)
-            if self.cycles % FORGET_EVERY == 0:  # facts of groups squeue forgot a day ago are no longer needed
-                self.store.forget_groups(obs.groups.keys(), now - FORGET_AFTER_S)
+            self._record_facts(obs)
             if (self.cycles - 1) % self.site.daemon.audit_prune_every == 0:  # at start-up, then now and then
                 self._prune_audit(now)
         rows: list[AuditRow] = []
+        current = {(rejected.group_id, rejected.reason) for rejected in obs.rejected}
+        self._reported &= current  # bounded by what squeue shows now: a rejection that ends is forgotten
         for rejected in obs.rejected:
             key = (rejected.group_id, rejected.reason)
             if key not in self._reported:
@@ -201,6 +199,30 @@ class Daemon:
                              f"ignored (jobs {','.join(map(str, rejected.job_ids))}): {rejected.reason}"))
         if rows and not self.dry_run:
             self.store.audit(rows)
+
+    def _record_facts(self, obs: Observation) -> None:
+        """Facts of groups seen for the first time (or with new jobs) into the store; those of groups that closed
+        (no active job of the owner left, or gone from squeue) out of it, so a group id used again starts afresh."""
+        facts = self.store.group_facts()
+        fresh: list[GroupFact] = []
+        matched: set[tuple[str, int, int]] = set()
+        for tg in obs.groups.values():
+            if not any(job.state.is_active for job in tg.jobs.values()):
+                continue  # closed: its facts (if any) are dropped below
+            ids = {job.job_id for job in tg.jobs.values()}
+            fact = fact_of(facts, tg) if tg.group_id in facts else None
+            if fact is None:
+                group = obs.view.groups.get(tg.group_id)
+                times = [float(j.submit_time) for j in tg.jobs.values() if j.submit_time]
+                submit = group.submit_time if group is not None else min(times, default=obs.view.now)
+                fresh.append(GroupFact(tg.group_id, tg.user_id, tg.first_job_id, frozenset(ids), submit))
+                continue
+            matched.add((fact.group_id, fact.owner_uid, fact.first_job))
+            if not ids <= fact.job_ids:
+                fresh.append(replace(fact, job_ids=fact.job_ids | ids))
+        self.store.remember_groups(fresh, obs.view.now)
+        self.store.close_groups(f for rows in facts.values() for f in rows
+                                if (f.group_id, f.owner_uid, f.first_job) not in matched)
 
     def _prune_audit(self, now: float) -> None:
         """Apply the site's audit retention (`daemon.audit_keep`, `daemon.audit_keep_rows`)."""

@@ -15,13 +15,15 @@ from dataclasses import dataclass, replace
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, Variant, VariantState
+from slurmx.core.ownership import OwnerLookup
 from slurmx.core.resources import Resources
+from slurmx.daemon.store import GroupFact
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
 from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.parse import expand_hostlist
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["GraceMark", "Observation", "StartMark", "build_view"]
+__all__ = ["GraceMark", "Observation", "StartMark", "build_view", "fact_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +66,29 @@ def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None) ->
                    start_time=float(started) if started and state.is_active and state not in _NOT_STARTED else None)
 
 
+def fact_of(facts: Mapping[str, list[GroupFact]], tg: TrustedGroup) -> GroupFact | None:
+    """The store's facts of this very group: its id, its owner, and a job seen before (store.GroupFact)."""
+    for fact in facts.get(tg.group_id, ()):
+        if fact.matches(tg.user_id, (job.job_id for job in tg.jobs.values())):
+            return fact
+    return None
+
+
 def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
-               now: float, *, facts: Mapping[str, tuple[float, int, float | None]] | None = None,
+               now: float, *, owner_of: OwnerLookup, facts: Mapping[str, list[GroupFact]] | None = None,
                starts: Mapping[str, StartMark] | None = None,
                grace: Mapping[str, GraceMark] | None = None) -> Observation:
-    """The policy's snapshot. `facts`: group -> (original submit time, preemptions, last requeue) from the store."""
+    """The policy's snapshot. `owner_of`: who owns a group's folder (`core/ownership.py`); `facts`: the store's
+    facts of open groups (original submit time, preemptions, last requeue)."""
     with collector_paused():  # tens of thousands of acyclic records (see collector_paused)
-        return _build_view(site, list(jobs), nodes, partitions, now, facts or {}, starts or {}, grace or {})
+        return _build_view(site, list(jobs), nodes, partitions, now, owner_of, facts or {}, starts or {},
+                           grace or {})
 
 
 def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
-                now: float, facts: Mapping[str, tuple[float, int, float | None]], starts: Mapping[str, StartMark],
-                grace: Mapping[str, GraceMark]) -> Observation:
-    trusted, rejected = sort_jobs(site, job_list)
+                now: float, owner_of: OwnerLookup, facts: Mapping[str, list[GroupFact]],
+                starts: Mapping[str, StartMark], grace: Mapping[str, GraceMark]) -> Observation:
+    trusted, rejected = sort_jobs(site, job_list, owner_of)
     node_map = {n.name: n for n in nodes}
     order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
@@ -110,9 +122,9 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         if held_back is not None and mark is not None:
             for name in mark.nodes:
                 reserved[name] = reserved.get(name, Resources()) + held_back
-        fact = facts.get(group_id)
+        fact = fact_of(facts, tg) if group_id in facts else None
         if fact is not None:
-            submit, preemptions, requeued = fact
+            submit, preemptions, requeued = fact.submit_time, fact.preemptions, fact.last_requeue
         else:
             times = [v.submit_time for v in variants if v.submit_time is not None]
             # Not after `now`: the cycle reads its clock before squeue, and a group submitted in between shows

@@ -49,8 +49,8 @@ class ShadowBackend(SlurmBackend):
     def read(self, now: float) -> Observation:
         jobs, nodes, partitions = self.read_slurm()
         jobs, nodes, marks = as_if_managed(jobs, nodes, self.started, self.since)
-        return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(), starts=marks,
-                          grace=grace_marks(self.store))
+        return build_view(self.site, jobs, nodes, partitions, now, owner_of=self.owners,
+                          facts=self.store.group_facts(), starts=marks, grace=grace_marks(self.store))
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 from slurmx.daemon.errors import DaemonError
 
-__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "Intent", "SampleRow", "Store", "StoreError"]
+__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError"]
 
 # One script per schema version; never edit a released one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -85,7 +85,26 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE samples ADD COLUMN points TEXT NOT NULL DEFAULT '';  -- a CPU search's 'cpus:rate;...' (w= field)
     """,
+    # Facts keyed by group id alone outlived their owner: a group id reused (by anyone) inherited the original
+    # submit time (a jump in the FIFO queue) and the preemption count (immunity under a preemption cap). Facts
+    # are now the facts of one group of one owner, found by its job ids, and dropped when it closes. Facts of
+    # groups in flight at the upgrade start again from what Slurm shows.
+    """
+    DROP TABLE groups;
+    CREATE TABLE group_facts (
+        group_id TEXT NOT NULL,
+        owner_uid INTEGER NOT NULL,    -- the uid owning the group's spool folder (core/ownership.py)
+        first_job INTEGER NOT NULL,    -- the owner's earliest job of the group when first seen
+        job_ids TEXT NOT NULL,         -- 'id,id,...': every job of the group seen while it was open
+        first_seen REAL NOT NULL,
+        submit_time REAL NOT NULL,     -- the original submission; Slurm resets it at requeue
+        preemptions INTEGER NOT NULL DEFAULT 0,
+        last_requeue REAL,
+        PRIMARY KEY (group_id, owner_uid, first_job)
+    );
+    """,
 )
+MAX_FACT_JOBS = 64  # job ids remembered per group (variants and their resubmissions; the newest kept)
 
 
 class StoreError(DaemonError):
@@ -101,6 +120,24 @@ class Intent:
     data: Mapping[str, Any]
     created: float
     updated: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFact:
+    """What the daemon remembers of one open group of one owner that Slurm forgets (a requeue resets the submit
+    time) or never knew (how often slurmxd preempted it)."""
+
+    group_id: str
+    owner_uid: int
+    first_job: int
+    job_ids: frozenset[int]
+    submit_time: float
+    preemptions: int = 0
+    last_requeue: float | None = None
+
+    def matches(self, owner_uid: int, job_ids: Iterable[int]) -> bool:
+        """The same group: the same owner, and a job seen before (a reused group id has only new jobs)."""
+        return owner_uid == self.owner_uid and not self.job_ids.isdisjoint(job_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,31 +272,37 @@ class Store:
 
     # ------------------------------------------------------------------------------------------ groups
 
-    def remember_groups(self, first_seen: Mapping[str, float], now: float) -> None:
-        """Record the submit time of groups seen for the first time (one transaction for the lot)."""
-        if not first_seen:
+    def remember_groups(self, facts: Iterable[GroupFact], now: float) -> None:
+        """Record groups seen for the first time, or new job ids of known ones (one transaction for the lot)."""
+        rows = [(f.group_id, f.owner_uid, f.first_job, _ids_text(f.job_ids), now, f.submit_time) for f in facts]
+        if not rows:
             return
         with self._transaction():
-            self._db.executemany("INSERT OR IGNORE INTO groups (group_id, first_seen, submit_time) VALUES (?,?,?)",
-                                 [(g, now, t) for g, t in first_seen.items()])
+            self._db.executemany("INSERT INTO group_facts (group_id, owner_uid, first_job, job_ids, first_seen, "
+                                 "submit_time) VALUES (?,?,?,?,?,?) ON CONFLICT (group_id, owner_uid, first_job) "
+                                 "DO UPDATE SET job_ids=excluded.job_ids", rows)
 
-    def group_facts(self) -> dict[str, tuple[float, int, float | None]]:
-        """group -> (original submit time, preemptions, last requeue time)."""
-        rows = self._db.execute("SELECT group_id, submit_time, preemptions, last_requeue FROM groups")
-        return {g: (float(t), int(n), r) for g, t, n, r in rows}
+    def group_facts(self) -> dict[str, list[GroupFact]]:
+        """group id -> the facts of the open groups of that id (one, unless a stale one awaits `close_groups`)."""
+        facts: dict[str, list[GroupFact]] = {}
+        for g, uid, first, ids, t, n, r in self._db.execute(
+                "SELECT group_id, owner_uid, first_job, job_ids, submit_time, preemptions, last_requeue "
+                "FROM group_facts"):
+            facts.setdefault(g, []).append(GroupFact(g, int(uid), int(first), frozenset(_parse_ids(ids)), float(t),
+                                                     int(n), r))
+        return facts
 
     def count_preemption(self, group_id: str, now: float) -> None:
-        self._db.execute("UPDATE groups SET preemptions = preemptions + 1, last_requeue=? WHERE group_id=?",
+        self._db.execute("UPDATE group_facts SET preemptions = preemptions + 1, last_requeue=? WHERE group_id=?",
                          (now, group_id))
 
-    def forget_groups(self, keep: Iterable[str], older_than: float) -> None:
-        """Drop facts of groups Slurm no longer shows, once they are old (the audit log keeps their history)."""
-        keep_set = set(keep)
-        old = [g for (g,) in self._db.execute("SELECT group_id FROM groups WHERE first_seen < ?", (older_than,))
-               if g not in keep_set]
-        if old:
+    def close_groups(self, facts: Iterable[GroupFact]) -> None:
+        """Drop the facts of groups that closed (no active job left, or gone from squeue): a group id used again
+        starts afresh."""
+        rows = [(f.group_id, f.owner_uid, f.first_job) for f in facts]
+        if rows:
             with self._transaction():
-                self._db.executemany("DELETE FROM groups WHERE group_id=?", [(g,) for g in old])
+                self._db.executemany("DELETE FROM group_facts WHERE group_id=? AND owner_uid=? AND first_job=?", rows)
 
     # ------------------------------------------------------------------------------------------ audit
 
@@ -357,6 +400,14 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT INTO meta (key, value) VALUES (?,?) "
                          "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+
+def _ids_text(ids: Iterable[int]) -> str:
+    return ",".join(map(str, sorted(ids)[-MAX_FACT_JOBS:]))
+
+
+def _parse_ids(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.isdigit()]
 
 
 def _intent(row: tuple[Any, ...]) -> Intent:

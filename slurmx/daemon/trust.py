@@ -1,17 +1,18 @@
-"""Which Slurm jobs the daemon may act on (ARCHITECTURE.md, "Trust"); pure functions over squeue records.
+"""Which Slurm jobs the daemon may act on (ARCHITECTURE.md, "Trust"); functions over squeue records.
 
 A comment is only a hint anyone can write. Privileges come from fields Slurm enforces: the UserId, the QOS
 (the TE/BE class), the partition. So a job is a variant only when it carries the group tag, and a group belongs to
-the user of its earliest job (the lowest job id: `slurmx submit` submits every variant before anyone can read the
-new group id from squeue). A job of another user carrying the tag is a forgery: it is set aside and reported,
-never acted on, and the rightful group goes on without it. The submitter's own jobs must then share one
-class-bearing QOS, be site kinds in their kinds' partitions, with at most one active job per kind; otherwise the
-group is left alone and reported once, never acted on. A tag this daemon cannot read (a newer version, a
-malformed field) sets its job aside the same way, named.
+the uid that owns its spool folder (`core/ownership.py`: `slurmx submit` creates it as the submitting user before
+the first sbatch), never to whoever holds its lowest job id. A job of another uid carrying the tag is a forgery:
+it is set aside and reported, never acted on, and the rightful group goes on without it; a group whose folder is
+missing or not a plain folder has no owner anyone can verify and is left alone, reported. The owner's own jobs
+must then share one class-bearing QOS, be site kinds in their kinds' partitions, with at most one active job per
+kind; otherwise the group is left alone and reported once, never acted on. A tag this daemon cannot read (a newer
+version, a malformed field) sets its job aside the same way, named.
 
-A group's grace period is its own (the `gr=` tag of its earliest job, what its `--signal` was rendered from),
-clamped to the site's `preemption.max_grace`: a comment is the user's to write, and a huge grace would let a job
-hold its node long after the policy preempted it.
+Every number of a tag is the user's: a group's grace period (the `gr=` of its earliest job, what its `--signal`
+was rendered from) is clamped to the site's `preemption.max_grace`, and an estimate (`e=`) to the job's own time
+limit (Slurm ends the job there whatever it claims) and to `MAX_ESTIMATE_S`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from dataclasses import dataclass
 from slurmx.core import tag
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
+from slurmx.core.ownership import FolderOwner, OwnerLookup
+from slurmx.core.ownership import members as owned_members
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["Rejected", "TrustedGroup", "job_grace", "sort_jobs"]
+__all__ = ["MAX_ESTIMATE_S", "Rejected", "TrustedGroup", "job_grace", "sort_jobs"]
 
 _SAFE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+MAX_ESTIMATE_S = 366 * 86_400.0  # a year: the bound on an estimate of a job without a time limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,8 @@ class TrustedGroup:
     jobs: Mapping[str, SlurmJob]  # kind -> the newest job of that kind
     estimates: Mapping[str, float | None]  # kind -> seconds from the `e=` tag, else the job's time limit
     grace_s: int | None = None  # the group's own grace period (`gr=`), clamped; None: the site's default
+    first_job_id: int = 0  # the owner's earliest job of the group: with the group and the owner, what the store's
+    # facts are keyed by (a group id reused after the group closed starts afresh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +62,12 @@ def _class_of(site: SiteConfig) -> dict[str, JobClass]:
     return {site.qos_for(JobClass.TE): JobClass.TE, site.qos_for(JobClass.BE): JobClass.BE}
 
 
-def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedGroup], list[Rejected]]:
+def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup) \
+        -> tuple[list[TrustedGroup], list[Rejected]]:
     """Split squeue records into trusted groups and rejected ones; jobs without the tag are not ours (skipped).
 
-    Pure. A job of another user than the group's submitter is set aside (reported while active), never the group.
+    `owner_of` answers who owns a group's folder. A job of another uid than the folder's owner is set aside
+    (reported while active), never the group; a group without a verifiable owner is reported while active.
     """
     by_group: dict[str, list[tuple[str, SlurmJob]]] = {}
     rejected: list[Rejected] = []
@@ -99,11 +107,14 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
                 members.reverse()
         elif len(members) > 2:
             members.sort(key=_job_id_of)
+        owner = owner_of(group_id)
+        if owner is None or any(j.user_id != owner.uid for _, j in members):
+            members, set_aside = _split_foreign(site, group_id, members, owner)
+            if set_aside is not None:
+                rejected.append(set_aside)
+            if not members:
+                continue
         first = members[0][1]
-        if any(j.user_id != first.user_id for _, j in members):
-            members, forged = _split_forged(group_id, members)
-            if forged is not None:
-                rejected.append(forged)
         reason = _problem(members, classes, partitions)
         if reason:
             rejected.append(Rejected(group_id, tuple(j.job_id for _, j in members), reason))
@@ -111,27 +122,33 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob]) -> tuple[list[TrustedG
         by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
         trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
                                     {kind: estimates[job.job_id] for kind, job in by_kind.items()},
-                                    graces[first.job_id]))
+                                    graces[first.job_id], min(job.job_id for job in by_kind.values())))
     return trusted, rejected
 
 
-def _split_forged(group_id: str, members: list[tuple[str, SlurmJob]]) \
-        -> tuple[list[tuple[str, SlurmJob]], Rejected | None]:
-    """The submitter's own jobs (those of the earliest job's UserId), and the active forgeries to report.
+def _split_foreign(site: SiteConfig, group_id: str, members: list[tuple[str, SlurmJob]],
+                   owner: FolderOwner | None) -> tuple[list[tuple[str, SlurmJob]], Rejected | None]:
+    """The folder owner's own jobs of the group, and the active foreign ones to report.
 
-    A finished forgery is dropped silently: it can no longer run, so it must not stall the rightful group for
+    A finished foreign job is dropped silently: it can no longer run, so it must not stall the rightful group for
     the minutes `MinJobAge` keeps it in squeue.
     """
-    owner = members[0][1]
-    own = [m for m in members if m[1].user_id == owner.user_id]
-    foreign = [j for _, j in members if j.user_id != owner.user_id and j.state.is_active]
+    pairs = {id(job): (kind, job) for kind, job in members}
+    own_jobs, foreign_jobs = owned_members([job for _, job in members], owner)
+    own = [pairs[id(job)] for job in own_jobs]
+    foreign = [j for j in foreign_jobs if j.state.is_active]
     if not foreign:
         return own, None
-    forgers = ", ".join(sorted({f"{j.user or '?'}({j.user_id})" for j in foreign}))
     ids = tuple(j.job_id for j in foreign)
+    if owner is None:
+        folder = f"{site.submit.spool_dir.rstrip('/')}/{group_id}"
+        return own, Rejected(group_id, ids, f"no group folder {folder} (or not a plain folder): the group's owner "
+                             "cannot be verified, so none of its jobs is acted on; submit with `slurmx submit`, "
+                             "which creates it")
+    forgers = ", ".join(sorted({f"{j.user or '?'}({j.user_id})" for j in foreign}))
     return own, Rejected(group_id, ids, f"job(s) {', '.join(map(str, ids))} of {forgers} carry the tag of group "
-                         f"{group_id}, which belongs to {owner.user or '?'}({owner.user_id}): set aside and never "
-                         "acted on; the group goes on without them")
+                         f"{group_id}, whose folder belongs to uid {owner.uid}: set aside and never acted on; the "
+                         "group goes on without them")
 
 
 def _job_id_of(member: tuple[str, SlurmJob]) -> int:
@@ -154,15 +171,18 @@ def _grace(text: str | None, limit: int) -> int | None:
 
 
 def _estimate(text: str | None, job: SlurmJob) -> float | None:
-    """Seconds this variant is expected to run: the `e=` tag (the spec's estimate), else its time limit."""
+    """Seconds this variant is expected to run: the `e=` tag (the spec's estimate), else its time limit; at most
+    its time limit (Slurm ends it there) and `MAX_ESTIMATE_S`."""
+    limit = min(float(job.time_limit_s), MAX_ESTIMATE_S) if job.time_limit_s and job.time_limit_s > 0 \
+        else MAX_ESTIMATE_S
     if text:
         try:
             value = float(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             value = -1.0
-        if value > 0 and value != float("inf"):
-            return value
-    return float(job.time_limit_s) if job.time_limit_s else None
+        if value > 0 and value != float("inf"):  # NaN fails `> 0`
+            return min(value, limit)
+    return limit if job.time_limit_s and job.time_limit_s > 0 else None
 
 
 def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],

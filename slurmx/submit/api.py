@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,8 @@ class GroupHandle:
         return self.submitted.group_id
 
     def status(self) -> GroupStatus:
-        found = find_group(self.adapter, self.group_id, since="now-1day")
+        found = find_group(self.adapter, self.group_id, since="now-1day",
+                           spool_dir=posixpath.dirname(self.submitted.spool_dir.rstrip("/")))
         if found is None:
             raise LookupError(f"Slurm no longer knows group {self.group_id} (jobs {self.submitted.job_ids()})")
         return found

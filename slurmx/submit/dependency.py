@@ -102,8 +102,7 @@ def resolve_dependency(text: str, find: Lookup) -> str:
             raise ValueError(f"{term.kind}:{term.target}: no group {term.target} in squeue or the last 7 days of "
                              "accounting; check the id with `slurmx status`")
         if not group.valid:
-            raise ValueError(f"{term.kind}:{term.target}: the group's jobs belong to several users; depend on a "
-                             "group you trust")
+            raise ValueError(f"{term.kind}:{term.target}: {group.note}; depend on a group you trust")
         if group.finished:
             if term.kind == "afterok" and group.state is not GroupState.COMPLETED:
                 raise ValueError(f"afterok:{term.target}: the group already ended {group.state.value}, so this "

@@ -1,7 +1,9 @@
 """Groups as Slurm shows them: discovered from the variants' comment tags, never from local state.
 
-Slurm is the shared state between users and the daemon. A comment is only a hint, so a group whose variants
-do not all belong to one user is reported as invalid instead of being acted on.
+Slurm is the shared state between users and the daemon. A comment is only a hint anyone can write, so a group's
+jobs are those of the uid owning its spool folder (`core/ownership.py`, the rule slurmxd applies too): another
+user's job carrying the tag is listed apart (`foreign`), never shown, cancelled or waited on as the group's, and a
+group whose folder cannot be found has no owner to trust (`valid` False).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmx.core.model import GroupState, VariantState
+from slurmx.core.ownership import FolderOwner, members
+from slurmx.core.spool import spool_path
 from slurmx.core.tag import leased, readable_fields
 from slurmx.profile.sampling import sample_fields
 from slurmx.slurm import SlurmAdapter
@@ -59,7 +63,19 @@ class GroupStatus:
     user: str
     job_class: str
     variants: tuple[VariantStatus, ...]
-    valid: bool = True
+    valid: bool = True  # its folder's owner is known and owns its variants
+    foreign: tuple[int, ...] = ()  # jobs of other users carrying its tag: never counted as the group's
+    owner_uid: int | None = None
+
+    @property
+    def note(self) -> str:
+        """One line on what was set aside, for `slurmx status`."""
+        if self.owner_uid is None:
+            return "its group folder is missing (or not a folder): no owner to trust; nothing is counted as its own"
+        if self.foreign:
+            return (f"job(s) {', '.join(map(str, self.foreign))} of other users carry this group's tag: ignored "
+                    "(the group is its folder owner's)")
+        return ""
 
     @property
     def running(self) -> VariantStatus | None:
@@ -91,25 +107,39 @@ def _variant_name(name: str) -> str:
     return name.rsplit("@", 1)[0]
 
 
-def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord]) -> list[GroupStatus]:
+def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord], adapter: SlurmAdapter, spool_dir: str) \
+        -> list[GroupStatus]:
     by_group: dict[str, list[SlurmJob | AccountingRecord]] = defaultdict(list)
     for job in jobs:
         tags = readable_fields(job.comment)
         if "g" in tags and "v" in tags:
             by_group[tags["g"]].append(job)
+    paths: dict[str, str] = {}
+    for gid in by_group:
+        try:
+            paths[gid] = spool_path(spool_dir, gid)
+        except ValueError:
+            continue  # not a name a folder can have: no owner
+    answer = adapter.folder_owners(sorted(set(paths.values()))) if paths else {}
     groups = []
-    for gid, members in by_group.items():
-        members.sort(key=lambda j: j.job_id)
-        users = {j.user for j in members}
-        now = time.time()
+    now = time.time()
+    for gid, tagged in by_group.items():
+        owner: FolderOwner | None = answer.get(paths[gid]) if gid in paths else None
+        own, foreign = members(tagged, owner)
+        foreign_ids = tuple(sorted(j.job_id for j in foreign if j.state.is_active))
+        shown = own or ([] if owner is not None else tagged)  # no owner: shown for the record, marked invalid
+        if not shown:
+            continue  # only other users' jobs carry the tag: not a group of anyone's here
+        shown.sort(key=lambda j: j.job_id)
         variants = tuple(VariantStatus(
             kind=readable_fields(j.comment)["v"], job_id=j.job_id,
             state=VariantState.HELD if _leased_waiting(j, now) else j.state,
             reason=_LEASE if _leased_waiting(j, now) else getattr(j, "reason", ""), nodes=j.nodes,
-            partition=j.partition, restart_count=j.restart_count, exit_code=j.exit_code) for j in members)
-        tags = readable_fields(members[0].comment)
-        groups.append(GroupStatus(gid, _variant_name(members[0].name), ",".join(sorted(users)),
-                                  tags.get("c", ""), variants, valid=len(users) == 1))
+            partition=j.partition, restart_count=j.restart_count, exit_code=j.exit_code) for j in shown)
+        tags = readable_fields(shown[0].comment)
+        groups.append(GroupStatus(gid, _variant_name(shown[0].name), ",".join(sorted({j.user for j in shown})),
+                                  tags.get("c", ""), variants, valid=owner is not None, foreign=foreign_ids,
+                                  owner_uid=owner.uid if owner is not None else None))
     return sorted(groups, key=lambda g: g.variants[0].job_id)
 
 
@@ -119,26 +149,34 @@ def _leased_waiting(job: SlurmJob | AccountingRecord, now: float) -> bool:
     return job.state is VariantState.PENDING and begin is not None and begin > now and leased(job.comment)
 
 
-def list_groups(adapter: SlurmAdapter, user: str | None = None) -> list[GroupStatus]:
-    """Groups squeue still knows (pending, running, recently finished)."""
-    return _from_jobs(adapter.jobs(user=user))
+def list_groups(adapter: SlurmAdapter, user: str | None = None, *, spool_dir: str) -> list[GroupStatus]:
+    """Groups squeue still knows (pending, running, recently finished); `spool_dir`: the site's spool root."""
+    return _from_jobs(adapter.jobs(user=user), adapter, spool_dir)
 
 
-def find_group(adapter: SlurmAdapter, group_id: str, since: str = "now-7days") -> GroupStatus | None:
+def find_group(adapter: SlurmAdapter, group_id: str, since: str = "now-7days", *, spool_dir: str) \
+        -> GroupStatus | None:
     """One group from squeue, or from accounting once squeue has forgotten it."""
-    for group in list_groups(adapter):
+    for group in list_groups(adapter, spool_dir=spool_dir):
         if group.group_id == group_id:
             return group
-    for group in _from_jobs(adapter.accounting(since=since)):
+    for group in _from_jobs(adapter.accounting(since=since), adapter, spool_dir):
         if group.group_id == group_id:
             return group
     return None
 
 
 def cancel_group(adapter: SlurmAdapter, group: GroupStatus) -> list[int]:
-    """Cancel every variant that is still active, and the profiling samples queued with them; returns their ids."""
+    """Cancel every variant that is still active, and the profiling samples queued with them; returns their ids.
+
+    Only the group's own jobs: variants are its owner's by `find_group`, samples must be the same user's. A group
+    without a verified owner is refused (ValueError): cancelling by tag alone would cancel whoever forged it.
+    """
+    if not group.valid:
+        raise ValueError(f"group {group.group_id}: {group.note}; cancel its jobs by id with scancel")
     active = [v.job_id for v in group.variants if v.state.is_active]
     samples = [j.job_id for j in adapter.jobs(user=group.user) if j.state.is_active and j.user == group.user
+               and getattr(j, "user_id", group.owner_uid) == group.owner_uid
                and (sample_fields(j.comment) or {}).get("g") == group.group_id]
     adapter.cancel([*active, *samples])
     return [*active, *samples]

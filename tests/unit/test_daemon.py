@@ -14,18 +14,20 @@ import pytest
 from slurmx.core.actions import Plan, Preempt, Resize, Start
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import GroupState, Node, Partition, VariantState
+from slurmx.core.ownership import SpoolOwners
 from slurmx.core.resources import Resources
 from slurmx.daemon.checks import coexistence_warnings, operator_problem, parse_config
 from slurmx.daemon.enforce import Enforcer
 from slurmx.daemon.explain import explain
 from slurmx.daemon.loop import AlreadyRunning, Daemon, acquire_lock
 from slurmx.daemon.observe import StartMark, build_view
-from slurmx.daemon.store import MIGRATIONS, Store, StoreError
+from slurmx.daemon.store import MIGRATIONS, GroupFact, Store, StoreError
 from slurmx.daemon.trust import sort_jobs
 from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.errors import SlurmCommandError, SlurmError, SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
+from tests.spool import SPOOL, clear_spool, make_folder, make_group_folders
 
 SITE: SiteConfig = parse_site_config({
     "cluster": {"name": "t"},
@@ -33,7 +35,7 @@ SITE: SiteConfig = parse_site_config({
                   "gpu": {"partition": "gpu", "cpus": 1, "mem": "500M", "gres": "gpu:1"}},
     "preemption": {"grace": 10},
     "daemon": {"start_timeout": 30},
-    "submit": {"spool_dir": "/nonexistent/spool"},
+    "submit": {"spool_dir": str(SPOOL)},
 })
 
 
@@ -49,6 +51,16 @@ def job(job_id: int, group: str | None, kind: str = "cpu", *, user: str = "alice
                     submit_time=100 + job_id, start_time=None, end_time=None, exit_code=exit_code)
 
 
+def spool_owners(jobs: Iterable[SlurmJob], folders: Mapping[str, int] | None = None) -> SpoolOwners:
+    """Real group folders in a fresh spool: `folders` (group -> uid) first, then one per other tagged group, as its
+    earliest job's submitter made it; the daemon's own lookup over them."""
+    clear_spool()
+    for group, uid in (folders or {}).items():
+        make_folder(SPOOL, group, uid)
+    make_group_folders(SPOOL, jobs)
+    return SpoolOwners(str(SPOOL))
+
+
 NODES = [Node("c1", ("cpu",), Resources(4, 8000), Resources(), "IDLE"),
          Node("g1", ("gpu",), Resources(4, 8000, {"gpu": 2}), Resources(), "IDLE")]
 PARTITIONS = [Partition("cpu", ("c1",), "cpu"), Partition("gpu", ("g1",), "gpu")]
@@ -57,8 +69,11 @@ PARTITIONS = [Partition("cpu", ("c1",), "cpu"), Partition("gpu", ("g1",), "gpu")
 class FakeSlurm:
     """Jobs in a dict; every control call recorded as (verb, ids) and applied like slurmctld would."""
 
-    def __init__(self, jobs: Iterable[SlurmJob], store: Store | None = None) -> None:
+    def __init__(self, jobs: Iterable[SlurmJob], store: Store | None = None, spool: Path = SPOOL) -> None:
         self.table = {j.job_id: j for j in jobs}
+        self.spool = spool
+        if spool == SPOOL:
+            clear_spool()  # a fresh spool per fake: group ids repeat across tests
         self.calls: list[tuple[str, tuple[int, ...]]] = []
         self.store = store
         self.intents_at_release: list[list[str]] = []
@@ -72,6 +87,7 @@ class FakeSlurm:
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         self._check()
+        make_group_folders(self.spool, self.table.values())  # what `slurmx submit` made before each first sbatch
         wanted = None if job_ids is None else set(job_ids)
         return [j for j in self.table.values() if wanted is None or j.job_id in wanted]
 
@@ -143,7 +159,7 @@ class FakeSlurm:
 def test_store_migrates_to_the_latest_schema_and_keeps_intents_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     store = Store(path)
-    assert store.version == len(MIGRATIONS) == 4
+    assert store.version == len(MIGRATIONS) == 5
     store.put_intent("start:g", "start", "g", "releasing", {"job_id": 7}, now=5.0)
     store.put_intent("start:g", "start", "g", "released", {"job_id": 7}, now=6.0)
     store.audit([(1.0, 1, "g", "decide", "start cpu")])
@@ -177,41 +193,55 @@ def test_one_daemon_per_state_dir(tmp_path: Path) -> None:
 def test_trust_ignores_untagged_jobs_and_rejects_bad_qos_and_wrong_partition() -> None:
     jobs = [job(1, "ok"), job(2, "ok", "gpu"), job(3, None),
             job(6, "qos", qos="normal"), job(7, "part", partition="gpu"), job(8, "../x")]
-    trusted, rejected = sort_jobs(SITE, jobs)
+    trusted, rejected = sort_jobs(SITE, jobs, spool_owners(jobs))
     assert [t.group_id for t in trusted] == ["ok"]
     reasons = {r.group_id: r.reason for r in rejected}
     assert "neither the TE nor the BE QOS" in reasons["qos"]
     assert "in partition gpu, not cpu" in reasons["part"]
-    assert reasons["../x"] == "group tag is not a plain name"
+    assert "plain name" in next(r.reason for r in rejected if r.job_ids == (8,))
     assert 3 not in {i for r in rejected for i in r.job_ids}
 
 
 def test_a_forged_tag_sets_aside_only_the_forgery_and_the_rightful_group_goes_on() -> None:
     jobs = [job(4, "alice-g"), job(5, "alice-g", "gpu"), job(9, "alice-g", "gpu", user="bob", uid=1001)]
-    trusted, rejected = sort_jobs(SITE, jobs)
+    trusted, rejected = sort_jobs(SITE, jobs, spool_owners(jobs, {"alice-g": 1000}))
     [group] = trusted
     assert (group.group_id, group.user_id, dict(group.jobs)) == ("alice-g", 1000, {"cpu": jobs[0], "gpu": jobs[1]})
     [forged] = rejected
     assert forged.job_ids == (9,)
-    assert forged.reason == ("job(s) 9 of bob(1001) carry the tag of group alice-g, which belongs to alice(1000): "
+    assert forged.reason == ("job(s) 9 of bob(1001) carry the tag of group alice-g, whose folder belongs to uid 1000: "
                              "set aside and never acted on; the group goes on without them")
 
 
 def test_a_finished_forgery_is_not_even_reported_and_never_stalls_the_group() -> None:
     jobs = [job(4, "alice-g"), job(9, "alice-g", "gpu", user="bob", uid=1001, state=VariantState.CANCELLED)]
-    trusted, rejected = sort_jobs(SITE, jobs)
+    trusted, rejected = sort_jobs(SITE, jobs, spool_owners(jobs, {"alice-g": 1000}))
     assert [(t.group_id, list(t.jobs)) for t in trusted] == [("alice-g", ["cpu"])] and rejected == []
 
 
-def test_the_group_belongs_to_its_earliest_jobs_user_whatever_the_order_squeue_lists() -> None:
-    jobs = [job(30, "g", "gpu", user="bob", uid=1001), job(12, "g"), job(31, "g", user="bob", uid=1001)]
-    trusted, rejected = sort_jobs(SITE, jobs)
-    assert [(t.user, sorted(j.job_id for j in t.jobs.values())) for t in trusted] == [("alice", [12])]
-    assert [r.job_ids for r in rejected] == [(30, 31)]
+def test_an_older_job_rewritten_to_anothers_tag_does_not_take_the_group() -> None:
+    """bob's job 3 predates alice's group; he rewrote its comment to her tag. The lowest job id is his, the folder
+    hers: the group stays hers, with her variants, and his job is the one set aside."""
+    jobs = [job(30, "g", "gpu"), job(3, "g", user="bob", uid=1001), job(12, "g")]
+    trusted, rejected = sort_jobs(SITE, jobs, spool_owners(jobs, {"g": 1000}))
+    assert [(t.user, t.user_id, sorted(j.job_id for j in t.jobs.values())) for t in trusted] == \
+        [("alice", 1000, [12, 30])]
+    assert [r.job_ids for r in rejected] == [(3,)] and "bob(1001)" in rejected[0].reason
+
+
+def test_a_group_without_a_plain_folder_is_nobodys_and_is_reported(tmp_path: Path) -> None:
+    jobs = [job(1, "nofolder"), job(2, "linked"), job(3, "filed")]
+    owners = spool_owners([])
+    (SPOOL / "linked").symlink_to(tmp_path)  # a link to a folder is not the group's folder
+    (SPOOL / "filed").write_text("")
+    trusted, rejected = sort_jobs(SITE, jobs, owners)
+    assert trusted == []
+    assert sorted(r.group_id for r in rejected) == ["filed", "linked", "nofolder"]
+    assert all("owner cannot be verified" in r.reason for r in rejected)
 
 
 def test_class_comes_from_the_qos_not_the_comment() -> None:
-    trusted, _ = sort_jobs(SITE, [job(1, "g", qos="te")])  # the comment says c=be
+    trusted, _ = sort_jobs(SITE, [job(1, "g", qos="te")], spool_owners([job(1, "g")]))  # the comment says c=be
     assert trusted[0].job_class.value == "te"
 
 
@@ -221,7 +251,7 @@ def test_class_comes_from_the_qos_not_the_comment() -> None:
 def test_released_variant_shows_running_on_its_nodes_and_finished_groups_leave_the_view() -> None:
     jobs = [job(1, "a", state=VariantState.PENDING), job(2, "a", "gpu"),
             job(3, "done", state=VariantState.COMPLETED), job(4, "done", "gpu")]
-    obs = build_view(SITE, jobs, NODES, PARTITIONS, 300.0,
+    obs = build_view(SITE, jobs, NODES, PARTITIONS, 300.0, owner_of=spool_owners(jobs),
                      starts={"a": StartMark("cpu", 1, ("c1",), 250.0)})
     assert set(obs.view.groups) == {"a"}
     group = obs.view.groups["a"]
@@ -232,9 +262,11 @@ def test_released_variant_shows_running_on_its_nodes_and_finished_groups_leave_t
 
 def test_a_group_submitted_between_the_clock_read_and_squeue_is_not_submitted_in_the_future() -> None:
     """Slurm records whole seconds: a job submitted at 101.02, read by a cycle whose clock said 100.95, shows 101."""
-    obs = build_view(SITE, [job(1, "a"), job(2, "a", "gpu")], NODES, PARTITIONS, 100.95)
+    owners = spool_owners([job(1, "a")])
+    obs = build_view(SITE, [job(1, "a"), job(2, "a", "gpu")], NODES, PARTITIONS, 100.95, owner_of=owners)
     assert obs.view.groups["a"].submit_time == 100.95
-    assert build_view(SITE, [job(1, "a")], NODES, PARTITIONS, 300.0).view.groups["a"].submit_time == 101
+    assert build_view(SITE, [job(1, "a")], NODES, PARTITIONS, 300.0, owner_of=owners).view.groups["a"].submit_time \
+        == 101
 
 
 # ------------------------------------------------------------------------------------------------ enforce
@@ -249,7 +281,8 @@ def _enforcer(tmp_path: Path, fake: FakeSlurm, now: list[float]) -> tuple[Enforc
 def _obs(fake: FakeSlurm, store: Store, now: float) -> Any:
     from slurmx.daemon.enforce import grace_marks, start_marks
 
-    return build_view(SITE, fake.jobs(), NODES, PARTITIONS, now, facts=store.group_facts(),
+    return build_view(SITE, fake.jobs(), NODES, PARTITIONS, now, owner_of=SpoolOwners(str(fake.spool)),
+                      facts=store.group_facts(),
                       starts=start_marks(store), grace=grace_marks(store))
 
 
@@ -401,13 +434,58 @@ def test_a_requeue_lost_in_a_crash_is_counted_not_repeated(tmp_path: Path) -> No
     fake = FakeSlurm([job(1, "v", state=VariantState.HELD, restarts=1)])  # Slurm did requeue it
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    store.remember_groups({"v": 50.0}, 60.0)
+    store.remember_groups([GroupFact("v", 1000, 1, frozenset({1}), 50.0)], 60.0)
     store.put_intent("preempt:1", "preempt", "v", "signalled",
                      {"job_id": 1, "grace_s": 10, "beneficiary": None, "nodes": ["c1"], "restart_count": 0,
                       "t0": 980.0, "deadline": 990.0, "reason": "r"}, 980.0)
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.calls == []
-    assert store.group_facts()["v"][1] == 1
+    assert [f.preemptions for f in store.group_facts()["v"]] == [1]
+
+
+def _facts_daemon(tmp_path: Path, fake: FakeSlurm, now: list[float], policy: str = "fifo") -> Daemon:
+    store = Store(tmp_path / "s.sqlite")
+    return Daemon(SITE, fake, store, make_policy(policy), clock=lambda: now[0])  # type: ignore[arg-type]
+
+
+def test_facts_are_one_groups_of_one_owner_and_die_when_it_closes(tmp_path: Path) -> None:
+    """A group id used again (after the group closed, or by another uid) inherits neither the original submit time
+    (a jump in the FIFO queue) nor the preemption count (immunity under a preemption cap)."""
+    fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
+    now = [1000.0]
+    daemon = _facts_daemon(tmp_path, fake, now)
+    daemon.cycle()
+    [fact] = daemon.store.group_facts()["v"]
+    assert (fact.owner_uid, fact.first_job, fact.job_ids, fact.submit_time) == (1000, 1, frozenset({1}), 101.0)
+    daemon.store.count_preemption("v", 1000.0)
+    fake.table[1] = replace(fake.table[1], state=VariantState.COMPLETED)  # the group closes
+    now[0] = 1010.0
+    daemon.cycle()
+    assert daemon.store.group_facts() == {}
+    # The same id again, by the same owner: new jobs, new facts (its own submit time, no preemption).
+    fake.table[40] = replace(job(40, "v", state=VariantState.PENDING), submit_time=2000)
+    now[0] = 2001.0
+    daemon.cycle()
+    [fresh] = daemon.store.group_facts()["v"]
+    assert (fresh.first_job, fresh.submit_time, fresh.preemptions) == (40, 2000.0, 0)
+
+
+def test_a_fact_is_not_read_for_a_group_of_another_owner_or_other_jobs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.remember_groups([GroupFact("v", 1000, 1, frozenset({1, 2}), 50.0)], 60.0)
+    store.count_preemption("v", 70.0)
+    jobs = [replace(job(7, "v", uid=1001, user="bob", state=VariantState.PENDING), submit_time=900)]
+    view = build_view(SITE, jobs, NODES, PARTITIONS, 1000.0, owner_of=spool_owners(jobs),
+                      facts=store.group_facts()).view
+    assert (view.groups["v"].submit_time, view.groups["v"].preemptions) == (900.0, 0)  # bob's own group: not alice's
+    mine = [replace(job(9, "v", state=VariantState.PENDING), submit_time=900)]
+    view = build_view(SITE, mine, NODES, PARTITIONS, 1000.0, owner_of=spool_owners(mine),
+                      facts=store.group_facts()).view
+    assert (view.groups["v"].submit_time, view.groups["v"].preemptions) == (900.0, 0)  # her jobs, but new ones
+    kept = [replace(job(2, "v", state=VariantState.PENDING), submit_time=900)]
+    view = build_view(SITE, kept, NODES, PARTITIONS, 1000.0, owner_of=spool_owners(kept),
+                      facts=store.group_facts()).view
+    assert (view.groups["v"].submit_time, view.groups["v"].preemptions) == (50.0, 1)  # the same group: its facts
 
 
 def test_resize_of_a_pending_group_updates_its_waiting_variants_in_place(tmp_path: Path) -> None:
