@@ -1,4 +1,5 @@
-"""`slurmxd`: start-up (site, privilege and coexistence checks, lock, store, policy) and the loop or one cycle.
+"""`slurmxd`: start-up (site, privilege, coexistence and spool-root checks, lock, store, policy) and the loop or
+one cycle.
 
 `--once --dry-run` prints the plan the policy makes on the live cluster and enforces nothing.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import click
 
 from slurmx.core.config import SiteConfig
+from slurmx.core.userfiles import local_spool_root_problem
 from slurmx.daemon.checks import NotOperator, run_checks
 from slurmx.daemon.drain import drain, resume
 from slurmx.daemon.endpoint import health_limit, serve_metrics
@@ -114,6 +116,13 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
         _, newer = shape_for(adapter.version())
         if newer:
             log.warning("slurm: %s", newer, extra={"event": "version"})
+        # The daemon reads and writes group folders on this host: a spool root another user owns, or one
+        # without the sticky bit, lets a user swap the folders it trusts.
+        spool = local_spool_root_problem(site.submit.spool_dir)
+        if spool and not dry_run:
+            raise DaemonError(spool)
+        if spool:
+            log.warning("spool: %s", spool, extra={"event": "spool"})
     if check and transport is not None:
         checked = run_checks(site, transport)
         restart_delay = checked.restart_delay_s

@@ -8,6 +8,7 @@ never duplicate a job.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
 from collections import Counter
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from slurmx.core.model import Node, Partition
+from slurmx.core.userfiles import missing_spool_root, spool_root_problem
 from slurmx.slurm.errors import (
     InvalidJobError,
     SlurmCommandError,
@@ -28,7 +30,8 @@ from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult, Transport
 from slurmx.slurm.versions import SlurmShape, shape_for
 
-__all__ = ["CliSlurm", "FolderTaken", "JobUpdate", "RetryPolicy", "SlurmAdapter"]
+__all__ = ["CliSlurm", "FolderTaken", "JobUpdate", "RetryPolicy", "SlurmAdapter", "SpoolRootUnsafe",
+           "spool_root_problem_via"]
 
 T = TypeVar("T")
 
@@ -95,6 +98,31 @@ class FolderTaken(SlurmCommandError):
     """The folder to create exists already."""
 
 
+class SpoolRootUnsafe(SlurmCommandError):
+    """The folder a group folder would be made in is not root's, not sticky, or a link; `message` says the fix."""
+
+
+def spool_root_problem_via(transport: Transport, root: str, timeout: float = 30.0) -> str:
+    """`spool_root_problem` of `root` as the host behind `transport` sees it ('' when safe).
+
+    One `stat` of the path itself (never following a link) where the folders are made: the submit host may be a
+    login node over SSH or a container, whose spool need not be this host's.
+    """
+    argv = ["stat", "-c", "%u %f", "--", root]
+    result = transport.run(argv, timeout=timeout)
+    words = result.stdout.split()
+    if result.returncode != 0 or len(words) != 2 or not words[0].isdigit():
+        said = " ".join((result.stderr.strip() or result.stdout.strip() or f"exit {result.returncode}").split())
+        if "No such file" in said:
+            return missing_spool_root(root)
+        return missing_spool_root(root, f"`stat` said: {said[:200]}")
+    try:
+        mode = int(words[1], 16)
+    except ValueError:
+        return missing_spool_root(root, f"`stat` printed {result.stdout.strip()[:80]!r}")
+    return spool_root_problem(root, int(words[0]), mode)
+
+
 class SlurmAdapter(Protocol):
     """What slurmx needs from Slurm. Implementations: `CliSlurm` (any transport); pyslurm (optional)."""
 
@@ -131,6 +159,7 @@ class CliSlurm:
         self._version: str | None = None
         self._shape: SlurmShape | None = None
         self._counts: Counter[str] = Counter()
+        self._safe_roots: set[str] = set()  # spool roots found root-owned and sticky by make_private_folder
 
     def command_counts(self) -> Mapping[str, int]:
         """Slurm commands run so far, by command name (`squeue`, `scontrol`, ...), each retry counted: the load
@@ -260,9 +289,18 @@ class CliSlurm:
         """Create `path` owner-only (0700) as the user Slurm's commands run as, with `files` (name -> text) in it.
 
         Run through the transport, so the folder belongs to the submitting user wherever the spool lives (this
-        host, a login node over SSH, a container). Raises FolderTaken when `path` already exists (it may be
-        another user's plant: the caller picks another name), SlurmError for anything else.
+        host, a login node over SSH, a container). Its parent, the spool root every user writes, is checked there
+        first (once per adapter): SpoolRootUnsafe unless it is root's, sticky and not a link. Raises FolderTaken
+        when `path` already exists (it may be another user's plant: the caller picks another name), SlurmError
+        for anything else.
         """
+        root = posixpath.dirname(path) or "/"
+        if root not in self._safe_roots:
+            self._counts["stat"] += 1
+            problem = spool_root_problem_via(self.transport, root, self.retry.timeout_s)
+            if problem:
+                raise SpoolRootUnsafe(["stat", root], None, problem)
+            self._safe_roots.add(root)
         argv = ["mkdir", "-m", "700", "--", path]
         result = self._run(argv)
         if result.returncode != 0:

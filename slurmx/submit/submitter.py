@@ -15,7 +15,7 @@ from slurmx.core.spool import group_spool
 from slurmx.core.validation import ConfigError
 from slurmx.core.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
-from slurmx.slurm.adapter import FolderTaken
+from slurmx.slurm.adapter import FolderTaken, SpoolRootUnsafe
 from slurmx.submit.array import array_environment
 from slurmx.submit.dependency import resolve_dependency
 from slurmx.submit.groups import find_group
@@ -149,7 +149,8 @@ def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
 
     The folder holds everything the group's jobs trust (hooks, payloads, checkpoints, outputs),
     and the spool root is writable by every user: a folder that already exists may be another user's plant, so
-    it is never adopted; the group takes a new id instead.
+    it is never adopted; the group takes a new id instead. A spool root that is not root's and sticky (or is a
+    link) is refused before any folder is made: its owner, or any user without the sticky bit, could swap ours.
     """
     for _ in range(FOLDER_TRIES):
         gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
@@ -158,6 +159,8 @@ def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
             adapter.make_private_folder(folder, files)
         except FolderTaken:
             continue
+        except SpoolRootUnsafe as exc:  # checked where the folder is made: another user could swap it
+            raise SubmitError(f"{exc.message}; nothing was submitted") from None
         except SlurmError as exc:
             raise SubmitError(f"cannot create the group folder {folder} as the submitting user: {exc}; "
                               f"submit.spool_dir ({site.submit.spool_dir}) must exist on the cluster's shared "
