@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 
 from slurmx.core.spool import spool_path
 
-__all__ = ["FolderOwner", "OwnerLookup", "SpoolOwners", "folder_owner", "members", "owners_of"]
+__all__ = ["FolderOwner", "OwnerLookup", "SpoolOwners", "folder_owner", "local_folder_owners", "members", "owners_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,19 @@ class SpoolOwners:
 
     def __len__(self) -> int:
         return len(self._known)
+
+
+def local_folder_owners(paths: Sequence[str]) -> dict[str, FolderOwner | None]:
+    """`folder_owner` for each path on this host (an adapter whose submit host is this one)."""
+    owners: dict[str, FolderOwner | None] = {}
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            owners[path] = None
+            continue
+        owners[path] = FolderOwner(info.st_uid) if stat.S_ISDIR(info.st_mode) else None
+    return owners
 
 
 def owners_of(lookup: Callable[[Sequence[str]], dict[str, FolderOwner | None]], group_ids: Iterable[str]) \

@@ -7,6 +7,7 @@ seconds, as documented.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmx.core.config import SiteConfig, load_site_config, parse_site_config
+from slurmx.core.ownership import FolderOwner, local_folder_owners
 from slurmx.core.units import ClockNumber, UnitError, parse_time_limit
 from slurmx.core.validation import ConfigError
 from slurmx.submit.entry import build_spec
@@ -394,7 +396,10 @@ class _GroupSlurm:
         self.submitted: list[tuple[int, str]] = []
 
     def make_private_folder(self, path: str, files: object) -> None:
-        pass
+        Path(path).mkdir(mode=0o700)  # as the submitting user (this test's): the group's owner
+
+    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]:
+        return local_folder_owners(paths)
 
     def submit(self, script: str, options: object) -> int:
         job_id = 100 + len(self.submitted)

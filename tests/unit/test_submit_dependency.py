@@ -13,7 +13,7 @@ from slurmx.submit.dependency import parse_dependency, resolve_dependency
 from slurmx.submit.groups import GroupStatus, VariantStatus
 from slurmx.submit.spec import parse_spec
 from slurmx.submit.submitter import array_specs
-from tests.unit.test_daemon import NODES, PARTITIONS, SITE, job
+from tests.unit.test_daemon import NODES, PARTITIONS, SITE, job, spool_owners
 
 HELD, DONE, GONE = VariantState.HELD, VariantState.COMPLETED, VariantState.CANCELLED
 
@@ -57,7 +57,7 @@ def test_any_of_flattens_afterok_groups() -> None:
 @pytest.mark.parametrize(("text", "says"), [
     ("afterok:fail-0c0c0c", "already ended failed, so this dependency can never be satisfied"),
     ("afterok:gone-0f0f0f", "no group gone-0f0f0f in squeue or the last 7 days"),
-    ("afterok:evil-0e0e0e", "belong to several users"),
+    ("afterok:evil-0e0e0e", "no owner to trust"),
     ("afterok:prep-0a0a0a:7", "Slurm cannot combine that with other terms"),
     ("afterany:prep-0a0a0a?afterok:7", "would satisfy it at once"),
 ])
@@ -102,5 +102,5 @@ def test_bad_arrays_are_one_line(text: str, says: str) -> None:
 ])
 def test_the_daemon_leaves_a_group_out_until_slurm_finds_its_dependency_satisfied(shown: str, waits: bool) -> None:
     jobs = [replace(job(1, "a"), dependency=shown), replace(job(2, "a", "gpu"), dependency=shown), job(3, "b")]
-    view = build_view(SITE, jobs, NODES, PARTITIONS, 300.0).view
+    view = build_view(SITE, jobs, NODES, PARTITIONS, 300.0, owner_of=spool_owners(jobs)).view
     assert ("a" not in view.groups) is waits and "b" in view.groups

@@ -4,6 +4,7 @@ pick mode, and errors that submit nothing.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from slurmx.core.config import SiteConfig, parse_site_config
+from slurmx.core.ownership import FolderOwner, local_folder_owners
 from slurmx.core.validation import ConfigError
 from slurmx.core.wake import notify
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
@@ -389,22 +391,29 @@ def test_cancelling_a_group_cancels_its_queued_samples_and_nobody_elses() -> Non
     class Fake:
         def __init__(self) -> None:
             self.cancelled: list[int] = []
+            self.extra: list[Any] = []
 
         def jobs(self, job_ids: Any = None, user: str | None = None) -> list[Any]:
-            return [sample, other_group, other_user, done]
+            return [sample, other_group, other_user, done, *self.extra]
 
         def cancel(self, job_ids: Any) -> None:
             self.cancelled.extend(job_ids)
 
+    forged = copy(sample, job_id=25, user_id=sample.user_id + 1)  # another uid reusing the user name field
     group = GroupStatus("g-1", "train", "alice", "be",
                         (VariantStatus("cpu", 11, VariantState.PENDING, "", "", "cpu"),
-                         VariantStatus("gpu", 12, VariantState.COMPLETED, "", "", "gpu")))
+                         VariantStatus("gpu", 12, VariantState.COMPLETED, "", "", "gpu")), owner_uid=sample.user_id)
     fake = Fake()
+    fake.extra = [forged]
     assert cancel_group(fake, group) == [11, 21]  # type: ignore[arg-type]
+    assert fake.cancelled == [11, 21]
+    nobodys = GroupStatus("g-1", "train", "alice", "be", group.variants, valid=False)
+    with pytest.raises(ValueError, match="no owner to trust"):
+        cancel_group(fake, nobodys)  # type: ignore[arg-type]
     assert fake.cancelled == [11, 21]
 
 
-def test_a_variants_status_carries_its_exit_code() -> None:
+def test_a_variants_status_carries_its_exit_code(tmp_path: Path) -> None:
     from dataclasses import replace as copy
 
     from slurmx.core.model import VariantState
@@ -413,5 +422,39 @@ def test_a_variants_status_carries_its_exit_code() -> None:
 
     done = copy(variant_job(31, "g-2", "cpu", ""), state=VariantState.FAILED, exit_code=3)
     waiting = variant_job(32, "g-2", "gpu", "")
-    [group] = _from_jobs([done, waiting])
+    (tmp_path / "g-2").mkdir()
+    [group] = _from_jobs([done, waiting], _LocalFolders(), str(tmp_path))
     assert [(v.kind, v.exit_code) for v in group.variants] == [("cpu", 3), ("gpu", None)]
+
+
+class _LocalFolders:
+    """The part of an adapter that `_from_jobs` asks: who owns the group folders, read on this host."""
+
+    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]:
+        return local_folder_owners(paths)
+
+
+def test_status_cancel_and_dependency_count_only_the_folder_owners_jobs(tmp_path: Path) -> None:
+    """bob's older job rewritten to alice's tag is not her variant: not listed, not cancelled, not waited on."""
+    from dataclasses import replace as copy
+
+    from slurmx.core.model import VariantState
+    from slurmx.submit.dependency import resolve_dependency
+    from slurmx.submit.groups import _from_jobs
+    from tests.unit.test_profile_daemon import variant_job
+
+    os.chown(tmp_path, 0, 0)
+    folder = tmp_path / "g-0a0b0c"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 2001, 2001)  # alice's submission made it
+    alice = [copy(variant_job(40, "g-0a0b0c", "cpu", ""), user_id=2001), copy(variant_job(41, "g-0a0b0c", "gpu", ""),
+                                                                         user_id=2001)]
+    bob = copy(variant_job(7, "g-0a0b0c", "gpu", ""), user="bob", user_id=2002)
+    [group] = _from_jobs([bob, *alice], _LocalFolders(), str(tmp_path))
+    assert [v.job_id for v in group.variants] == [40, 41] and group.foreign == (7,) and group.valid
+    assert "7" in group.note and group.owner_uid == 2001
+    assert resolve_dependency("afterok:g-0a0b0c", {"g-0a0b0c": group}.get) == "afterok:40?afterok:41"
+    alice_done = [copy(j, state=VariantState.COMPLETED) for j in alice[:1]] + \
+        [copy(alice[1], state=VariantState.CANCELLED)]
+    [done] = _from_jobs([bob, *alice_done], _LocalFolders(), str(tmp_path))
+    assert resolve_dependency("afterok:g-0a0b0c", {"g-0a0b0c": done}.get) == ""  # hers ended well; not bob's
