@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from slurmx.core.model import Node, Partition
+from slurmx.core.ownership import FolderOwner
 from slurmx.core.userfiles import missing_spool_root, spool_root_problem
 from slurmx.slurm.errors import (
     InvalidJobError,
@@ -141,6 +142,7 @@ class SlurmAdapter(Protocol):
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]: ...
     def command_counts(self) -> Mapping[str, int]: ...
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None: ...
+    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]: ...
 
 
 def _ids(job_ids: Iterable[int]) -> list[str]:
@@ -313,6 +315,23 @@ class CliSlurm:
             if result.returncode != 0:
                 raise self._classify(argv, result)
 
+
+    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]:
+        """Who owns each of `paths` as the submit host sees it (one `stat`, links not followed): a group folder's
+        owner is its group's (core/ownership.py). None for a path that is missing or not a plain folder."""
+        owners: dict[str, FolderOwner | None] = dict.fromkeys(paths)
+        if not paths:
+            return owners
+        argv = ["stat", "-c", "%u|%U|%F|%n", "--", *paths]
+        self._counts["stat"] += 1
+        result = self.transport.run(argv, timeout=self.retry.timeout_s)  # a missing path only fails its own line
+        for line in result.stdout.splitlines():
+            uid, _, rest = line.partition("|")
+            name, _, rest = rest.partition("|")
+            kind, _, path = rest.partition("|")
+            if path in owners and kind == "directory" and uid.isdigit():
+                owners[path] = FolderOwner(int(uid), "" if name == "UNKNOWN" else name)
+        return owners
 
     def submit(self, script: str, options: Sequence[str]) -> int:
         """`sbatch --parsable OPTIONS` with the script on stdin -> job id."""

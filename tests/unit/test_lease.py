@@ -22,6 +22,7 @@ from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.records import SlurmJob
+from tests.spool import SPOOL, clear_spool, make_group_folders
 
 NOW = 10_000.0
 LEASE = 600
@@ -33,7 +34,7 @@ def site(state_dir: Path) -> SiteConfig:
         "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "500M"},
                       "gpu": {"partition": "gpu", "cpus": 1, "mem": "500M", "gres": "gpu:1"}},
         "daemon": {"lease": "10m", "state_dir": str(state_dir)},
-        "submit": {"spool_dir": "/nonexistent/spool"},
+        "submit": {"spool_dir": str(SPOOL)},
     })
 
 
@@ -56,10 +57,12 @@ class BeginTimeSlurm:
         self.table = {j.job_id: j for j in jobs}
         self.calls: list[tuple[str, tuple[int, ...]]] = []
         self.now = NOW
+        clear_spool()
         self.reads = 0
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
         self.reads += 1
+        make_group_folders(SPOOL, self.table.values())  # what `slurmx submit` made before each first sbatch
         wanted = None if job_ids is None else set(job_ids)
         return [j for j in self.table.values() if wanted is None or j.job_id in wanted]
 
