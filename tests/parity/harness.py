@@ -28,6 +28,7 @@ from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.slurm import CliSlurm
 from tests.parity.model_slurm import ModelNode, ModelSlurm
+from tests.spool import make_folder
 
 NODE_SHAPES: dict[str, Resources] = {
     "cpu": Resources(4, 8000),
@@ -58,7 +59,7 @@ def site_config(kinds: Sequence[str], policy: str, params: Mapping[str, Any], st
         "policy": {"name": policy, "params": dict(params)},
         "preemption": {"grace": GRACE_S},
         "daemon": {"state_dir": str(state), "start_timeout": 86_400},
-        "submit": {"spool_dir": "/nonexistent/parity-spool"},
+        "submit": {"spool_dir": str(state / "spool")},
         "profile": {"enabled": False},
     })
 
@@ -97,6 +98,12 @@ def run_both(policy: str, jobs: Sequence[SimJob], kinds: Sequence[str], state: P
 
 
 def _submit(model: ModelSlurm, site: SiteConfig, sim_job: SimJob) -> None:
+    """What `slurmx submit` does: the group folder as the submitting user, then one sbatch per variant."""
+    spool = Path(site.submit.spool_dir)
+    if not spool.exists():
+        spool.mkdir(mode=0o1777)
+        spool.chmod(0o1777)
+    make_folder(spool, sim_job.job_id, model.uid)
     for kind, variant in sim_job.variants.items():
         comment = tag.encode(tag.GroupTag(sim_job.job_id, kind, sim_job.job_class.value, grace_s=sim_job.grace_s,
                                           estimate_s=variant.estimate_s))
