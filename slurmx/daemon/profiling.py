@@ -14,6 +14,10 @@ Per cycle, between reconcile and decide (docs/profiler.md, "Wiring into slurmxd"
 
 The sample lifecycle (release, following, cutting, crash-safe replay) is
 `profiling_samples.SampleLifecycle`; this module registers groups, feeds progress and builds the policy's view.
+
+Everything a user controls is read bounded (progress files: `readings.progress_report`; estimates: at most the
+variant's time limit), and every step works group by group under `profiling_isolation.Isolation`: a group whose
+data makes a step raise is set aside from profiling, said once in the audit, and the stage goes on for the others.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from slurmx.core.spool import group_spool
 from slurmx.core.tag import readable_fields, whole_number
 from slurmx.core.validation import validate_model
 from slurmx.daemon.observe import Observation
+from slurmx.daemon.profiling_isolation import Isolation
 from slurmx.daemon.profiling_samples import WAITING, AuditRow, SampleLifecycle, read_progress
 from slurmx.daemon.profiling_search import SensitivitySearches
 from slurmx.daemon.store import EstimateRow, Store
 from slurmx.daemon.trust import TrustedGroup
-from slurmx.profile.estimator import Estimate, ProgressReport
+from slurmx.profile.estimator import Estimate
 from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey
 from slurmx.profile.profiler import Profiler
+from slurmx.profile.readings import progress_report
 from slurmx.profile.sampling import (
     SEARCH_INDEX,
     GroupToProfile,
@@ -75,15 +81,17 @@ class ProfilingStage(SampleLifecycle):
         self.params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
         self.profiler = Profiler(History(HistoryParams(max_age_s=float(site.profile.history_max_age_s))),
                                  self.params)
+        # Groups set aside from profiling (their data raised): never retried while queued, never in the way.
+        self.isolation = Isolation(self._audit, self._forget_group)
         self.searches = SensitivitySearches(search_kind(site), self.params, adapter, store, dry_run=dry_run,
-                                            audit=self._audit)
+                                            audit=self._audit, isolation=self.isolation)
         self.seeded = False
         self._seen_runs: set[int] = set()
         self._variants: dict[tuple[str, str], SlurmJob] = {}  # (group, kind) -> the variant its samples match
         self.sample_jobs = {}
         self._users: dict[str, str] = {}
         self._uids: dict[str, int] = {}
-        self._unprofiled: set[str] = set()  # groups whose registration failed: never retried, never in the way
+        self._refused: dict[str, str] = {}  # group -> why its progress file was refused (audited when it changes)
         self._audited: dict[tuple[str, str], tuple[str, float]] = {}
         self._ready: set[str] = set()
         self._settling: set[str] = set()  # waiting groups too young to register this cycle
@@ -133,16 +141,17 @@ class ProfilingStage(SampleLifecycle):
     def _learn_runs(self, obs: Observation) -> None:
         """Completed variants squeue still shows become history, so a job key run again needs no samples."""
         for tg in obs.groups.values():
-            for kind, job in tg.jobs.items():
-                if job.state is not VariantState.COMPLETED or job.job_id in self._seen_runs:
-                    continue
-                self._seen_runs.add(job.job_id)
-                if job.start_time and job.end_time and job.end_time > job.start_time:
-                    tags = readable_fields(job.comment)
-                    name = job.name.rpartition("@")[0] or job.name
-                    self.profiler.history.add([HistoryRun(JobKey(tg.user, name, tags.get("h", ""), kind),
-                                                          float(job.end_time), float(job.end_time - job.start_time),
-                                                          None, _int_tag(tags, "n"))])
+            with self.isolation.group(tg.group_id, "learning history"):
+                for kind, job in tg.jobs.items():
+                    if job.state is not VariantState.COMPLETED or job.job_id in self._seen_runs:
+                        continue
+                    self._seen_runs.add(job.job_id)
+                    if job.start_time and job.end_time and job.end_time > job.start_time:
+                        tags = readable_fields(job.comment)
+                        name = job.name.rpartition("@")[0] or job.name
+                        run = HistoryRun(JobKey(tg.user, name, tags.get("h", ""), kind), float(job.end_time),
+                                         float(job.end_time - job.start_time), None, _int_tag(tags, "n"))
+                        self.profiler.history.add([run])
 
     # ------------------------------------------------------------------------------------------ registration
 
@@ -154,28 +163,24 @@ class ProfilingStage(SampleLifecycle):
             if self.profiler.known(group.group_id):
                 continue
             tg = obs.groups.get(group.group_id)
-            if tg is None or group.group_id in self._unprofiled:
+            if tg is None or group.group_id in self.isolation:
                 continue
             newest = max((job.submit_time or 0 for job in tg.jobs.values()), default=0)
             sampled = any(_int_tag(readable_fields(job.comment), "n") for job in tg.jobs.values())
             if sampled and group.state in WAITING and now - newest < SETTLE_S:
                 self._settling.add(group.group_id)  # `slurmx submit` may still be queueing its variants
                 continue
-            try:
+            with self.isolation.group(group.group_id, "registering"):
                 new.append(self._to_profile(obs, group, tg))
-            except Exception as exc:  # one group's hostile input or a bug: that group keeps its declared estimates
-                self._unprofiled.add(group.group_id)
-                log.exception("profiling: group %s not registered", group.group_id)
-                self._audit(group.group_id, "error", f"not profiled ({type(exc).__name__}: {exc}); the group keeps "
-                            "its declared estimates")
         if not new:
             return
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan(new, now), now)
         for g in new:
-            for kind, how in self.profiler.sources(g.group_id).items():
-                estimate = self.profiler.estimates(g.group_id).get(kind)
-                if how == "history" and estimate is not None:
-                    self._audit(g.group_id, "profile", f"{kind}: history replaces sampling ({estimate.detail})")
+            with self.isolation.group(g.group_id, "registering"):
+                for kind, how in self.profiler.sources(g.group_id).items():
+                    estimate = self.profiler.estimates(g.group_id).get(kind)
+                    if how == "history" and estimate is not None:
+                        self._audit(g.group_id, "profile", f"{kind}: history replaces sampling ({estimate.detail})")
 
     def _to_profile(self, obs: Observation, group: Group, tg: TrustedGroup) -> GroupToProfile:
         """What the profiler needs of a new group; a variant is sampled only if its user queued its samples."""
@@ -210,19 +215,28 @@ class ProfilingStage(SampleLifecycle):
     def _feed_progress(self, obs: Observation, now: float) -> None:
         """A running variant's progress file (or, without one, its elapsed time) updates its estimate."""
         for group in obs.view.running_groups():
-            variant = group.running_variant()
-            if variant is None or variant.job_id is None or variant.start_time is None:
-                continue
-            if not self.profiler.known(group.group_id):
-                continue
-            data = read_progress(Path(group_spool(self.site, group.group_id)) / f"progress-{variant.job_id}.json",
-                                 self._uids.get(group.group_id))
-            step, total, rate = (data or {}).get("step"), (data or {}).get("total"), (data or {}).get("rate")
-            elapsed = max(0.0, now - variant.start_time)
-            report = ProgressReport(step if isinstance(step, int) else 0,
-                                    total if isinstance(total, int) else 0, elapsed,
-                                    float(rate) if isinstance(rate, int | float) and rate > 0 else None)
-            self.profiler.on_progress(group.group_id, variant.kind, report)
+            if self.profiler.known(group.group_id):
+                with self.isolation.group(group.group_id, "reading progress"):
+                    self._progress(group, now)
+
+    def _progress(self, group: Group, now: float) -> None:
+        """One running group's progress: its file's report, or one audit line on why the file is refused (said
+        again only when the reason changes); a refused file counts as none, so the estimate follows elapsed time."""
+        variant = group.running_variant()
+        if variant is None or variant.job_id is None or variant.start_time is None:
+            return
+        name = f"progress-{variant.job_id}.json"
+        data = read_progress(Path(group_spool(self.site, group.group_id)) / name, self._uids.get(group.group_id))
+        elapsed = max(0.0, now - variant.start_time)
+        report = progress_report(data, elapsed)
+        if isinstance(report, str):
+            if self._refused.get(group.group_id) != report:
+                self._refused[group.group_id] = report
+                self._audit(group.group_id, "error", f"{variant.kind}: {name} refused ({report}); the estimate "
+                            "follows elapsed time only")
+            report = progress_report(None, elapsed)
+        assert not isinstance(report, str)
+        self.profiler.on_progress(group.group_id, variant.kind, report)
 
     # ------------------------------------------------------------------------------------------ the view
 
@@ -231,25 +245,31 @@ class ProfilingStage(SampleLifecycle):
         groups: dict[str, Group] = {}
         changed = False
         for gid, group in view.groups.items():
-            if gid in self._settling:
-                changed = True  # not registered yet: neither the profiler nor the policy sees half a group
-                continue
-            if not self.profiler.known(gid):
-                groups[gid] = group
-                continue
-            if (group.state in WAITING and not self.profiler.ready(gid)) or self.searches.hidden(group):
-                changed = True
-                continue
-            estimates, rates = self.profiler.estimates(gid), self.searches.rates(gid)
-            variants = tuple(self._profiled(v, estimates, rates) for v in group.variants)
-            if any(a is not b for a, b in zip(variants, group.variants, strict=True)):
-                group = replace(group, variants=variants)
-                changed = True
-            groups[gid] = group
+            shown: Group | None = group
+            with self.isolation.group(gid, "building the view"):
+                shown = self._shown(group)
+            if shown is not None:
+                groups[gid] = shown
+            changed = changed or shown is not group
         if not changed:
             return view
         return ClusterView(now=view.now, nodes=view.nodes, partitions=view.partitions, groups=groups,
                            kinds=view.kinds)
+
+    def _shown(self, group: Group) -> Group | None:
+        """The group as the policy sees it (its estimates in), or None while it is hidden (settling, profiling)."""
+        gid = group.group_id
+        if gid in self._settling:
+            return None  # not registered yet: neither the profiler nor the policy sees half a group
+        if not self.profiler.known(gid):
+            return group
+        if (group.state in WAITING and not self.profiler.ready(gid)) or self.searches.hidden(group):
+            return None
+        estimates, rates = self.profiler.estimates(gid), self.searches.rates(gid)
+        variants = tuple(self._profiled(v, estimates, rates) for v in group.variants)
+        if any(a is not b for a, b in zip(variants, group.variants, strict=True)):
+            return replace(group, variants=variants)
+        return group
 
     def _profiled(self, variant: Variant, estimates: Mapping[str, Estimate],
                   rates: tuple[tuple[int, float], ...]) -> Variant:
@@ -265,25 +285,46 @@ class ProfilingStage(SampleLifecycle):
         """Changed estimates into the store and the audit log; groups done profiling announced; gone ones forgotten."""
         rows: list[EstimateRow] = []
         for gid in list(self._users):
-            if gid not in view.groups:
-                continue
-            if gid not in self._ready and self.profiler.ready(gid):
-                self._ready.add(gid)
-                spent, fraction = self.profiler.overhead(gid)
-                if spent > 0:
-                    self._audit(gid, "profile", f"profiling done: samples ran {spent:.1f}s, {fraction:.2%} of the "
-                                "fastest estimate; ready for the policy")
-            for kind, estimate in self.profiler.estimates(gid).items():
-                if self._worth_recording(gid, kind, estimate):
-                    rows.append(EstimateRow(gid, kind, estimate.seconds, estimate.source.value,
-                                            estimate.uncertainty, estimate.lower_bound, estimate.detail, now))
-                    self._audit(gid, "estimate", describe(kind, estimate))
+            if gid in view.groups:
+                with self.isolation.group(gid, "recording estimates"):
+                    rows.extend(self._estimate_rows(gid, now))
         if rows and not self.dry_run:
             self.store.put_estimates(rows)
 
+    def _estimate_rows(self, gid: str, now: float) -> list[EstimateRow]:
+        """The group's changed estimates (audited), and its announcement when its profiling is done."""
+        if gid not in self._ready and self.profiler.ready(gid):
+            self._ready.add(gid)
+            spent, fraction = self.profiler.overhead(gid)
+            if spent > 0:
+                self._audit(gid, "profile", f"profiling done: samples ran {spent:.1f}s, {fraction:.2%} of the "
+                            "fastest estimate; ready for the policy")
+        rows = []
+        for kind, estimate in self.profiler.estimates(gid).items():
+            if self._worth_recording(gid, kind, estimate):
+                rows.append(EstimateRow(gid, kind, estimate.seconds, estimate.source.value, estimate.uncertainty,
+                                        estimate.lower_bound, estimate.detail, now))
+                self._audit(gid, "estimate", describe(kind, estimate))
+        return rows
+
+    def _forget_group(self, gid: str) -> None:
+        """Everything profiling holds of one group set aside (`isolation`): it is as if profiling were off for it.
+        Its store rows go too, so its open samples are not followed again (the audit log keeps its story)."""
+        self.profiler.forget([gid])
+        self.searches.forget({gid})
+        if not self.dry_run:
+            self.store.forget_profiles([gid])
+        for memo in (self._users, self._uids, self._qos, self._refused):
+            memo.pop(gid, None)
+        self._ready.discard(gid)
+        self._settling.discard(gid)
+        self._audited = {k: v for k, v in self._audited.items() if k[0] != gid}
+        self._variants = {k: v for k, v in self._variants.items() if k[0] != gid}
+        self._requests = {k: v for k, v in self._requests.items() if k.rsplit(".", 2)[0] != gid}
+
     def _forget_gone(self, view: ClusterView) -> None:
         """Groups that left the snapshot (finished, cancelled, forgotten by squeue) leave the profiler too."""
-        self._unprofiled.intersection_update(view.groups)
+        self.isolation.keep_only(view.groups.keys())
         gone = [gid for gid in self._users if gid not in view.groups]
         if not gone:
             return
@@ -294,6 +335,7 @@ class ProfilingStage(SampleLifecycle):
         for gid in gone:
             self._users.pop(gid, None)
             self._uids.pop(gid, None)
+            self._refused.pop(gid, None)
             self._ready.discard(gid)
         self._audited = {k: v for k, v in self._audited.items() if k[0] in self._users}
         self._variants = {k: v for k, v in self._variants.items() if k[0] in self._users}

@@ -9,10 +9,13 @@ cannot get a bigger job started under the high-priority profiling QOS by faking 
 Crash safety: a sample's row (with its job id) is written before the release; a daemon restarted after a lost
 answer sees the sample still held and releases it again, and one restarted later replays finished samples from
 the store into a fresh profiler (the sample plan is deterministic).
+
+A sample's timings are the user's claims (its comment, its files): each is finite and within the sample's time
+limit, or not a timing (`readings.bounded_seconds`). Each sample's handling runs under the stage's per-group
+isolation (`profiling_isolation`), so one group's sample that raises sets that group aside, not the cycle.
 """
 
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,9 +26,17 @@ from slurmx.core.model import GroupState, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.spool import group_spool
 from slurmx.daemon.observe import Observation
+from slurmx.daemon.profiling_isolation import Isolation
 from slurmx.daemon.store import SampleRow, Store
+from slurmx.profile.estimator import MAX_ESTIMATE_S
 from slurmx.profile.profiler import Profiler
-from slurmx.profile.readings import read_spool_json, sample_step_seconds, sample_wall_seconds
+from slurmx.profile.readings import (
+    bounded_seconds,
+    progress_report,
+    read_spool_json,
+    sample_step_seconds,
+    sample_wall_seconds,
+)
 from slurmx.profile.sampling import SAMPLE_TAG, SEARCH_INDEX, SampleRequest, SamplingParams, sample_fields
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import SlurmUnavailable
@@ -46,16 +57,8 @@ def reported_timing(comment: str, limit_s: float) -> tuple[float | None, float |
     """(wall seconds, seconds per step) the sample appended to its comment when it ended (`slurmx.hooks.sample`):
     the user's claim, like the files it replaces, so only finite values within the sample's time limit count."""
     fields = sample_fields(comment) or {}
-
-    def number(key: str) -> float | None:
-        try:
-            value = float(fields[key])
-        except (KeyError, ValueError, OverflowError):
-            return None
-        return value if math.isfinite(value) and 0 <= value <= limit_s else None
-
-    wall = number("t")
-    return wall, number("ps") if wall is not None else None
+    wall = bounded_seconds(fields.get("t"), limit_s)
+    return wall, bounded_seconds(fields.get("ps"), limit_s) if wall is not None else None
 
 
 class QueuedSample(NamedTuple):
@@ -111,6 +114,7 @@ class SampleLifecycle:
     _rows: list[AuditRow]
     _cycle: int
     _now: float
+    isolation: Isolation
 
     def _audit(self, group_id: str, event: str, detail: str) -> None:
         self._rows.append((self._now, self._cycle, group_id, event, detail))
@@ -122,20 +126,25 @@ class SampleLifecycle:
         while requests:
             replayed = False
             for request in requests:
-                self._requests[request.sample_id] = request
-                row = rows.get(request.sample_id)
-                if row is None:
-                    self._release(obs, request, now)
-                elif row.state == "done" and row.seconds is not None:
-                    self.profiler.observe(row.sample_id, row.seconds, step_seconds=row.step_seconds)
-                    replayed = True
-                elif row.state == "cut" and row.seconds is not None:
-                    self.profiler.observe(row.sample_id, row.seconds, finished=False, steps_done=row.steps_done)
-                    replayed = True
-                elif row.state == "failed":
-                    self.profiler.abandon(row.sample_id)
-                    replayed = True
+                with self.isolation.group(request.group_id, "releasing samples"):
+                    replayed = self._replay_or_release(obs, request, rows.get(request.sample_id), now) or replayed
             requests = self.profiler.plan([], now) if replayed else []
+
+    def _replay_or_release(self, obs: Observation, request: SampleRequest, row: SampleRow | None,
+                           now: float) -> bool:
+        """Release the sample, or replay what the store knows of it; whether the profiler learnt something."""
+        self._requests[request.sample_id] = request
+        if row is None:
+            self._release(obs, request, now)
+        elif row.state == "done" and row.seconds is not None:
+            self.profiler.observe(row.sample_id, row.seconds, step_seconds=row.step_seconds)
+        elif row.state == "cut" and row.seconds is not None:
+            self.profiler.observe(row.sample_id, row.seconds, finished=False, steps_done=row.steps_done)
+        elif row.state == "failed":
+            self.profiler.abandon(row.sample_id)
+        else:
+            return False
+        return True
 
     def index_samples(self, obs: Observation) -> None:
         """Every sample job of the snapshot by (group, kind), its comment read once: registration, release, the
@@ -211,15 +220,9 @@ class SampleLifecycle:
             if job.state is not VariantState.HELD:
                 continue
             gid = fields.get("g", "")
-            group = obs.view.groups.get(gid)
-            if job.submit_time is None or now - job.submit_time < VISIBLE_AFTER_S:
-                continue  # `slurmx submit` queues samples before the variants: give it time to finish
-            orphan = group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user)
-            sample_id = f"{gid}.{fields.get('v')}.{fields.get('s')}"
-            search = fields.get("s") == str(SEARCH_INDEX)  # released or given up by profiling_search
-            unwanted = self.profiler.known(gid) and not search and not self.profiler.wants(sample_id)
-            if orphan or unwanted:
-                doomed.append(job.job_id)
+            with self.isolation.group(gid, "cancelling unneeded samples"):
+                if self._unneeded(obs, fields, job, now):
+                    doomed.append(job.job_id)
         if doomed and not self.dry_run:
             try:
                 self.adapter.cancel(doomed)
@@ -228,6 +231,17 @@ class SampleLifecycle:
             except SlurmError as exc:
                 log.warning("profiling: cancelling %d unneeded sample(s) failed: %s", len(doomed), exc,
                             extra={"event": "profile"})
+
+    def _unneeded(self, obs: Observation, fields: Mapping[str, str], job: SlurmJob, now: float) -> bool:
+        gid = fields.get("g", "")
+        group = obs.view.groups.get(gid)
+        if job.submit_time is None or now - job.submit_time < VISIBLE_AFTER_S:
+            return False  # `slurmx submit` queues samples before the variants: give it time to finish
+        orphan = group is None or group.state not in WAITING or job.user != self._users.get(gid, job.user)
+        sample_id = f"{gid}.{fields.get('v')}.{fields.get('s')}"
+        search = fields.get("s") == str(SEARCH_INDEX)  # released or given up by profiling_search
+        unwanted = self.profiler.known(gid) and not search and not self.profiler.wants(sample_id)
+        return orphan or unwanted
 
     def check_qos(self) -> None:
         """Whether the site defines the profiling QOS (`sacctmgr show qos`); warn once and fall back if not."""
@@ -251,32 +265,43 @@ class SampleLifecycle:
         open_rows = {sid: row for sid, row in self.store.samples().items()
                      if row.state in _OPEN and not sid.endswith(f".{SEARCH_INDEX}")}  # searches: profiling_search
         for sid, row in open_rows.items():
-            if row.state == "submitting":
-                row = self._adopt(obs, row, now)
-                if row.state == "submitting":
-                    continue
-            assert row.job_id is not None
-            job = obs.jobs.get(row.job_id)
-            if job is None and now - row.created < VISIBLE_AFTER_S:
-                continue  # submitted after this cycle's snapshot was taken
-            group = obs.view.groups.get(row.group_id)
-            if job is not None and job.state is VariantState.HELD and row.state == "submitted" \
-                    and row.created < now and group is not None and group.state in WAITING:
-                self.adapter.release([job.job_id])  # the release's answer was lost (or an admin held it)
+            if row.group_id in self.isolation:
                 continue
-            if row.state == "cutting":
-                self._cut(row, job, now)
-            elif job is not None and job.state.is_active:
-                if group is None or group.state not in WAITING:
-                    self._close(row, job, now, "failed", f"its group left the queue: cancelled sample job {row.job_id}")
-                elif job.start_time and job.state is not VariantState.PENDING:
-                    running[sid] = float(job.start_time)
-            else:
-                self._finished(row, job, now)
+            with self.isolation.group(row.group_id, "following samples"):
+                started = self._follow(obs, row, now)
+                if started is not None:
+                    running[sid] = started
         for sid in self.profiler.to_cut(running, now):
             row = open_rows[sid]
-            self.store.put_sample(replace(row, state="cutting"), now)
-            self._cut(row, obs.jobs.get(row.job_id or 0), now)
+            with self.isolation.group(row.group_id, "cutting samples"):
+                self.store.put_sample(replace(row, state="cutting"), now)
+                self._cut(row, obs.jobs.get(row.job_id or 0), now)
+
+    def _follow(self, obs: Observation, row: SampleRow, now: float) -> float | None:
+        """One open sample advanced on this snapshot; its start time if it runs (a candidate for a cut)."""
+        if row.state == "submitting":
+            row = self._adopt(obs, row, now)
+            if row.state == "submitting":
+                return None
+        assert row.job_id is not None
+        job = obs.jobs.get(row.job_id)
+        if job is None and now - row.created < VISIBLE_AFTER_S:
+            return None  # submitted after this cycle's snapshot was taken
+        group = obs.view.groups.get(row.group_id)
+        if job is not None and job.state is VariantState.HELD and row.state == "submitted" \
+                and row.created < now and group is not None and group.state in WAITING:
+            self.adapter.release([job.job_id])  # the release's answer was lost (or an admin held it)
+            return None
+        if row.state == "cutting":
+            self._cut(row, job, now)
+        elif job is not None and job.state.is_active:
+            if group is None or group.state not in WAITING:
+                self._close(row, job, now, "failed", f"its group left the queue: cancelled sample job {row.job_id}")
+            elif job.start_time and job.state is not VariantState.PENDING:
+                return float(job.start_time)
+        else:
+            self._finished(row, job, now)
+        return None
 
     def _adopt(self, obs: Observation, row: SampleRow, now: float) -> SampleRow:
         """A sample row without a job id (written by an older slurmxd before its sbatch): find the job by its
@@ -303,14 +328,15 @@ class SampleLifecycle:
         """(wall s, s per step, where from): the sample's own report in its comment, else its spool files (a
         daemon that may read the user's folder), else Slurm's whole seconds (squeue, or sacct once it is gone)."""
         assert row.job_id is not None
+        limit = self._sample_limit(row, job)
         if job is not None:
-            seconds, step_seconds = reported_timing(job.comment, float(job.time_limit_s or 0) + 60.0)
+            seconds, step_seconds = reported_timing(job.comment, limit)
             if seconds is not None:
                 return seconds, step_seconds, "reported by the sample"
         spool, owner = group_spool(self.site, row.group_id), self._uids.get(row.group_id)
-        seconds = sample_wall_seconds(spool, row.job_id, owner)
+        seconds = sample_wall_seconds(spool, row.job_id, owner, limit_s=limit)
         if seconds is not None:
-            return seconds, sample_step_seconds(spool, row.job_id, owner), "from its spool files"
+            return seconds, sample_step_seconds(spool, row.job_id, owner, limit_s=limit), "from its spool files"
         if job is not None:
             done = job.state is VariantState.COMPLETED and job.start_time and job.end_time
             return (float(job.end_time - job.start_time) if done else None), None, "Slurm's whole seconds"  # type: ignore[operator]
@@ -326,6 +352,14 @@ class SampleLifecycle:
                 if record.elapsed_s > 0:
                     return float(record.elapsed_s), None, "sacct's whole seconds"
         return None, None, ""
+
+    def _sample_limit(self, row: SampleRow, job: SlurmJob | None) -> float:
+        """The longest a sample can have run: its time limit in Slurm (else the plan's), plus a minute of slack
+        (Slurm's kill is not instantaneous). Timings beyond it are claims, not measurements."""
+        if job is not None and job.time_limit_s:
+            return float(job.time_limit_s) + 60.0
+        request = self._requests.get(row.sample_id)
+        return float(request.time_limit_rounded_s) + 60.0 if request is not None else MAX_ESTIMATE_S
 
     def _finished(self, row: SampleRow, job: SlurmJob | None, now: float) -> None:
         seconds, step_seconds, source = self._timing(row, job)
@@ -349,9 +383,9 @@ class SampleLifecycle:
         started = float(job.start_time) if job is not None and job.start_time else row.created
         progress = read_progress(Path(group_spool(self.site, row.group_id)) / f"progress-{row.job_id}.json",
                                  self._uids.get(row.group_id))
-        step = progress.get("step") if progress else None
-        done = step if isinstance(step, int) else 0
         seconds = max(0.0, now - started)
+        report = progress_report(progress, seconds)
+        done = 0 if isinstance(report, str) else report.step  # a refused file: how far it got is unknown
         self.profiler.observe(row.sample_id, seconds, finished=False, steps_done=done)
         self.store.put_sample(replace(row, state="cut", seconds=seconds, steps_done=done), now)
         self._audit(row.group_id, "profile", f"cut sample {row.sample_id} (job {row.job_id}) after {seconds:.0f}s "

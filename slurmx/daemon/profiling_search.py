@@ -7,7 +7,8 @@ that queued job against the plan and the group's variant, releases it, reads its
 the store (a restarted daemon does not search again) and hands them to the policy through the view
 (`Variant.cpu_rates`), where `synergy` turns them into the group's best-case demand. A group whose search is under
 way is hidden from the policy, as one still being sampled is; one without a search (none queued, a failed or
-forged one) is treated as insensitive, as Synergy treats a job it has no profile for.
+forged one) is treated as insensitive, as Synergy treats a job it has no profile for. The points are the user's
+job's claim: a rate beyond `readings.MAX_RATE` steps/s makes the search no result.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Protocol
 
 from slurmx.core.model import Group, VariantState
 from slurmx.daemon.observe import Observation
+from slurmx.daemon.profiling_isolation import Isolation
 from slurmx.daemon.profiling_samples import VISIBLE_AFTER_S, WAITING, sample_mismatch
 from slurmx.daemon.store import SampleRow, Store
 from slurmx.hooks.search import parse_points
+from slurmx.profile.readings import MAX_RATE
 from slurmx.profile.sampling import (
     SEARCH_INDEX,
     GroupToProfile,
@@ -49,13 +52,14 @@ class SensitivitySearches:
     """One per profiling stage; `kind` None (a policy that reads no sensitivity) makes every call a no-op."""
 
     def __init__(self, kind: str | None, params: SamplingParams, adapter: SlurmAdapter, store: Store, *,
-                 dry_run: bool, audit: Audit) -> None:
+                 dry_run: bool, audit: Audit, isolation: Isolation) -> None:
         self.kind = kind
         self.params = params
         self.adapter = adapter
         self.store = store
         self.dry_run = dry_run
         self.audit = audit
+        self.isolation = isolation
         self._points: dict[str, tuple[tuple[int, float], ...]] = {}
         self._settled: set[str] = set()  # searched, or never to be: the policy may see the group
 
@@ -75,15 +79,17 @@ class SensitivitySearches:
                 continue
             sample_id = f"{gid}.{self.kind}.{SEARCH_INDEX}"
             row = rows.get(sample_id)
-            try:
-                if row is None:
-                    self._start(now, group, users[gid], qos, queued)
-                else:
-                    self._follow(obs, now, row)
-            except SlurmUnavailable:
-                raise
-            except SlurmError as exc:
-                self.audit(gid, "error", f"sensitivity search: {' '.join(str(exc).split())}; retried next cycle")
+            with self.isolation.group(gid, "sensitivity search"):
+                try:
+                    if row is None:
+                        self._start(now, group, users[gid], qos, queued)
+                    else:
+                        self._follow(obs, now, row)
+                except SlurmUnavailable:
+                    raise
+                except SlurmError as exc:
+                    self.audit(gid, "error", f"sensitivity search: {' '.join(str(exc).split())}; retried next "
+                               "cycle")
 
     def hidden(self, group: Group) -> bool:
         """Whether the group waits for its search (the policy does not see it yet)."""
@@ -134,7 +140,7 @@ class SensitivitySearches:
 
     def _follow(self, obs: Observation, now: float, row: SampleRow) -> None:
         if row.state == "done":
-            points = parse_points(row.points)
+            points = _points(row.points)
             if points is not None:
                 self._points[row.group_id] = tuple(sorted(points.items()))
             self._settled.add(row.group_id)
@@ -153,7 +159,7 @@ class SensitivitySearches:
             return
         comment = job.comment if job is not None else self._accounted_comment(row.job_id)
         fields = sample_fields(comment) or {}
-        points = parse_points(fields.get("w", ""))
+        points = _points(fields.get("w", ""))
         if points is None:
             state = job.state_text if job is not None else "gone from squeue"
             self._give_up(row.group_id, row.job_id, now, f"sensitivity sample job {row.job_id} ended {state} "
@@ -181,3 +187,9 @@ class SensitivitySearches:
         self._settled.add(group_id)
         self.audit(group_id, "profile", why)
 
+
+
+def _points(text: str) -> dict[int, float] | None:
+    """The search's points (`w=`), or None unless each is well formed and no faster than `MAX_RATE` steps/s."""
+    points = parse_points(text)
+    return points if points is not None and all(w <= MAX_RATE for w in points.values()) else None

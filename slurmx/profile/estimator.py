@@ -12,6 +12,10 @@ While a variant runs, its own progress reports replace the estimate (elapsed + r
 and an estimate that measurement contradicts (a job that claimed to be short but is still running) is capped by
 the measurement: it is never allowed below what has already been observed.
 
+Every estimate is finite and bounded: at most the variant's time limit (Slurm ends the job there), else
+`MAX_ESTIMATE_S` (`bounded`); the inputs are the user's claims (progress files, sample timings), so an absurd but
+finite one becomes a long estimate, never an overflow.
+
 Pure functions over small frozen records: the daemon and the simulator's profiling model call the same code.
 """
 
@@ -19,21 +23,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 __all__ = [
+    "MAX_ESTIMATE_S",
     "Estimate",
     "EstimatorParams",
     "ProgressReport",
     "SampleRun",
     "Source",
+    "bounded",
     "cut_deadline",
     "estimate_from_samples",
     "fit_linear",
     "reconcile",
     "update_from_progress",
 ]
+
+
+MAX_ESTIMATE_S = 366 * 24 * 3600.0
+"""The longest estimate of a variant without a time limit (UNLIMITED): a year. Site-wide and fixed: no policy plans
+meaningfully beyond it, and it keeps every sum of estimates a policy forms (loads, make-spans, flow times over
+thousands of groups) far from overflowing. With a time limit, the limit bounds the estimate instead."""
 
 
 class Source(StrEnum):
@@ -174,6 +186,17 @@ def estimate_from_samples(
                     detail=f"samples {short.steps}/{long.steps} steps do not fit a·n+b: scaled the longer one")
 
 
+def bounded(estimate: Estimate, limit_s: float | None) -> Estimate:
+    """`estimate`, at most `limit_s` (the variant's time limit; None: `MAX_ESTIMATE_S`), the clamp said in its
+    detail (what `slurmx explain` shows)."""
+    limit = MAX_ESTIMATE_S if limit_s is None or not 0 < limit_s <= MAX_ESTIMATE_S else float(limit_s)
+    if estimate.seconds <= limit:
+        return estimate
+    what = "time limit" if limit_s is not None and limit == limit_s else "site maximum"
+    return replace(estimate, seconds=limit,
+                   detail=f"{estimate.detail}; {estimate.seconds:.0f}s clamped to the {what} {limit:.0f}s")
+
+
 def cut_deadline(sibling_seconds: float, params: EstimatorParams = DEFAULT_PARAMS) -> float:
     """How long a sample may run when the same-length sample of its fastest sibling took `sibling_seconds`."""
     return params.cut_factor * max(sibling_seconds, params.floor_s) + params.cut_slack_s
@@ -194,8 +217,8 @@ def update_from_progress(
         rate = report.step / report.elapsed_s
     if rate is None or rate <= 0 or fraction < params.progress_min_fraction:
         return reconcile(prior, report.elapsed_s, params)
-    remaining = max(0, report.total - report.step) / rate
-    return Estimate(max(params.floor_s, report.elapsed_s + remaining), Source.PROGRESS,
+    remaining = max(0, report.total - report.step) / rate  # floats: inf at worst (bounded counts), never raises
+    return Estimate(max(params.floor_s, min(report.elapsed_s + remaining, MAX_ESTIMATE_S)), Source.PROGRESS,
                     params.sample_uncertainty * (1.0 - min(1.0, fraction)),
                     detail=f"progress {report.step}/{report.total} at {rate:.4g} steps/s")
 

@@ -9,7 +9,8 @@ One object per daemon; every call takes the time explicitly and nothing here doe
     profiler.on_progress(group, kind, report)    # a running variant's progress file
     profiler.estimates(group)                    # kind -> Estimate, for the ClusterView and `slurmx explain`
 
-Which estimate wins for a variant: its own progress while it runs, else history or samples, else the declared one.
+Which estimate wins for a variant: its own progress while it runs, else history or samples, else the declared one;
+whichever it is, at most the variant's time limit (`estimator.bounded`): every source is a user's claim in the end.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from slurmx.profile.estimator import (
     ProgressReport,
     SampleRun,
     Source,
+    bounded,
     cut_deadline,
     estimate_from_samples,
     update_from_progress,
@@ -192,7 +194,7 @@ class Profiler:
         if state is None:
             return None
         state.estimate = update_from_progress(self._best(state), report, self.estimator)
-        return state.estimate
+        return self._best(state)
 
     # ---- answers --------------------------------------------------------------------------------------
 
@@ -226,12 +228,11 @@ class Profiler:
 
     @staticmethod
     def _best(state: _VariantState) -> Estimate | None:
-        if state.estimate is not None:
-            return state.estimate
-        if state.variant.declared_s is not None:
-            return Estimate(state.variant.declared_s, Source.DECLARED, DECLARED_UNCERTAINTY,
+        best = state.estimate
+        if best is None and state.variant.declared_s is not None:
+            best = Estimate(state.variant.declared_s, Source.DECLARED, DECLARED_UNCERTAINTY,
                             detail="declared by the job (not measured)")
-        return None
+        return None if best is None else bounded(best, state.variant.time_limit_s)
 
 
 def _settled(state: _VariantState) -> bool:
