@@ -130,15 +130,17 @@ def _not_yours(path: str | Path, info: os.stat_result, me: int) -> str:
     return ""
 
 
-def read_own_file(path: str | Path, *, max_bytes: int = MAX_READ_BYTES, tail: bool = False) -> bytes | None:
-    """The bytes of a file the calling user (euid) wrote into a folder of their own; None when either is missing.
+def read_own_file(path: str | Path, *, max_bytes: int = MAX_READ_BYTES, tail: bool = False,
+                  me: int | None = None) -> bytes | None:
+    """The bytes of a file the caller wrote into a folder of their own; None when either is missing.
 
-    Folder and file must both be owned by the caller and writable by no one else, the file regular, never a link
-    (the folder is opened without following a link and the file relative to it). Over `max_bytes`: refused, or
-    with `tail` its last `max_bytes` (a log that grew long). Raises UntrustedFile, one line naming the path and why.
+    `me`: the caller's uid (default this process's euid). Folder and file must both be owned by it and writable by
+    no one else, the file regular, never a link (the folder is opened without following a link and the file
+    relative to it). Over `max_bytes`: refused, or with `tail` its last `max_bytes` (a log that grew long). Raises
+    UntrustedFile, one line naming the path and why.
     """
     target = Path(path)
-    me = os.geteuid()
+    me = os.geteuid() if me is None else me
     try:
         dir_fd = os.open(target.parent, _DIR_FLAGS)
     except FileNotFoundError:

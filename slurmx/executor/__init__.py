@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 
 from slurmx.executor.executor import Executor
 from slurmx.executor.job import Job, JobError, RemoteTraceback
+from slurmx.executor.payload import NotYours
 
-__all__ = ["Executor", "Job", "JobError", "RemoteTraceback", "Resume"]
+__all__ = ["Executor", "Job", "JobError", "NotYours", "RemoteTraceback", "Resume"]
 
 
 class Resume(NamedTuple):

@@ -22,7 +22,7 @@ from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.payload import OutcomeError, read_outcome, read_own_output
+from slurmx.executor.payload import OutcomeError, caller_uid, read_outcome, read_own_output
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
@@ -118,6 +118,7 @@ class Job:
     variants: tuple[tuple[str, int], ...] = ()
     max_result_bytes: int = 256 << 20
     poll: float = 2.0
+    _me: int | None = field(default=None, init=False, repr=False, compare=False)  # caller_uid(), asked once
 
     @classmethod
     def attach(cls, group_id: str, site: SiteConfig | str | Path | None = None, *,
@@ -152,8 +153,15 @@ class Job:
     def status(self) -> GroupStatus | None:
         return find_group(self.adapter, self.group_id, since="now-7days", spool_dir=self.site.submit.spool_dir)
 
+    @property
+    def me(self) -> int:
+        """The uid the group folder and what is read from it must belong to: the caller's (`caller_uid`)."""
+        if self._me is None:
+            self._me = caller_uid(self.adapter)
+        return self._me
+
     def outcome(self) -> dict[str, Any] | None:
-        return read_outcome(self.folder, self.max_result_bytes)
+        return read_outcome(self.folder, self.max_result_bytes, self.me)
 
     @property
     def state(self) -> str:
@@ -185,7 +193,7 @@ class Job:
         ran = ran_variant(*self._both())
         if ran is None:
             return None
-        return read_own_output(Path(self.folder) / f"fn-{ran[1]}.{suffix}", OUTPUT_CAP)
+        return read_own_output(Path(self.folder) / f"fn-{ran[1]}.{suffix}", OUTPUT_CAP, self.me)
 
     def _both(self) -> tuple[GroupStatus | None, dict[str, Any] | None]:
         outcome = self.outcome()

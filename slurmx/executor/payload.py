@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import os
 import pickle
 import re
 import shlex
@@ -25,9 +26,11 @@ import cloudpickle
 
 from slurmx.core.userfiles import OverCap, UntrustedFile, read_own_file
 from slurmx.executor import jobside
+from slurmx.slurm.errors import SlurmError
+from slurmx.slurm.transport import LocalTransport
 
-__all__ = ["OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "carries_bytecode", "folder_files", "job_script",
-           "pickle_call", "read_outcome", "read_own_output"]
+__all__ = ["OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "caller_uid", "carries_bytecode", "folder_files",
+           "job_script", "pickle_call", "read_outcome", "read_own_output"]
 
 OUTCOME = jobside.OUTCOME
 RUNTIME_MODULE = "_slurmx_call"
@@ -108,16 +111,38 @@ class NotYours(OutcomeError):
     """
 
 
-def read_outcome(folder: str | Path, max_bytes: int) -> dict[str, Any] | None:
+def caller_uid(adapter: object) -> int:
+    """The uid the caller acts as on the cluster, which made its group folders: this process's euid, or, when the
+    caller reaches Slurm as another user (`docker exec -u`, SSH as a cluster account), that user (`id -u` there).
+
+    Never the folder's owner: that is what another user controls. NotYours when the remote side cannot say.
+    """
+    transport = getattr(adapter, "transport", None)
+    if transport is None or isinstance(transport, LocalTransport):
+        return os.geteuid()
+    try:
+        result = transport.run(["id", "-u"], timeout=30.0)
+    except SlurmError as exc:
+        said = str(exc)
+    else:
+        said = result.stdout.strip()
+        if result.returncode == 0 and said.isascii() and said.isdigit():
+            return int(said)
+        said = result.stderr.strip() or said or f"exit {result.returncode}"
+    raise NotYours(f"cannot tell which user {transport.describe()} runs as (`id -u`: {' '.join(said.split())[:200]}): "
+                   "not reading the group folder")
+
+
+def read_outcome(folder: str | Path, max_bytes: int, me: int | None = None) -> dict[str, Any] | None:
     """The job's outcome, or None while there is none (no folder or no outcome file yet).
 
-    Read only when the folder and the file are both the calling user's (euid) and writable by no one else, the
-    file regular, not a link and at most `max_bytes` (`max_result_bytes`): anything else raises NotYours, one
-    line naming the path and why, and nothing is unpickled.
+    Read only when the folder and the file are both the caller's (`me`, default this process's euid) and writable
+    by no one else, the file regular, not a link and at most `max_bytes` (`max_result_bytes`): anything else
+    raises NotYours, one line naming the path and why, and nothing is unpickled.
     """
     path = Path(folder) / OUTCOME
     try:
-        data = read_own_file(path, max_bytes=max_bytes)
+        data = read_own_file(path, max_bytes=max_bytes, me=me)
     except OverCap as exc:
         raise OutcomeError(f"{exc}: raise it with Executor.update_parameters(max_result_bytes=...) before submitting, "
                            "or job.max_result_bytes = ... before reading") from None
@@ -136,11 +161,11 @@ def read_outcome(folder: str | Path, max_bytes: int) -> dict[str, Any] | None:
     return outcome
 
 
-def read_own_output(path: str | Path, max_bytes: int) -> str | None:
+def read_own_output(path: str | Path, max_bytes: int, me: int | None = None) -> str | None:
     """What a call printed (its last `max_bytes` when it printed more), under the same rule as `read_outcome`;
     None while the file is not there."""
     try:
-        data = read_own_file(path, max_bytes=max_bytes, tail=True)
+        data = read_own_file(path, max_bytes=max_bytes, tail=True, me=me)
     except UntrustedFile as exc:
         raise NotYours(f"{exc}: not reading its output") from None
     return None if data is None else data.decode("utf-8", errors="replace")

@@ -13,9 +13,10 @@ import os
 import pickle
 import shutil
 import stat
+import subprocess
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from hypothesis import strategies as st
 from slurmx.core.config import SiteConfig
 from slurmx.executor.job import Job
 from slurmx.executor.payload import OUTCOME, NotYours, OutcomeError, read_outcome, read_own_output
+from slurmx.slurm.adapter import CliSlurm
+from slurmx.slurm.transport import CommandResult
 
 ALICE, BOB = 2001, 2002
 GID = "grp-1a2b3c"
@@ -129,10 +132,28 @@ def site(root: Path) -> SiteConfig:
 
 
 class NoSlurm:
-    """An adapter for a Job whose every answer must come from its folder: asking Slurm is a test failure."""
+    """An adapter without a transport (the caller is this process) for a Job whose every answer must come from its
+    folder: asking Slurm is a test failure."""
 
     def __getattr__(self, name: str) -> Any:
+        if name == "transport":
+            raise AttributeError(name)
         raise AssertionError(f"Slurm was asked ({name}); the answer is in the group folder")
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """A transport whose commands run as another local user, as `docker exec -u alice` or SSH as alice do."""
+
+    uid: int
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+        done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+                              user=self.uid, group=self.uid, extra_groups=[])
+        return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+    def describe(self) -> str:
+        return f"run as uid {self.uid}"
 
 
 def job(spool: Spool) -> Job:
@@ -185,6 +206,36 @@ def test_alices_own_outcome_and_output_are_read(spool: Spool) -> None:
     spool.file(folder / "fn-11.out", b"adding 2 and 3\n", ALICE)
     assert as_user(ALICE, lambda: job(spool).result(timeout=1)) == ("ok", 5)
     assert as_user(ALICE, lambda: (job(spool).stdout(), job(spool).stderr())) == ("ok", ("adding 2 and 3\n", None))
+
+
+def test_a_caller_reaching_slurm_as_alice_reads_alices_folders_and_refuses_bobs(spool: Spool) -> None:
+    """This process (root here) submits through a transport that runs as alice: her folders are the caller's,
+    whoever this process is; bob's are not, root's own are not either."""
+    alice = spool.folder(ALICE)
+    spool.file(alice / OUTCOME, cloudpickle.dumps({"ok": True, "value": 5, "job_id": ""}), ALICE)
+    via_alice = CliSlurm(RunAs(ALICE))
+    assert Job(GID, site(spool.root), via_alice).result(timeout=1) == 5
+    bobs = spool.folder(BOB, 0o755, name="grp-bob")
+    spool.file(bobs / OUTCOME, spool.planted(), BOB, 0o644)
+    roots = spool.folder(0, 0o700, name="grp-root")
+    spool.file(roots / OUTCOME, spool.planted(), 0, 0o600)
+    for folder, owner in ((bobs, BOB), (roots, 0)):
+        with pytest.raises(NotYours) as info:
+            Job(folder.name, site(spool.root), via_alice).result(timeout=1)
+        assert str(info.value) == f"{folder} is owned by uid {owner}, not you ({ALICE}): not reading its result"
+    assert spool.ran() == []
+
+
+def test_a_transport_that_cannot_say_who_it_runs_as_reads_nothing(spool: Spool) -> None:
+    spool.file(spool.folder(ALICE) / OUTCOME, spool.planted(), ALICE)
+
+    class Mute(RunAs):
+        def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
+            return CommandResult(tuple(argv), 1, "", "no such user")
+
+    with pytest.raises(NotYours, match=r"^cannot tell which user run as uid 2001 runs as \(`id -u`: no such user\)"):
+        Job(GID, site(spool.root), CliSlurm(Mute(ALICE))).result(timeout=1)
+    assert spool.ran() == []
 
 
 def test_an_outcome_not_written_yet_is_none_and_a_missing_folder_too(spool: Spool) -> None:
