@@ -38,8 +38,46 @@ _slurmx_private_dir() {  # DIR: created owner-only when missing; refused unless 
     ?????w????|????????w?) _slurmx_refuse "$1 is writable by other users (mode $(stat -c %a -- "$1"))" ;;
   esac
 }
+_slurmx_ancestors() {  # DIR: each folder above DIR, from the group folder (or /) down, is no link and only root's
+  # or ours to write (a root-owned sticky folder such as /tmp excepted): else another user could swap DIR for his own
+  local dir=$1 start=/ path part info owner mode me first=1
+  local -a parts todo=()
+  case $dir/ in "$SLURMX_SPOOL_DIR"/*) start=$SLURMX_SPOOL_DIR ;; *) todo=(/) ;; esac
+  path=${start%/}
+  IFS=/ read -ra parts <<< "${dir#"$start"}"
+  for part in ${parts[@]+"${parts[@]}"}; do  # the folders between start and DIR (DIR: _slurmx_private_dir's)
+    [ -n "$part" ] || continue
+    if ((!first)); then todo+=("$path"); fi
+    first=0 path="$path/$part"
+  done
+  me=$(id -u)
+  for path in ${todo[@]+"${todo[@]}"}; do
+    if [ -L "$path" ]; then
+      _slurmx_refuse "$path, on the way to the checkpoint folder $dir, is a symlink: give checkpoint_dir without links (readlink -f)"
+    fi
+    [ -e "$path" ] || return 0  # not made yet: mkdir -p makes the rest, and the second pass checks them
+    info=$(stat -c '%u %a' -- "$path") || _slurmx_refuse "cannot read the owner and mode of $path"
+    owner=${info% *} mode=${info#* }
+    if [ "$owner" != 0 ] && [ "$owner" != "$me" ]; then
+      _slurmx_refuse "$path, on the way to the checkpoint folder $dir, is owned by uid $owner, neither root nor you (uid $me): choose a checkpoint_dir under folders of your own"
+    fi
+    if (( (8#$mode & 8#022) && !(owner == 0 && (8#$mode & 8#1000)) )); then
+      _slurmx_refuse "$path, on the way to the checkpoint folder $dir, is writable by other users (mode $mode): chmod go-w $path, or choose a checkpoint_dir under folders only you can write"
+    fi
+  done
+}
 _slurmx_private_dir "$SLURMX_SPOOL_DIR"
+# The checkpoint folder as one absolute path without . or .. (no link is allowed on it, so this is where it is).
+_slurmx_path=''
+[[ $SLURMX_CHECKPOINT_DIR == /* ]] || SLURMX_CHECKPOINT_DIR="$PWD/$SLURMX_CHECKPOINT_DIR"
+IFS=/ read -ra _slurmx_parts <<< "$SLURMX_CHECKPOINT_DIR"
+for _slurmx_part in "${_slurmx_parts[@]}"; do
+  case $_slurmx_part in ''|.) ;; ..) _slurmx_path=${_slurmx_path%/*} ;; *) _slurmx_path="$_slurmx_path/$_slurmx_part" ;; esac
+done
+export SLURMX_CHECKPOINT_DIR=${_slurmx_path:-/}
+_slurmx_ancestors "$SLURMX_CHECKPOINT_DIR"
 _slurmx_private_dir "$SLURMX_CHECKPOINT_DIR"
+_slurmx_ancestors "$SLURMX_CHECKPOINT_DIR"  # again: the folders mkdir -p just made, and any swapped meanwhile
 
 # --- slurmx job-side hooks, embedded so that nodes need nothing installed: written once into the group folder
 # (private: checked just above) and sourced from there; Python payloads import slurmx.hooks from the same place.
