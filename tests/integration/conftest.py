@@ -5,6 +5,7 @@ The Slurm version comes from SLURMX_TEST_SLURM (default 24.11); `make test` runs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -17,6 +18,7 @@ from typing import TypeVar
 import pytest
 
 from slurmx.slurm import CliSlurm, RetryPolicy
+from slurmx.slurm.adapter import FolderTaken
 from slurmx.slurm.transport import DockerExecTransport
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +90,19 @@ def cleanup(slurm: CliSlurm, admin: CliSlurm) -> Iterator[list[int]]:
     yield ids
     if ids:
         admin.cancel(ids)
+
+
+def spool_dir() -> str:
+    """The spool root of the cluster under test (`cluster up` writes it into site.yaml as `submit.spool_dir`)."""
+    return str(ROOT / os.environ.get("SLURMX_TEST_SLURM", "24.11") / "shared" / "spool")
+
+
+def make_group_folder(slurm: CliSlurm, group_id: str) -> None:
+    """The group folder, made as the adapter's user, as `slurmx submit` makes it before its first sbatch: the group is
+    that user's (slurmx/core/ownership.py). One that exists already stays whose it is (another user cannot take
+    it: a forgery test submits under someone else's group id)."""
+    with contextlib.suppress(FolderTaken):
+        slurm.make_private_folder(f"{spool_dir()}/{group_id}", {})
 
 
 def wait_until(probe: Callable[[], T | None], timeout: float, what: str, every: float = 1.0) -> T:

@@ -21,7 +21,7 @@ from slurmx.daemon.store import Store
 from slurmx.policies.accel_batch import zhao_schedule
 from slurmx.policies.accel_batch.model import BatchInstance
 from slurmx.slurm import CliSlurm
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, make_group_folder
 from tests.integration.test_daemon_helpers import (
     Submitted,
     daemon_site,
@@ -78,6 +78,7 @@ def _submit(slurm: CliSlurm, marks: Path, gid: str, job: Job) -> Submitted:
     """Held variants with a version-0 tag, as `slurmx submit` wrote them before leases (accel needs its gres, which
     the shared helper lacks): groups queued before an upgrade keep their holds, and slurmxd still runs them."""
     group = Submitted(gid)
+    make_group_folder(slurm, gid)
     for kind, estimate in (("accel", job.accel_s), ("cpu", job.cpu_s)):
         group.jobs[kind] = slurm.submit(f"#!/bin/bash\n{_payload(marks, gid, kind, job)}\n", [
             "--hold", f"--comment=slurmx:g={gid},v={kind},c=be,e={estimate:g}", "--qos=be",

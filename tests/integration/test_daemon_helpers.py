@@ -22,7 +22,7 @@ from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import CliSlurm
 from slurmx.slurm.records import SlurmJob
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, make_group_folder, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SLURMXD = [sys.executable, "-c", "from slurmx.cli import daemon_main; daemon_main()"]
@@ -93,6 +93,7 @@ def submit_group(slurm: CliSlurm, prefix: str, variants: Mapping[str, tuple[floa
     `variants`: kind -> (estimate s, bash payload)."""
     gid = group_id or f"{prefix}-{uuid.uuid4().hex[:6]}"
     group = Submitted(gid)
+    make_group_folder(slurm, gid)  # its folder first, as `slurmx submit` makes it (kept if someone made it before)
     for kind, (estimate, payload) in variants.items():
         script = f"#!/bin/bash\n{payload}\n"
         group.jobs[kind] = slurm.submit(script, [

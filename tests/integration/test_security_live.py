@@ -180,7 +180,7 @@ def test_a_forged_tag_is_set_aside_and_the_rightful_group_completes(
     assert forged_job.state is VariantState.PENDING and forged_job.begin_time == forged_lease, "bob's job was acted on"
     assert others[plain].state is VariantState.HELD, "a job outside any group was touched"
     text = daemon.text()
-    assert f"carry the tag of group {tag}-alice, which belongs to alice(2001)" in text and "bob(2002)" in text
+    assert f"carry the tag of group {tag}-alice, whose folder belongs to uid 2001" in text and "bob(2002)" in text
     store = Store(tmp_path / "state" / "slurmxd.sqlite")
     events = [e.event for e in store.history(f"{tag}-alice")]
     assert events[:1] == ["ignore"] and "started" in events
