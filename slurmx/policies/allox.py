@@ -309,8 +309,15 @@ def _cap_jobs(jobs: list[Job], n_max: int | None, kinds: Sequence[str]) -> list[
     return [j for j in jobs if j.group.group_id in chosen]
 
 
+_MAX_TIME = 2.0**40  # the largest time handed to the matching: position x time stays far from overflowing
+
+
 def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Instance:
-    """The matching over `jobs` and the cluster's machines, times measured from now (pure)."""
+    """The matching over `jobs` and the cluster's machines, times measured from now (pure).
+
+    Estimates are the users' numbers, and any finite one is valid (1e300 s included): when the largest time
+    exceeds 2^40 s, every time is divided by one power of two (exact; the optimal matching is the same for
+    costs scaled alike), so `position x time` and the sums of the path search stay finite."""
     index = {k: t for t, k in enumerate(cluster.kinds)}
     proc = np.full((len(jobs), len(cluster.kinds)), np.inf)
     for j, job in enumerate(jobs):
@@ -319,6 +326,11 @@ def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Inst
     arrival = np.array([job.group.submit_time - now for job in jobs], dtype=np.float64)
     types = np.array([index[m.kind] for m in cluster.machines], dtype=np.int64)
     avail = np.array([m.ready_s for m in cluster.machines], dtype=np.float64)
+    times = np.abs(np.concatenate([proc.ravel(), arrival, avail]))
+    top = float(times[np.isfinite(times)].max(initial=0.0))
+    if top > _MAX_TIME:
+        scale = float(2.0 ** np.ceil(np.log2(top / _MAX_TIME)))
+        proc, arrival, avail = proc / scale, arrival / scale, avail / scale
     return Instance(proc, arrival, types, avail)
 
 

@@ -15,6 +15,10 @@ Two searches for T_LP, both exact up to HiGHS' tolerances:
 - `search="bisect"`: the straightforward prototype: bisection on T to a relative tolerance, re-solving the
   full feasibility LP at every step (about 15 solves). Kept as the benchmark's baseline.
 
+The LP is solved on p scaled by a power of two (exact) that brings its largest finite entry to at most 2^20:
+HiGHS refuses coefficients from 1e15 on ("Model error"), and an estimate of 1e15 s is a valid, if absurd, number
+(`lp_scale`). T_LP is reported in the original units.
+
 Pure: numpy arrays in, a frozen result out.
 """
 
@@ -38,6 +42,7 @@ __all__ = [
     "LstResult",
     "greedy_assignment",
     "lower_bound",
+    "lp_scale",
     "lst_assign",
     "nonoverlap_makespan",
     "round_vertex",
@@ -50,6 +55,7 @@ IntArray = npt.NDArray[np.int64]
 Search = Literal["descent", "bisect"]
 _SUPPORT_EPS = 1e-9  # y_ij above this is an edge of the support graph
 _REL_TOL = 1e-9  # slack when comparing T values produced by HiGHS
+_LP_MAX = 2.0**20  # the largest p_ij handed to HiGHS (its own limit on coefficients is 1e15)
 
 
 class LstError(RuntimeError):
@@ -333,13 +339,23 @@ def _match(split: Sequence[int], support: npt.NDArray[np.bool_]) -> dict[int, in
     return {int(i): int(j) for i, j in zip(split, match, strict=True)}
 
 
+def lp_scale(p: FloatArray) -> float:
+    """The power of two p is divided by before the LP: 1 unless its largest finite entry exceeds 2^20 (dividing by
+    a power of two is exact, so instances within range are solved exactly as before)."""
+    finite = p[np.isfinite(p)]
+    top = float(finite.max()) if finite.size else 0.0
+    return 1.0 if top <= _LP_MAX else float(2.0 ** np.ceil(np.log2(top / _LP_MAX)))
+
+
 def lst_assign(p: FloatArray, search: Search = "descent", rel_tol: float = 1e-4) -> LstResult:
     """The whole first phase: T_LP, its vertex, the rounded assignment. `p` is jobs x responders, all > 0."""
     if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] == 0:
         raise ValueError(f"accel LST: p must be a non-empty jobs x responders matrix, got shape {p.shape}")
     if not np.all(np.isfinite(p.min(axis=1))):
         raise ValueError("accel LST: every job needs at least one responder with a finite time")
-    solution = search_descent(p) if search == "descent" else search_bisect(p, rel_tol)
-    assign, n_split, used_matching = round_vertex(solution.y, p, solution.t)
+    scale = lp_scale(p)
+    scaled = p / scale if scale != 1.0 else p
+    solution = search_descent(scaled) if search == "descent" else search_bisect(scaled, rel_tol)
+    assign, n_split, used_matching = round_vertex(solution.y, scaled, solution.t)
     support = int(np.count_nonzero(solution.y > _SUPPORT_EPS))
-    return LstResult(assign, solution.t, solution.solves, support, n_split, used_matching)
+    return LstResult(assign, solution.t * scale, solution.solves, support, n_split, used_matching)

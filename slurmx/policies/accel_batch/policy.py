@@ -9,6 +9,13 @@ node's kind times the node's speed factor, s_i and r_j come from the arguments (
 field; without them transfers are free). Each call plans the whole pending batch and starts the first job of
 every idle responder, pinned to it; the rest is re-planned at the next call (a rolling horizon). Deterministic:
 no state between calls.
+
+Estimates are the users' numbers: any finite positive one is a valid view (a time limit of UNLIMITED, `e=1e15`).
+The batch is read in units scaled by one power of two (exact) so its largest time is at most 2^20, which keeps
+every sum the solvers form finite; and if a solver still fails on the batch (HiGHS reporting an error, a rounding
+that strands a job), that call falls back to list scheduling (each job, longest first, to the responder where it
+ends earliest: the LST search's own starting point, `greedy_assignment`) with the policy's order, says so in the
+plan's notes, and never raises.
 """
 
 from __future__ import annotations
@@ -18,13 +25,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, Node, VariantState
 from slurmx.policies.accel_batch.baselines import MmiIncrease, MmiReorder, mmi_schedule, sct_schedule
-from slurmx.policies.accel_batch.lst import Search
-from slurmx.policies.accel_batch.model import BatchInstance, OrderRule, Schedule
+from slurmx.policies.accel_batch.lst import LstError, Search, greedy_assignment
+from slurmx.policies.accel_batch.model import BatchInstance, OrderRule, Schedule, schedule_from_assignment
 from slurmx.policies.accel_batch.schedule import zhao_schedule
 from slurmx.policies.base import PolicyArgs, register
 
@@ -95,17 +103,39 @@ def _read_batch(view: ClusterView, args: _ViewArgs, notes: list[str]) -> _Batch 
     compute = np.array(rows)
     sizes = np.array([args.input_mb.get(g.group_id, 0.0) for g in groups])
     rates = np.array([args.ingress_mbps.get(n.name, args.default_ingress_mbps) for n, _ in responders])
-    instance = BatchInstance(sizes, rates, compute)
+    scale = _scale(np.concatenate([compute.ravel(), (sizes[:, None] / rates[None, :]).ravel()]))
+    instance = BatchInstance(sizes / scale, rates, compute / scale)
     idle = tuple(n.name not in busy for n, _ in responders)
     return _Batch(instance, tuple(groups), tuple(responders), idle)
 
 
-def _plan(view: ClusterView, args: _ViewArgs, solve: Callable[[BatchInstance], Schedule], label: str) -> Plan:
+_MAX_TIME = 2.0**20
+
+
+def _scale(times: npt.NDArray[np.float64]) -> float:
+    """The power of two the batch's times are divided by: 1 unless the largest finite one exceeds 2^20."""
+    finite = times[np.isfinite(times)]
+    top = float(finite.max()) if finite.size else 0.0
+    return 1.0 if top <= _MAX_TIME else float(2.0 ** np.ceil(np.log2(top / _MAX_TIME)))
+
+
+def _solved(solve: Callable[[BatchInstance], Schedule], instance: BatchInstance, rule: OrderRule,
+            notes: list[str]) -> Schedule:
+    """The solver's schedule; where it fails on this batch, list scheduling for this call (module docstring)."""
+    try:
+        return solve(instance)
+    except (LstError, ValueError, ArithmeticError) as exc:
+        notes.append(f"solver failed on this batch ({' '.join(str(exc).split())}): list scheduling this cycle")
+        return schedule_from_assignment(instance, greedy_assignment(instance.nonoverlap_s), rule)
+
+
+def _plan(view: ClusterView, args: _ViewArgs, solve: Callable[[BatchInstance], Schedule], label: str,
+          rule: OrderRule = "mttf") -> Plan:
     notes: list[str] = []
     batch = _read_batch(view, args, notes)
     if batch is None:
         return Plan((), tuple(notes))
-    schedule = solve(batch.instance)
+    schedule = _solved(solve, batch.instance, rule, notes)
     actions = []
     for j, order in enumerate(schedule.orders):
         if not order or not batch.idle[j]:
@@ -129,7 +159,7 @@ class AccelBatch:
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return _plan(view, self.args, lambda inst: zhao_schedule(inst, self.args.order, self.args.search)[0],
-                     f"LST+{self.args.order}")
+                     f"LST+{self.args.order}", self.args.order)
 
 
 @register("sct", SctArgs)
