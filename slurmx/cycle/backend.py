@@ -12,6 +12,7 @@ from typing import Any, Protocol, get_args
 
 from slurmx.core.actions import Action, Plan
 from slurmx.core.model import ClusterView
+from slurmx.cycle.isolate import Quarantine
 from slurmx.cycle.log import Outcome
 
 __all__ = ["ACTION_TYPES", "Backend", "Handler", "HandlerTable", "checked_handlers"]
@@ -40,6 +41,27 @@ class Backend(Protocol):
 
     def take_notes(self, plan: Plan, now: float) -> None:
         """What the policy said it could not do this round (audited by the daemon, counted by the simulator)."""
+        ...
+
+    @property
+    def quarantine(self) -> Quarantine:
+        """The groups set aside (`cycle.isolate`), kept by the backend from one decision to the next."""
+        ...
+
+    @property
+    def fatal(self) -> tuple[type[BaseException], ...]:
+        """The exceptions that end a decision rather than blame a group (slurmctld gone, the watchdog's alarm):
+        declared by the backend, since `cycle` imports neither the daemon nor the simulator."""
+        ...
+
+    def set_aside(self, group_id: str, reason: str, now: float) -> None:
+        """The policy failed on this group's data (`reason`: the exception, one line): reported once, the group
+        is not shown to the policy again until its entry in the view changes."""
+        ...
+
+    def fell_back(self, reason: str, now: float) -> None:
+        """The policy failed with no group to blame (or past the search's cap): this decision's plan is strict
+        FIFO's, or empty."""
         ...
 
 

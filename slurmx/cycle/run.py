@@ -1,13 +1,21 @@
-"""`decide`: one observe -> schedule -> apply round over a backend; the only call of `policy.schedule`."""
+"""`decide`: one observe -> schedule -> apply round over a backend; the only call of `policy.schedule`.
+
+The call is isolated per group (`cycle.isolate`): when the policy raises, the groups it fails on are set aside and
+reported through the backend, the others decided without them; a plan's actions on a group its view lacked are
+refused, not applied. Nothing the policy raises ends the decision but the backend's `fatal` exceptions.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from slurmx.core.actions import Plan
-from slurmx.cycle.backend import Backend
-from slurmx.cycle.log import DecisionLog, Outcome, view_digest
+from slurmx.core.actions import Action, Plan
+from slurmx.cycle.backend import Backend, Handler
+from slurmx.cycle.isolate import plan_isolated
+from slurmx.cycle.log import REFUSED, DecisionLog, Outcome, view_digest
 from slurmx.cycle.order import effect_order
 from slurmx.policies.base import Policy
 
@@ -33,9 +41,14 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
     if log is not None:
         log.decided(now, number, digest)
     began = time.perf_counter()
-    plan = policy.schedule(view, now)
+    isolated = plan_isolated(policy, view, now, backend.quarantine, backend.fatal)
     policy_s = time.perf_counter() - began
     del view  # usually the last reference: a backend may then change what the view lent without copying it
+    plan, hidden = isolated.plan, isolated.hidden
+    for aside in isolated.set_aside:
+        backend.set_aside(aside.group_id, aside.reason, now)
+    if isolated.fallback is not None:
+        backend.fell_back(isolated.fallback, now)
     if not isinstance(plan, Plan):
         raise PlanError(f"t={now:g}: policy {policy.name} returned {type(plan).__name__}, not a Plan")
     backend.take_notes(plan, now)
@@ -45,7 +58,7 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
         if handler is None:
             raise PlanError(f"t={now:g}: policy {policy.name} returned {batch[0]!r}, which is not an action; "
                             "plans hold Start, Preempt, Resize, SetPriority, Hold, Release and Cancel only")
-        done = list(handler(batch, now))
+        done = _apply_shown(handler, batch, now, hidden) if hidden else list(handler(batch, now))
         if len(done) != len(batch):
             raise RuntimeError(f"backend {backend.name}: {kind.__name__} handler returned {len(done)} outcomes "
                                f"for {len(batch)} actions")
@@ -53,3 +66,20 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
             log.add(now, number, digest, batch, done)
         outcomes += done
     return Decision(plan, tuple(outcomes), policy_s)
+
+
+_HIDDEN = Outcome(REFUSED, "set aside: the policy failed on this group's data; not shown to it until it changes")
+
+
+def _apply_shown(handler: Handler, batch: Sequence[Action], now: float, hidden: AbstractSet[str]) -> list[Outcome]:
+    """The batch's actions on groups the policy was shown, through `handler`; the others refused (a plan naming a
+    quarantined group, e.g. a policy that kept an earlier view, must not reach it)."""
+    refused = [a.group_id in hidden or getattr(a, "beneficiary", None) in hidden for a in batch]
+    if not any(refused):
+        return list(handler(batch, now))
+    kept = [a for a, r in zip(batch, refused, strict=True) if not r]
+    done = list(handler(kept, now)) if kept else []
+    if len(done) != len(kept):
+        return done  # the caller reports the handler's miscount
+    applied = iter(done)
+    return [_HIDDEN if r else next(applied) for r in refused]

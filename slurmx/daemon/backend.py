@@ -3,20 +3,26 @@
 `observe` reads jobs, nodes and partitions, reconciles them with the store, advances the open intents of earlier
 cycles and, when that changed anything in Slurm (a requeue at a grace deadline, a release, a cancelled sibling),
 reads Slurm again: no decision is taken on a view older than the last action applied. The handlers turn each
-action into the enforcer's crash-safe steps (`enforce`).
+action into the enforcer's crash-safe steps (`enforce`). The backend keeps the cycle's quarantine across cycles
+(groups the policy failed on, `cycle.isolate`) and reports each group it sets aside once: a log line and an
+`ignore` audit row, which `slurmx explain` shows.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from slurmx.core.actions import Action, Plan, Start
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Node, Partition
-from slurmx.cycle import Handler, Outcome, checked_handlers
+from slurmx.core.ownership import FolderOwner, SpoolOwners
+from slurmx.cycle import Handler, Outcome, Quarantine, checked_handlers
 from slurmx.daemon.enforce import Enforcer, grace_marks, start_marks
+from slurmx.daemon.errors import CycleTimeout
 from slurmx.daemon.observe import Observation, build_view
 from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
@@ -24,7 +30,13 @@ from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
-__all__ = ["CountingSlurm", "SlurmBackend"]
+__all__ = ["ISOLATION_BUDGET_S", "CountingSlurm", "SlurmBackend"]
+
+log = logging.getLogger("slurmxd")
+# Wall time one cycle may spend finding the groups its policy fails on: a quarter of the watchdog's shortest limit
+# (120 s), so a slow solver tried a few dozen times ends in FIFO's plan for that cycle, not in an abandoned cycle.
+# Culprits found before the budget ran out stay set aside; the next cycle goes on from there.
+ISOLATION_BUDGET_S = 30.0
 
 
 @dataclass
@@ -87,6 +99,9 @@ class CountingSlurm:
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
         self.inner.make_private_folder(path, files)
 
+    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]:
+        return self.inner.folder_owners(paths)
+
     def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
         """Renew due leases (`daemon.lease.LeasedSlurm`); a plain counting adapter holds no leases."""
         return []
@@ -109,12 +124,17 @@ class SlurmBackend:
     observe_s: float = 0.0  # this cycle's time in `observe` and in the handlers (metrics: decide vs enforce)
     enforce_s: float = 0.0
     handlers: dict[type[Action], Handler] = field(init=False)
+    owners: SpoolOwners = field(init=False)  # who owns each group's folder (core/ownership.py), remembered
+    quarantine: Quarantine = field(default_factory=lambda: Quarantine(budget_s=ISOLATION_BUDGET_S))
+    # The cycle's own ends: slurmctld unreachable or refusing, the watchdog's alarm. Never blamed on a group.
+    fatal: ClassVar[tuple[type[BaseException], ...]] = (SlurmError, CycleTimeout)
 
     @property
     def name(self) -> str:
         return "slurm"
 
     def __post_init__(self) -> None:
+        self.owners = SpoolOwners(self.site.submit.spool_dir)
         # Start (the enforcer batches a plan's starts) and one step per other action type the enforcer declares.
         self.handlers = checked_handlers(self.name, {kind: self._handler(kind)
                                                      for kind in (Start, *self.enforcer.steps())})
@@ -122,8 +142,8 @@ class SlurmBackend:
     def read(self, now: float) -> Observation:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
         jobs, nodes, partitions = self.read_slurm()
-        return build_view(self.site, jobs, nodes, partitions, now, facts=self.store.group_facts(),
-                          starts=start_marks(self.store), grace=grace_marks(self.store))
+        return build_view(self.site, jobs, nodes, partitions, now, owner_of=self.owners,
+                          facts=self.store.group_facts(), starts=start_marks(self.store), grace=grace_marks(self.store))
 
     def read_slurm(self) -> tuple[list[SlurmJob], list[Node], list[Partition]]:
         """One full read of Slurm (counted in `reads`)."""
@@ -148,8 +168,8 @@ class SlurmBackend:
             obs = self.read(now)
         elif self._marks() != marks:  # only the store's marks moved (an intent settled): same snapshot, new marks
             obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
-                             now, facts=self.store.group_facts(), starts=start_marks(self.store),
-                             grace=grace_marks(self.store))
+                             now, owner_of=self.owners, facts=self.store.group_facts(),
+                             starts=start_marks(self.store), grace=grace_marks(self.store))
         if self.profiling is not None:  # estimates into the view; groups still profiling stay out of it
             obs, profiled = self.profiling.cycle(obs, now, self.cycle)
             self.enforcer.log.extend(profiled)
@@ -167,6 +187,16 @@ class SlurmBackend:
 
     def take_notes(self, plan: Plan, now: float) -> None:
         self.enforcer.note(plan, self._current())
+
+    def set_aside(self, group_id: str, reason: str, now: float) -> None:
+        detail = (f"set aside: the policy failed on this group's data ({reason}); not scheduled until the group "
+                  "changes (e.g. its estimate) or leaves the queue")
+        log.warning("group %s %s", group_id, detail, extra={"group": group_id, "event": "ignore", "cycle": self.cycle})
+        if not self.enforcer.dry_run:
+            self.store.audit([(now, self.cycle, group_id, "ignore", detail)])
+
+    def fell_back(self, reason: str, now: float) -> None:
+        log.error("cycle %d: %s", self.cycle, reason, extra={"event": "error", "cycle": self.cycle})
 
     def _handler(self, kind: type[Action]) -> Handler:
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:

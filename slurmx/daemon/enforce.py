@@ -151,6 +151,8 @@ class Enforcer(StartSteps, GraceSteps):
                                 held=True)
 
     def _cancel(self, action: Cancel, obs: Observation, now: float) -> Outcome:
+        if action.group_id not in obs.view.groups:  # as every other step: nothing of a group the view lacks
+            return Outcome(REFUSED, "not a group in the view")
         ids = active_ids(obs, action.group_id)
         return self._run(action.group_id, "cancel", f"cancel jobs {show_ids(ids)}", lambda: self.adapter.cancel(ids),
                          action.reason)
