@@ -15,7 +15,7 @@ import pytest
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm
 from slurmx.submit.groups import GroupStatus, find_group
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, spool_dir, wait_until
 from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, shared_folder, wait_log
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def _submit(site_path: Path, *words: str) -> str:
 
 
 def _finished(slurm: CliSlurm, group_id: str) -> GroupStatus | None:
-    group = find_group(slurm, group_id, since="now-1hour")
+    group = find_group(slurm, group_id, since="now-1hour", spool_dir=spool_dir())
     return group if group is not None and group.finished else None
 
 
@@ -50,10 +50,10 @@ def test_a_group_waits_for_the_group_it_depends_on_whichever_variant_ran(
         second.write_text("#!/bin/bash\n#SBATCH --gpus=1 --mem-per-cpu=150M -c 2 --time=5\n"
                           f"if [ -f {marks}/a-ended ]; then echo saw-a; else echo early; fi >> {marks}/b-ran\n")
         b_id = _submit(site_path, "--mode", "managed", f"--dependency=afterok:{a_id}", str(second))
-        b_now = find_group(slurm, b_id)
+        b_now = find_group(slurm, b_id, spool_dir=spool_dir())
         assert b_now is not None and [v.kind for v in b_now.variants] == ["gpu"]
         waiting = slurm.jobs(job_ids=[v.job_id for v in b_now.variants])
-        a_jobs = {v.job_id for v in (find_group(slurm, a_id) or b_now).variants}
+        a_jobs = {v.job_id for v in (find_group(slurm, a_id, spool_dir=spool_dir()) or b_now).variants}
         for job in waiting:  # Slurm waits on A's variants, any of them: a cancelled loser does not count
             assert job.dependency and job.waits_on_dependency, job.dependency
             assert {int(t.split(":")[1].split("(")[0]) for t in job.dependency.split("?")} == a_jobs, job.dependency

@@ -18,7 +18,7 @@ from slurmx.submit.groups import find_group
 from slurmx.submit.spec import parse_spec
 from slurmx.submit.submitter import submit_group
 
-from .conftest import Cluster, wait_until
+from .conftest import Cluster, spool_dir, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,8 @@ def test_unmodified_sbatch_script_submits_and_runs(site_path: Path, cluster: Clu
                "one", "two words")
     gid = proc.stdout.strip()
     assert "ignoring --output" in proc.stderr
-    group = wait_until(lambda: (g := find_group(slurm, gid)) and g.finished and g, 180, "the script to run")
+    group = wait_until(lambda: (g := find_group(slurm, gid, spool_dir=spool_dir())) and g.finished and g, 180,
+                       "the script to run")
     assert group.state.value == "completed"
     assert {v.kind for v in group.variants} == {"cpu", "gpu"}
     out = Path(load_site_config(site_path).submit.spool_dir) / gid / "legacy.out"
@@ -122,7 +123,7 @@ def test_sbatch_resource_options_apply_per_kind(site_path: Path, cluster: Cluste
     script.write_text("#!/bin/bash\n#SBATCH --gpus=1 --mem-per-cpu=150M -c 2 --time=5\ntrue\n")
     proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--wait", str(script))
     gid = proc.stdout.strip()
-    group = find_group(slurm, gid)
+    group = find_group(slurm, gid, spool_dir=spool_dir())
     assert group is not None and group.state.value == "completed"
     assert [v.kind for v in group.variants] == ["gpu"]
     job_id = group.variants[0].job_id
@@ -168,7 +169,8 @@ def test_remote_submit_status_cancel_over_ssh(cluster: Cluster, site_path: Path,
     status = json.loads(cli(remote, "status", "--json", gid).stdout)[0]
     assert {v["kind"] for v in status["variants"]} == {"cpu", "gpu"} and status["user"] == "alice"
     cli(remote, "cancel", gid)
-    wait_until(lambda: (g := find_group(slurm, gid)) and g.state.value == "cancelled", 60, "remote cancel")
+    wait_until(lambda: (g := find_group(slurm, gid, spool_dir=spool_dir())) and g.state.value == "cancelled", 60,
+               "remote cancel")
 
 
 def test_remote_submit_refuses_unknown_host_key(cluster: Cluster, site_path: Path, tmp_path: Path,
