@@ -8,9 +8,10 @@ Form (version 1): `slurmx:1:g=<group>,v=<kind>,c=<te|be>[,gr=<s>][,e=<s>][,n=<st
 `l=` marks a managed variant submitted under a lease (`--begin`, see `daemon/lease.py`): its start is slurmxd's
 to give until the lease runs out, and Slurm's to give after.
 Tags written before versions existed (`slurmx:g=…,v=…`) are read as version 0 so groups already in the queue
-survive an upgrade; a tag of a newer version is refused by name rather than half-read. The comment is the user's
-to write: every value is a hint, checked where it is used (trust comes from Slurm's UserId and QOS, a grace from
-the tag is clamped to the site's limit).
+survive an upgrade; a tag of a newer version is refused by name rather than half-read. The grammar is strict (see
+`fields`) and the site's `job_submit.lua` reads it the same way. The comment is the user's to write at submission
+(the plugin refuses any later change): every value is a hint, checked where it is used (trust comes from Slurm's
+UserId and QOS, a grace from the tag is clamped to the site's limit).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "leased", "readable_fields",
-           "script_hash", "whole_number"]
+__all__ = ["MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "leased",
+           "readable_fields", "script_hash", "whole_number"]
 
 PREFIX = "slurmx:"
 VERSION = 1
@@ -82,30 +83,66 @@ def encode(tag: GroupTag) -> str:
     for part in parts:
         if "," in part[part.index("=") + 1:]:
             raise TagError(f"tag value {part!r} holds a comma, which separates tags; use a plain name")
-    return _V1 + ",".join(parts)
+    comment = _V1 + ",".join(parts)
+    fields(comment)  # what slurmx writes, it (and the site's plugin) can read back
+    return comment
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,80}")
+_SECONDS = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,18})?(?:[eE][+-]?[0-9]{1,3})?")
+_FORMS: dict[str, tuple[re.Pattern[str], str]] = {
+    "g": (_NAME, "a plain name"), "v": (_NAME, "a plain name"), "h": (_NAME, "a plain name"),
+    "p": (_NAME, "a plain name"), "c": (re.compile("te|be"), "te or be"), "gr": (_WHOLE, "a whole number"),
+    "n": (_WHOLE, "a whole number"), "l": (_WHOLE, "a whole number"),
+    "e": (_SECONDS, "a positive number of seconds"),
+}
+MAX_LENGTH = 1024
+_VERSION_HEAD = re.compile(r"([0-9]+):")
 
 
 def fields(comment: str) -> dict[str, str]:
-    """The raw `key=value` fields of a slurmx tag ({} for a comment slurmx did not write).
+    """The `key=value` fields of a slurmx tag ({} for a comment slurmx did not write); `TagError` names what is
+    wrong with one that starts like a tag but breaks the grammar.
 
-    Lean on purpose: slurmxd reads every job's comment every cycle. Raises `TagError` for a tag of a version this
-    slurmx does not know.
+    The grammar is strict and shared with the site's `job_submit.lua` (tests/fixtures/tag_grammar.json holds the
+    strings both are tested on): at most 1024 characters, keys from `g v c gr e n h p l` each once, `g` and `v`
+    present, values in ASCII of the key's form, no spaces, nothing empty. So `l= 600` is no lease anywhere, and
+    the plugin and slurmxd agree on which jobs are leased. Lean on purpose: slurmxd reads every comment each cycle.
     """
     if not comment.startswith(PREFIX):
         return {}
+    if len(comment) > MAX_LENGTH:
+        raise TagError(f"slurmx tag longer than {MAX_LENGTH} characters")
     if comment.startswith(_V1):
         body = comment[len(_V1):]
     else:
         body = comment[len(PREFIX):]
-        head, sep, _ = body.partition(":")
-        if sep and whole_number(head) is not None:
-            raise TagError(f"tag version {head} is newer than this slurmx understands (it reads versions 0 to "
-                           f"{VERSION}); upgrade slurmx")
+        head = _VERSION_HEAD.match(body)
+        if head is not None:
+            number = head.group(1)
+            if len(number) <= 18 and int(number) > VERSION:
+                raise TagError(f"tag version {number} is newer than this slurmx understands (it reads versions 0 "
+                               f"to {VERSION}); upgrade slurmx")
+            raise TagError(f"slurmx tag version {number[:20]!r}; expected slurmx:{VERSION}:")
+    if not body:
+        raise TagError("slurmx tag without fields; expected g=<group>,v=<kind>")
     tags: dict[str, str] = {}
     for item in body.split(","):
         key, sep, value = item.partition("=")
-        if sep:
-            tags[key.strip()] = value.strip()
+        form = _FORMS.get(key)
+        if not sep or form is None:
+            raise TagError(f"slurmx tag field {item[:40]!r}; expected <key>=<value> with a key of "
+                           f"{' '.join(_FORMS)}")
+        if key in tags:
+            raise TagError(f"slurmx tag gives {key}= twice")
+        pattern, expected = form
+        if not pattern.fullmatch(value) or (key == "e" and not 0 < float(value) < math.inf):
+            what = "class " if key == "c" else ""
+            raise TagError(f"slurmx tag {what}{key}={value[:40]!r}; expected {expected}")
+        tags[key] = value
+    for key, what in (("g", "g=<group>"), ("v", "v=<kind>")):
+        if key not in tags:
+            raise TagError(f"slurmx tag without {what}")
     return tags
 
 
@@ -121,46 +158,25 @@ def leased(comment: str) -> bool:
     """Whether a job's tag says it waits under a lease (`l=`): slurmxd starts it, or the lease runs out.
 
     The one test for it: the daemon's lease handling, drain, `slurmx status` and the plugin (`job_submit.lua`,
-    which looks for `,l=<digits>`) must agree on which jobs are leased."""
-    return ",l=" in comment and "l" in readable_fields(comment)
+    whose `slurmx_read_tag` reads the same grammar) must agree on which jobs are leased."""
+    return "l=" in comment and "l" in readable_fields(comment)
 
 
 def decode(comment: str) -> GroupTag | None:
     """The tag of a job's comment, None when slurmx did not write it; `TagError` names what is wrong otherwise."""
     raw = fields(comment)
     if not raw:
-        if comment.startswith(PREFIX):
-            raise TagError("slurmx tag without fields; expected g=<group>,v=<kind>")
         return None
-    group_id, kind = raw.get("g", ""), raw.get("v", "")
-    if not group_id or not kind:
-        raise TagError(f"slurmx tag without {'g=<group>' if not group_id else 'v=<kind>'}")
-    job_class = raw.get("c", "")
-    if job_class not in ("", "te", "be"):
-        raise TagError(f"slurmx tag class c={job_class!r}; expected te or be")
-    return GroupTag(group_id, kind, job_class, grace_s=_count(raw, "gr"), estimate_s=_seconds(raw, "e"),
+    return GroupTag(raw["g"], raw["v"], raw.get("c", ""), grace_s=_count(raw, "gr"), estimate_s=_seconds(raw, "e"),
                     steps=_count(raw, "n"), payload_hash=raw.get("h", ""), sample_hash=raw.get("p", ""),
                     lease_s=_count(raw, "l"), version=VERSION if comment.startswith(_V1) else 0)
 
 
 def _count(raw: dict[str, str], key: str) -> int | None:
     text = raw.get(key)
-    if text is None:
-        return None
-    value = whole_number(text)
-    if value is None:
-        raise TagError(f"slurmx tag {key}={text!r}; expected a whole number")
-    return value
+    return None if text is None else int(text)  # `fields` checked its form
 
 
 def _seconds(raw: dict[str, str], key: str) -> float | None:
     text = raw.get(key)
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise TagError(f"slurmx tag {key}={text!r}; expected seconds") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise TagError(f"slurmx tag {key}={text!r}; expected a positive number of seconds")
-    return value
+    return None if text is None else float(text)
