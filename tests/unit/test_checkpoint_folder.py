@@ -185,3 +185,15 @@ def test_any_chain_of_ancestors_runs_exactly_when_every_one_is_safe(tmp_path: Pa
         assert result.returncode == 1
         assert result.stderr.startswith(f"slurmx: job 77 refuses to run: {first_bad}, on the way to the checkpoint")
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_names_with_newlines_and_spaces_are_split_on_slashes_only(tree: tuple[Path, Path, Path]) -> None:
+    spool, marks, scratch = tree
+    odd = scratch / "we\nird dir" / "*"
+    result = run_job(spool, marks, f"{odd}/ckpt")
+    assert result.returncode == 0, result.stderr
+    assert (odd / "ckpt").is_dir()
+    (scratch / "we\nird dir").chmod(0o777)
+    result = run_job(spool, marks, f"{odd}/ckpt")
+    assert result.returncode == 1
+    assert f"{scratch}/we\nird dir, on the way to the checkpoint folder {odd}/ckpt, is writable" in result.stderr

@@ -234,7 +234,9 @@ def test_hostile_args_env_and_paths_reach_the_payload_verbatim(args: list[str], 
         for name, value in env.items():
             assert run.seen["env"].get(name.encode()) == value.encode(), name
         if checkpoint is not None:
-            assert run.seen["env"][b"SLURMX_CHECKPOINT_DIR"] == checkpoint.encode()
+            # made absolute by the job script, which checks every folder on the way (test_checkpoint_folder.py)
+            assert run.seen["env"][b"SLURMX_CHECKPOINT_DIR"] == os.fsencode(os.path.realpath(run.cwd)) + b"/" + \
+                checkpoint.encode()
             assert (run.cwd / checkpoint).is_dir()
         expected_cwd = run.cwd / workdir if workdir is not None else run.cwd
         assert run.seen["cwd"] == os.fsencode(os.path.realpath(expected_cwd))

@@ -41,12 +41,12 @@ _slurmx_private_dir() {  # DIR: created owner-only when missing; refused unless 
 }
 _slurmx_ancestors() {  # DIR: each folder above DIR, from the group folder (or /) down, is no link and only root's
   # or ours to write (a root-owned sticky folder such as /tmp excepted): else another user could swap DIR for his own
-  local dir=$1 start=/ path part info owner mode me first=1
-  local -a parts todo=()
+  local dir=$1 start=/ path part rest info owner mode me first=1
+  local -a todo=()
   case $dir/ in "$SLURMX_SPOOL_DIR"/*) start=$SLURMX_SPOOL_DIR ;; *) todo=(/) ;; esac
-  path=${start%/}
-  IFS=/ read -ra parts <<< "${dir#"$start"}"
-  for part in ${parts[@]+"${parts[@]}"}; do  # the folders between start and DIR (DIR: _slurmx_private_dir's)
+  path=${start%/} rest=${dir#"$start"}/
+  while [ -n "$rest" ]; do  # the folders between start and DIR (DIR itself: _slurmx_private_dir's)
+    part=${rest%%/*} rest=${rest#*/}
     [ -n "$part" ] || continue
     if ((!first)); then todo+=("$path"); fi
     first=0 path="$path/$part"
@@ -69,10 +69,10 @@ _slurmx_ancestors() {  # DIR: each folder above DIR, from the group folder (or /
 }
 _slurmx_private_dir "$SLURMX_SPOOL_DIR"
 # The checkpoint folder as one absolute path without . or .. (no link is allowed on it, so this is where it is).
-_slurmx_path=''
-[[ $SLURMX_CHECKPOINT_DIR == /* ]] || SLURMX_CHECKPOINT_DIR="$PWD/$SLURMX_CHECKPOINT_DIR"
-IFS=/ read -ra _slurmx_parts <<< "$SLURMX_CHECKPOINT_DIR"
-for _slurmx_part in "${_slurmx_parts[@]}"; do
+_slurmx_path='' _slurmx_rest=$SLURMX_CHECKPOINT_DIR/
+[[ $SLURMX_CHECKPOINT_DIR == /* ]] || _slurmx_rest="$PWD/$_slurmx_rest"
+while [ -n "$_slurmx_rest" ]; do  # split on / by hand: any other byte, a newline too, may be in a name
+  _slurmx_part=${_slurmx_rest%%/*} _slurmx_rest=${_slurmx_rest#*/}
   case $_slurmx_part in ''|.) ;; ..) _slurmx_path=${_slurmx_path%/*} ;; *) _slurmx_path="$_slurmx_path/$_slurmx_part" ;; esac
 done
 export SLURMX_CHECKPOINT_DIR=${_slurmx_path:-/}
