@@ -26,12 +26,12 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.core.ownership import FolderOwner, OwnerLookup
 from slurmx.core.ownership import members as owned_members
+from slurmx.profile.estimator import MAX_ESTIMATE_S
 from slurmx.slurm.records import SlurmJob
 
 __all__ = ["MAX_ESTIMATE_S", "Rejected", "TrustedGroup", "job_grace", "sort_jobs"]
 
 _SAFE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
-MAX_ESTIMATE_S = 366 * 86_400.0  # a year: the bound on an estimate of a job without a time limit
 
 
 @dataclass(frozen=True, slots=True)
