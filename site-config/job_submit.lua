@@ -35,12 +35,26 @@ local NO_VAL = 4294967294
 local NO_VAL64 = 18446744073709551614.0  -- as the bindings hand it over: a double (2^64)
 local S = "string"                       -- a string field: unset when nil
 
+-- bitflags: the client sets USE_DEFAULT_ACCT, _PART, _QOS and _WCKEY (bits 25 to 28, the same in 22.05 to 26.05)
+-- on every request that names no account, partition, QOS or WCKey (_pack_job_desc_msg); any other bit is a change.
+-- Arithmetic, not bit operators: Lua 5.1 has none, and the bindings hand the 64 bits over as a double.
+local function only_default_bits(value)
+  for bit = 25, 28 do
+    if math.floor(value / 2 ^ bit) % 2 == 1 then
+      value = value - 2 ^ bit
+    end
+  end
+  return value == 0
+end
+
 -- Every field of job_desc Slurm's lua bindings expose (22.05, 24.11, 26.05: _get_job_req_field in
 -- src/plugins/job_submit/lua/job_submit_lua.c), with the value it holds when an update leaves it alone
--- (slurm_init_job_desc_msg) and what `scontrol update` calls it. A field absent from a release reads nil: unset.
+-- (slurm_init_job_desc_msg; or a function saying whether a value is unset) and what `scontrol update` calls it.
+-- A field absent from a release reads nil: unset.
 local SLURM_FIELDS = {
   {"account", S, "Account"}, {"acctg_freq", S}, {"admin_comment", S, "AdminComment"}, {"argc", 0},
-  {"array_inx", S, "ArrayTaskThrottle"}, {"batch_features", S}, {"begin_time", 0, "StartTime"}, {"bitflags", 0},
+  {"array_inx", S, "ArrayTaskThrottle"}, {"batch_features", S}, {"begin_time", 0, "StartTime"},
+  {"bitflags", only_default_bits},
   {"boards_per_node", 0}, {"burst_buffer", S, "BurstBuffer"}, {"clusters", S, "Clusters"}, {"comment", S, "Comment"},
   {"container", S}, {"contiguous", NO_VAL16, "Contiguous"}, {"core_spec", NO_VAL16, "CoreSpec"},
   {"cores_per_socket", NO_VAL16, "CoresPerSocket"}, {"cpu_freq_gov", NO_VAL}, {"cpu_freq_max", NO_VAL},
@@ -222,6 +236,8 @@ local function is_set(value, unset)
   end
   if unset == S then
     return true
+  elseif type(unset) == "function" then
+    return not unset(value)
   end
   return value ~= unset
 end

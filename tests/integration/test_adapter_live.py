@@ -56,7 +56,7 @@ def test_partitions_expand_their_node_lists(slurm: CliSlurm) -> None:
     assert parts["accel"].nodes == ("a1",)
 
 
-def test_held_release_signal_requeue_cancel(slurm: CliSlurm, cluster: Cluster, tag: str,
+def test_held_release_signal_requeue_cancel(slurm: CliSlurm, admin: CliSlurm, cluster: Cluster, tag: str,
                                             cleanup: list[int]) -> None:
     out = cluster.shared / f"{tag}.log"
     job_id = slurm.submit(SIGNAL_SCRIPT.format(out=out), [
@@ -68,7 +68,7 @@ def test_held_release_signal_requeue_cancel(slurm: CliSlurm, cluster: Cluster, t
     assert held.slurmx_tags == {"g": tag, "v": "gpu"}
     assert held.request.gres_count("gpu") == 1
 
-    slurm.release([job_id])
+    admin.release([job_id])  # a job with a slurmx tag is slurmxd's account's to release (site-config/job_submit.lua)
     running = wait_until(lambda: in_state(slurm, job_id, VariantState.RUNNING), 60, "job to run")
     assert running.nodes in {"g1", "g2"} and running.allocated.gres_count("gpu") == 1
     wait_until(lambda: out.exists() and "start restart=0" in out.read_text(), 30, "job output")
@@ -122,7 +122,8 @@ def test_update_pending_job(slurm: CliSlurm, admin: CliSlurm, tag: str, cleanup:
     job_id = slurm.submit("#!/bin/bash\nsleep 300\n", [
         "--hold", f"--job-name={tag}", "--partition=cpu", "--mem=100M", "--output=/dev/null"])
     cleanup.append(job_id)
-    slurm.update([job_id], JobUpdate(partition="gpu", gres="gpu:1", cpus=2, mem_mb=700, nice=5,
+    # As slurmxd's account: a user may not write a slurmx tag after submission (site-config/job_submit.lua).
+    admin.update([job_id], JobUpdate(partition="gpu", gres="gpu:1", cpus=2, mem_mb=700, nice=5,
                                      comment=f"slurmx:g={tag},v=gpu", nodelist="g2"))
     updated = job(slurm, job_id)
     assert updated is not None

@@ -3,9 +3,10 @@
 It is not Slurm: the `slurm` table has only what the plugin uses (SUCCESS, ERROR, log_user, log_info), and job_rec
 is a plain table. job_desc is built the way the bindings build it for an update: an empty table whose metatable
 answers each field by name, from the C struct `scontrol update` sends (every member at its
-`slurm_init_job_desc_msg` value unless the update sets it), per Slurm release, as transcribed from Slurm's source
-in tests/fixtures/slurm_job_desc.json. The live tests (tests/integration/test_security_live.py and
-test_failsafe_live.py) run the same plugin under the real bindings.
+`slurm_init_job_desc_msg` value unless the update sets it, plus the USE_DEFAULT_* bits the client's
+_pack_job_desc_msg adds to bitflags for each of account, partition, QOS and WCKey it does not name), per Slurm
+release, as transcribed from Slurm's source in tests/fixtures/slurm_job_desc.json. The live tests
+(tests/integration/test_security_live.py and test_failsafe_live.py) run the same plugin under the real bindings.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ class Guard:
         unknown = set(members) - {f["member"] for f in spec["fields"].values() if "member" in f}
         assert not unknown, f"Slurm {release} exposes no {sorted(unknown)}"
         values.update(members)
+        for bit, member in ((25, "account"), (26, "partition"), (27, "qos"), (28, "wckey")):
+            if values.get(member) is None:  # what the client's _pack_job_desc_msg adds: USE_DEFAULT_<member>
+                values["bitflags"] = (values.get("bitflags") or 0) | 1 << bit
         derived = {"environment": self.lua.table(), "user_name": "bob", "default_account": "research",
                    "default_qos": "normal", "assoc_qos": "normal", "cron_job": False}
 
