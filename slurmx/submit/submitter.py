@@ -81,12 +81,14 @@ def array_specs(spec: JobSpec) -> list[JobSpec]:
             for index in spec.array]
 
 
-def with_resolved_dependency(spec: JobSpec, adapter: SlurmAdapter, source: str = "<spec>") -> JobSpec:
+def with_resolved_dependency(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, source: str = "<spec>") \
+        -> JobSpec:
     """The spec with its group-level dependency in Slurm's terms: the job ids of the named groups' variants."""
     if spec.dependency is None:
         return spec
     try:
-        resolved = resolve_dependency(spec.dependency, lambda group_id: find_group(adapter, group_id))
+        resolved = resolve_dependency(spec.dependency, lambda group_id: find_group(
+            adapter, group_id, spool_dir=site.submit.spool_dir))
     except ValueError as exc:
         raise ConfigError([f"{source}: dependency: {exc}"]) from None
     return spec.model_copy(update={"dependency": resolved or None})
@@ -97,7 +99,7 @@ def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mod
                   source: str = "<spec>") -> list[SubmittedGroup]:
     """The spec's group, or one group per `--array` index: all of them or none (a refusal cancels the ones
     already submitted)."""
-    resolved = with_resolved_dependency(spec, adapter, source)
+    resolved = with_resolved_dependency(spec, site, adapter, source)
     submitted: list[SubmittedGroup] = []
     for one in array_specs(resolved):
         try:
@@ -115,7 +117,7 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     sbatch, as the submitting user, so a job finds them whichever variant starts first."""
     if spec.array is not None:
         raise ConfigError([f"{source}: array: one group per index: submit it with submit_groups"])
-    return _submit_resolved(with_resolved_dependency(spec, adapter, source), site, adapter, mode=mode, pick=pick,
+    return _submit_resolved(with_resolved_dependency(spec, site, adapter, source), site, adapter, mode=mode, pick=pick,
                             only=only, source=source, files=files)
 
 
