@@ -102,7 +102,7 @@ def test_numbers_only_in_ascii_digits_so_a_crafted_tag_costs_its_job_only(value:
     """`str.isdigit` accepts '²' and '①', which `int` refuses: such a tag once escaped trust and failed every cycle.
     Under the strict grammar the whole tag is unreadable: its job is set aside by name, the other group goes on."""
     assert tag.whole_number(value) is None
-    with pytest.raises(tag.TagError, match="expected a whole number|longer than 1024"):
+    with pytest.raises(tag.TagError, match=r"expected a whole number|longer than 1024"):
         tag.decode(f"slurmx:1:g=a,v=cpu,gr={value}")
     jobs = [_job(1, f"slurmx:1:g=a,v=cpu,c=be,gr={value},n={value}"), _job(2, "slurmx:1:g=b,v=cpu,c=be,gr=60")]
     trusted, rejected = sort_jobs(SITE, jobs, spool_owners(jobs))
