@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import NamedTuple, cast
 
 from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView, EndKey, Group, KindName, Node, QueueKey, ViewIndex
@@ -51,9 +51,9 @@ class SetAside:
     reason: str  # the exception's type and message, on one line
 
 
-@dataclass(frozen=True, slots=True)
-class Isolated:
-    """A decision's plan and what isolation did to get it (nothing, on the normal path)."""
+class Isolated(NamedTuple):
+    """A decision's plan and what isolation did to get it (nothing, on the normal path; a tuple: built at every
+    decision, it costs less than a frozen dataclass)."""
 
     plan: Plan
     hidden: AbstractSet[str] = frozenset()  # groups the plan's view lacked: its actions on them are refused
@@ -154,17 +154,25 @@ def without(view: ClusterView, drop: AbstractSet[str]) -> ClusterView:
 
 
 def plan_isolated(policy: Policy, view: ClusterView, now: float, quarantine: Quarantine,
-                  fatal: tuple[type[BaseException], ...] = ()) -> Isolated:
+                  fatal: tuple[type[BaseException], ...] = ()) -> Plan | Isolated:
     """The policy's plan on `view` without its quarantined groups; when it raises, the plan without the groups to
-    blame (found, quarantined and returned in `set_aside`), else FIFO's. Raises only what `fatal` names."""
-    hidden = quarantine.hidden(view.groups) if quarantine else frozenset()
+    blame (found, quarantined and returned in `set_aside`), else FIFO's. Raises only what `fatal` names.
+
+    The normal path (no quarantined group in the view, no exception) returns what the policy returned, as is: a
+    decision then builds nothing more than it did before isolation."""
+    hidden = quarantine.hidden(view.groups) if quarantine else _NONE
     try:
-        return Isolated(policy.schedule(without(view, hidden) if hidden else view, now), hidden)
+        plan = policy.schedule(without(view, hidden) if hidden else view, now)
     except fatal:
         raise
     except Exception as exc:
         first = reason_of(exc)  # a string: the exception's frames hold the view
+    else:
+        return Isolated(plan, hidden) if hidden else plan
     return _Bisection(policy, view, now, quarantine, fatal, hidden).run(first)
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class _Bisection:

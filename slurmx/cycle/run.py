@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from slurmx.core.actions import Action, Plan
 from slurmx.cycle.backend import Backend, Handler
-from slurmx.cycle.isolate import plan_isolated
+from slurmx.cycle.isolate import Isolated, plan_isolated
 from slurmx.cycle.log import REFUSED, DecisionLog, Outcome, view_digest
 from slurmx.cycle.order import effect_order
 from slurmx.policies.base import Policy
@@ -41,14 +41,18 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
     if log is not None:
         log.decided(now, number, digest)
     began = time.perf_counter()
-    isolated = plan_isolated(policy, view, now, backend.quarantine, backend.fatal)
+    got = plan_isolated(policy, view, now, backend.quarantine, backend.fatal)
     policy_s = time.perf_counter() - began
     del view  # usually the last reference: a backend may then change what the view lent without copying it
-    plan, hidden = isolated.plan, isolated.hidden
-    for aside in isolated.set_aside:
-        backend.set_aside(aside.group_id, aside.reason, now)
-    if isolated.fallback is not None:
-        backend.fell_back(isolated.fallback, now)
+    hidden: AbstractSet[str] = _NO_GROUPS
+    if isinstance(got, Isolated):  # a group quarantined, or the policy raised
+        plan, hidden = got.plan, got.hidden
+        for aside in got.set_aside:
+            backend.set_aside(aside.group_id, aside.reason, now)
+        if got.fallback is not None:
+            backend.fell_back(got.fallback, now)
+    else:
+        plan = got
     if not isinstance(plan, Plan):
         raise PlanError(f"t={now:g}: policy {policy.name} returned {type(plan).__name__}, not a Plan")
     backend.take_notes(plan, now)
@@ -68,6 +72,7 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
     return Decision(plan, tuple(outcomes), policy_s)
 
 
+_NO_GROUPS: frozenset[str] = frozenset()
 _HIDDEN = Outcome(REFUSED, "set aside: the policy failed on this group's data; not shown to it until it changes")
 
 

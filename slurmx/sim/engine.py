@@ -15,9 +15,10 @@ when its own state changed, and its plan is applied action by action to the mode
 do is a loud `SimulationError`; anything that breaks the model's rules (over-allocation, a double start, work
 not adding up) is a `SimulationInvariantError` naming the group, the node and the time.
 
-The engine is one class in four modules, so each part reads on its own: this kernel (set-up, the event heap and
+The engine is one class in five modules, so each part reads on its own: this kernel (set-up, the event heap and
 its loop, the events, the cycle's backend surface, the result); `engine_actions`, how each action changes the
-model world; `engine_view`, the view the policy reads; `engine_state`, the state they share, typed.
+model world; `engine_view`, the view the policy reads; `engine_isolation`, the groups the policy failed on;
+`engine_state`, the state they share, typed.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Re
 from slurmx.core.model import ClusterView
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import constant, freeze_if_alive
-from slurmx.cycle import DecisionLog, Handler, Outcome, Quarantine, checked_handlers, decide
+from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
 from slurmx.policies.base import Policy, max_nodes, queue_window, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
-from slurmx.sim.engine_actions import ActionSteps
+from slurmx.sim.engine_isolation import IsolationSteps
 from slurmx.sim.engine_state import (
     ARRIVAL,
     DONE,
@@ -74,7 +75,7 @@ class Progress(NamedTuple):
     now: float
 
 
-class Engine(ActionSteps, ViewSteps):
+class Engine(IsolationSteps, ViewSteps):
     """One simulation run: `Engine(cluster, policy, jobs, options).run() -> SimResult`. Single use.
 
     `jobs` is a sequence (sorted here by submit time; every job is checked before the run starts) or a stream, an
@@ -93,12 +94,7 @@ class Engine(ActionSteps, ViewSteps):
     ) -> None:
         self.name = "simulator"
         self.decisions = decisions
-        # Groups the policy failed on (`cycle.isolate`): one quarantine per run; each set-aside group recorded
-        # (time, group, reason), and the decisions the policy failed with no group to blame counted.
-        self.quarantine = Quarantine()
-        self.set_aside_groups: list[tuple[float, str, str]] = []
-        self.fallbacks = 0
-        self.first_fallback = ""
+        self._init_isolation()
         self.handlers = checked_handlers(self.name, {
             Start: self._each(self._start), Preempt: self._each(self._preempt), Cancel: self._each(self._cancel),
             Resize: self._each(self._resize), SetPriority: self._each(self._set_priority),
@@ -428,21 +424,6 @@ class Engine(ActionSteps, ViewSteps):
             raise SimulationInvariantError(f"t={self.now:g}: every job ended but nodes still hold resources: "
                                            f"{', '.join(busy[:5])}")
 
-    def _stalled(self, t: float) -> None:
-        """Nothing runs and nothing will happen. If every job left is one the policy failed on (set aside, never
-        shown to it again: its data never changes in a run), they end cancelled, counted in the run's notes;
-        otherwise the run is stalled, a loud error."""
-        waiting = [j.group_id for j in self._visible.values() if j.status == PENDING]
-        aside = [gid for gid in waiting if gid in self.quarantine]
-        if aside and len(aside) == len(waiting) == self._open:
-            for gid in aside:
-                self._cancel(Cancel(gid, reason="set aside: the policy failed on it"), t)
-            return
-        because = f"; {len(aside)} of them set aside (the policy raised on them)" if aside else ""
-        raise SimulationError(f"t={t:g}: stalled with {self._open} unfinished jobs, nothing running and no event "
-                              f"left; the policy starts none of the pending groups (first: {', '.join(waiting[:3])})"
-                              + because)
-
     # ---- the policy ------------------------------------------------------------------------------------
 
     def _schedule(self, now: float) -> tuple[bool, bool]:
@@ -482,19 +463,6 @@ class Engine(ActionSteps, ViewSteps):
                 if note.startswith(prefix):
                     self._notes[prefix] += 1
 
-    @property
-    def fatal(self) -> tuple[type[BaseException], ...]:
-        """The model's own loud errors end the run; anything else the policy raises is blamed on a group."""
-        return (SimulationError,)
-
-    def set_aside(self, group_id: str, reason: str, now: float) -> None:
-        self.set_aside_groups.append((now, group_id, reason))
-
-    def fell_back(self, reason: str, now: float) -> None:
-        if not self.fallbacks:
-            self.first_fallback = f"t={now:g}: {reason}"
-        self.fallbacks += 1
-
     def _each(self, apply: Callable[[Any, float], Outcome | None]) -> Handler:
         """A handler applying a batch action by action (`apply` returns None for an applied action)."""
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
@@ -508,16 +476,6 @@ class Engine(ActionSteps, ViewSteps):
 
     # ---- result ----------------------------------------------------------------------------------------
 
-    def _notes_counted(self) -> dict[str, int]:
-        """The plan notes counted, and (only when there were any) the groups set aside and the decisions that fell
-        back to FIFO: a run the policy failed in says so in its report."""
-        notes = dict(self._notes)
-        if self.set_aside_groups:
-            notes["cycle: groups set aside"] = len(self.set_aside_groups)
-        if self.fallbacks:
-            notes["cycle: decisions fallen back to FIFO"] = self.fallbacks
-        return notes
-
     def _result(self, wall: float) -> SimResult:
         cols = len(self._util_cols)
         values = np.frombuffer(self._util_v, dtype=np.float64).reshape(-1, cols) if cols else np.zeros((0, 0))
@@ -525,7 +483,7 @@ class Engine(ActionSteps, ViewSteps):
         stats = RunStats(events=self._events, by_event=dict(zip(EVENT_NAMES, self._by_event, strict=True)),
                          policy_calls=self._calls, actions=dict(sorted(self._actions.items())),
                          repeated_preempts=self._repeated_preempts, max_pending=self._max_pending,
-                         notes=self._notes_counted(), end_time=self.now, wall_s=wall,
+                         notes=self._notes_counted(self._notes), end_time=self.now, wall_s=wall,
                          policy_calls_skipped=self._skipped_calls, policy_wall_s=self._policy_wall)
         order = np.argsort(np.frombuffer(self._record_order, dtype=np.int64), kind="stable")
         records = tuple(self._records[i] for i in order.tolist())  # in submission order

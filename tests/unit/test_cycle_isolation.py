@@ -16,7 +16,8 @@ from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Se
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.cycle import Quarantine
-from slurmx.cycle.isolate import MAX_CALLS, Isolated, plan_isolated
+from slurmx.cycle.isolate import MAX_CALLS, Isolated
+from slurmx.cycle.isolate import plan_isolated as _plan_isolated
 from slurmx.cycle.log import APPLIED, FAILED, REFUSED
 from slurmx.daemon.errors import CycleTimeout
 from slurmx.daemon.explain import explain
@@ -56,6 +57,13 @@ class Poisoned:
         if bad:
             raise self.error(f"solver failed on\n  {bad[0]}")  # a message over two lines: reported on one
         return self.inner.schedule(view, now)
+
+
+def plan_isolated(policy: Policy, view: ClusterView, now: float, quarantine: Quarantine,
+                  fatal: tuple[type[BaseException], ...] = ()) -> Isolated:
+    """`cycle.isolate.plan_isolated`, its normal path's bare plan read as an `Isolated` that did nothing."""
+    got = _plan_isolated(policy, view, now, quarantine, fatal)
+    return got if isinstance(got, Isolated) else Isolated(got)
 
 
 def _touched(plan: Plan) -> set[str]:
@@ -214,15 +222,23 @@ def test_slurmxd_declares_slurm_errors_and_the_watchdog_fatal(tmp_path: Path) ->
     assert set(daemon.backend.fatal) == {SlurmError, CycleTimeout}
 
 
-def test_the_normal_path_hands_the_policy_the_view_itself() -> None:
+def test_the_normal_path_hands_the_policy_the_view_itself_and_returns_its_plan_as_is() -> None:
     view = _view([("a", 1)])
     seen: list[ClusterView] = []
-    def decide(v: ClusterView, now: float) -> list[Action]:
-        seen.append(v)
-        return []
-    policy = Scripted(decide)
-    assert plan_isolated(policy, view, 10.0, Quarantine()) == Isolated(Plan())
-    assert seen == [view] and seen[0] is view
+    returned: list[Plan] = []
+
+    class Recording:
+        name: ClassVar[str] = "recording"
+
+        def schedule(self, v: ClusterView, now: float) -> Plan:
+            seen.append(v)
+            returned.append(FIFO.schedule(v, now))
+            return returned[-1]
+
+    quarantine = Quarantine()
+    quarantine.hold(_view([("gone", 1)]).groups["gone"])  # quarantined, but not in this view: nothing to hide
+    assert _plan_isolated(Recording(), view, 10.0, quarantine) is returned[0]
+    assert seen[0] is view and len(quarantine) == 0
 
 
 # ----------------------------------------------------------------------------------------------- property
