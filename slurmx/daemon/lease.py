@@ -51,7 +51,7 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
         occupying = job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED)
         candidate = job.job_id not in skipped and job.state in (VariantState.PENDING, VariantState.HELD) \
             and (job.begin_time is None or job.begin_time <= now + lease_s / 2)
-        if not occupying and not (candidate and ",l=" in job.comment):
+        if not occupying and not (candidate and "l=" in job.comment):
             continue
         tags = readable_fields(job.comment)
         if occupying and tags.get("g"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmx.core import tag
+from slurmx.core.model import VariantState
+from slurmx.daemon.lease import lease_renewals
 from slurmx.profile.sampling import SAMPLE_TAG
 from tests.unit.slurm_lua_standin import LUA_VERSIONS, Guard
+from tests.unit.test_daemon import job
 
 _TABLE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tag_grammar.json").read_text())["cases"]
 
@@ -92,3 +96,10 @@ def test_python_and_the_plugin_agree_on_any_text(lua54: Guard, text: str) -> Non
     for comment in (f"slurmx:1:g=a,v=cpu,l={text}", f"slurmx:1:g=a,v=cpu,e={text}", f"slurmx:1:{text}"):
         reading = lua54.read_tag(comment)
         assert python_reading(comment) == {k: reading[k] for k in ("valid", "leased", "sample")}, (comment, reading)
+
+
+def test_the_daemons_lease_renewal_finds_a_lease_wherever_the_tag_puts_it() -> None:
+    """The grammar leaves field order free: slurmxd's cheap pre-filter (daemon/lease.py) must not miss `l=` first."""
+    waiting = replace(job(1, None), comment="slurmx:1:l=600,g=a,v=cpu", state=VariantState.PENDING, begin_time=None)
+    assert tag.leased(waiting.comment)
+    assert lease_renewals([waiting], now=1000.0, lease_s=600) == [1]
