@@ -103,3 +103,23 @@ def test_the_daemons_lease_renewal_finds_a_lease_wherever_the_tag_puts_it() -> N
     waiting = replace(job(1, None), comment="slurmx:1:l=600,g=a,v=cpu", state=VariantState.PENDING, begin_time=None)
     assert tag.leased(waiting.comment)
     assert lease_renewals([waiting], now=1000.0, lease_s=600) == [1]
+
+
+_NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}", fullmatch=True)
+_TAGS = st.builds(tag.GroupTag, _NAME, _NAME, st.sampled_from(["", "te", "be"]), st.none() | st.integers(0, 10**9),
+                  st.none() | st.floats(1e-3, 1e12), st.none() | st.integers(1, 10**12), st.sampled_from(["", "ab12"]),
+                  st.sampled_from(["", "0123456789ab"]), st.none() | st.integers(0, 10**6))
+
+
+@settings(max_examples=300, deadline=None)
+@given(written=_TAGS, data=st.data())
+def test_a_space_anywhere_or_a_field_twice_makes_any_tag_unreadable_to_both(lua54: Guard, written: tag.GroupTag,
+                                                                             data: st.DataObject) -> None:
+    comment = tag.encode(written)
+    assert python_reading(comment)["valid"] and lua54.read_tag(comment)["valid"]
+    assert python_reading(comment)["leased"] is lua54.read_tag(comment)["leased"] is (written.lease_s is not None)
+    at = data.draw(st.integers(len("slurmx:1:"), len(comment)))
+    items = comment[len("slurmx:1:"):].split(",")
+    for bad in (comment[:at] + data.draw(st.sampled_from([" ", "\t", "\u00a0"])) + comment[at:],
+                comment + "," + data.draw(st.sampled_from(items))):
+        assert not python_reading(bad)["valid"] and not lua54.read_tag(bad)["valid"], bad
