@@ -82,7 +82,8 @@ def squeue_text(groups: int) -> str:
     template = copy.deepcopy(next(j for j in data["jobs"] if j["job_state"] == ["PENDING"]))
     begin = {"set": True, "infinite": False, "number": int(time.time()) + 3600}
     template.update(hold=False, state_reason="BeginTime", eligible_time=begin, start_time=begin,
-                    priority={"set": True, "infinite": False, "number": 100})
+                    priority={"set": True, "infinite": False, "number": 100},
+                    user_id=os.getuid())  # the owner of the group folders `write_fixtures` makes
     jobs = []
     for i in range(groups):
         for k, (kind, tres) in enumerate((("cpu", "cpu=1,mem=500M,node=1,billing=1"),
@@ -136,6 +137,10 @@ def write_fixtures(folder: Path) -> None:
     (folder / "squeue.json").write_text(squeue_text(N_GROUPS))
     (folder / "nodes.json").write_text(nodes_text(N_NODES))
     (folder / "partitions.txt").write_text(partitions_text(N_NODES))
+    spool = folder / "spool"  # each group's folder, as `slurmx submit` makes it: its owner owns the group
+    spool.mkdir(mode=0o1777)
+    for i in range(N_GROUPS):
+        (spool / f"b{i:05d}").mkdir(mode=0o700)
     bin_dir = folder / "bin"
     bin_dir.mkdir()
     for name, text in (("squeue", FAKE_SQUEUE), ("scontrol", FAKE_SCONTROL)):
@@ -153,7 +158,7 @@ def naive_parse_jobs(text: str | bytes) -> list[SlurmJob]:
         exit_code = raw.get("exit_code") or {}
         jobs.append(SlurmJob(
             int(raw["job_id"]), str(raw.get("name", "")), str(raw.get("user_name", "")),
-            int(number(raw.get("user_id")) or -1),
+            int(uid) if (uid := number(raw.get("user_id"))) is not None else -1,  # root is uid 0
             VariantState.HELD if held else VariantState.from_slurm(state.split("+")[0]), state,
             str(raw.get("state_reason", "")), str(raw.get("partition", "")), str(raw.get("qos", "")),
             str(raw.get("comment", "")), str(raw.get("nodes", "")), parse_tres(raw.get("tres_req_str")),
@@ -249,7 +254,8 @@ def child(mode: str, folder: Path) -> dict[str, Any]:
     adapter = {"ours": RecordedWrites, "text": TextPath, "stdlib": StdlibPath}[mode]()
     with tempfile.TemporaryDirectory() as state:
         store = Store(Path(state) / "s.sqlite")
-        daemon = Daemon(SITE, adapter, store, make_policy("fifo"), clock=lambda: 1_795_100_000.0)
+        site = SITE.model_copy(update={"submit": SITE.submit.model_copy(update={"spool_dir": str(folder / "spool")})})
+        daemon = Daemon(site, adapter, store, make_policy("fifo"), clock=lambda: 1_795_100_000.0)
         gc.collect()
         rss_before = peak_rss_mb()
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
