@@ -98,6 +98,13 @@ _FORMS: dict[str, tuple[re.Pattern[str], str]] = {
 }
 MAX_LENGTH = 1024
 _VERSION_HEAD = re.compile(r"([0-9]+):")
+# The form `encode` writes, fields in its order: one match reads the tags slurmxd sees each cycle (every managed job's
+# comment), instead of a split and a match per field. It accepts only what `_fields_in_any_order` accepts, with the
+# same reading (a property test holds them equal); anything else goes the long way.
+_N, _W, _S = _NAME.pattern, _WHOLE.pattern, _SECONDS.pattern
+_CANONICAL = re.compile(
+    rf"slurmx:1:g=(?P<g>{_N}),v=(?P<v>{_N})(?:,c=(?P<c>te|be))?(?:,gr=(?P<gr>{_W}))?(?:,e=(?P<e>{_S}))?"
+    rf"(?:,n=(?P<n>{_W}))?(?:,h=(?P<h>{_N}))?(?:,p=(?P<p>{_N}))?(?:,l=(?P<l>{_W}))?")
 
 
 def fields(comment: str) -> dict[str, str]:
@@ -111,6 +118,17 @@ def fields(comment: str) -> dict[str, str]:
     """
     if not comment.startswith(PREFIX):
         return {}
+    if len(comment) <= MAX_LENGTH:
+        canonical = _CANONICAL.fullmatch(comment)
+        if canonical is not None:
+            tags = {key: value for key, value in canonical.groupdict().items() if value is not None}
+            if "e" not in tags or 0 < float(tags["e"]) < math.inf:
+                return tags
+    return _fields_in_any_order(comment)
+
+
+def _fields_in_any_order(comment: str) -> dict[str, str]:
+    """`fields` the long way: any order of keys, and the error that names what breaks the grammar."""
     if len(comment) > MAX_LENGTH:
         raise TagError(f"slurmx tag longer than {MAX_LENGTH} characters")
     if comment.startswith(_V1):

@@ -220,9 +220,9 @@ class Daemon:
             matched.add((fact.group_id, fact.owner_uid, fact.first_job))
             if not ids <= fact.job_ids:
                 fresh.append(replace(fact, job_ids=fact.job_ids | ids))
+        closed = [f for rows in facts.values() for f in rows if (f.group_id, f.owner_uid, f.first_job) not in matched]
+        self.store.close_groups(closed)
         self.store.remember_groups(fresh, obs.view.now)
-        self.store.close_groups(f for rows in facts.values() for f in rows
-                                if (f.group_id, f.owner_uid, f.first_job) not in matched)
 
     def _prune_audit(self, now: float) -> None:
         """Apply the site's audit retention (`daemon.audit_keep`, `daemon.audit_keep_rows`)."""

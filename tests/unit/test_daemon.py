@@ -696,3 +696,20 @@ def test_one_refused_release_does_not_stop_the_others(tmp_path: Path) -> None:
     enforcer.apply(Plan((Start("a", "cpu"), Start("b", "cpu"), Start("c", "cpu"))), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("refused", (1, 3, 5)), ("release", (1,)), ("refused", (3,)), ("release", (5,))]
     assert any(row[4] == "release job 3: scontrol release: exit 1: Access/permission denied" for row in enforcer.log)
+
+
+def test_the_facts_slurmxd_keeps_beside_the_table_are_the_tables(tmp_path: Path) -> None:
+    """Facts are read from the store once and then kept beside it; every change must reach both."""
+    store = Store(tmp_path / "s.sqlite")
+    store.remember_groups([GroupFact("a", 1000, 1, frozenset({1}), 50.0), GroupFact("b", 1000, 3, frozenset({3}),
+                                                                                 60.0)], 70.0)
+    store.remember_groups([GroupFact("a", 1000, 1, frozenset({1, 2}), 50.0)], 80.0)
+    store.count_preemption("a", 90.0)
+    store.close_groups([GroupFact("b", 1000, 3, frozenset({3}), 60.0)])
+    store.remember_groups([GroupFact("b", 1000, 9, frozenset({9}), 95.0)], 96.0)
+    kept = {g: sorted(rows, key=lambda f: f.first_job) for g, rows in store.group_facts().items()}
+    store.close()
+    assert kept == {g: sorted(rows, key=lambda f: f.first_job) for g, rows in Store(tmp_path / "s.sqlite")
+                    .group_facts().items()}
+    assert [(f.job_ids, f.preemptions, f.last_requeue) for f in kept["a"]] == [(frozenset({1, 2}), 1, 90.0)]
+    assert [(f.first_job, f.submit_time, f.preemptions) for f in kept["b"]] == [(9, 95.0, 0)]

@@ -116,3 +116,33 @@ def test_numbers_only_in_ascii_digits_so_a_crafted_tag_costs_its_job_only(value:
 def test_sort_jobs_never_raises_on_any_comment(text: str) -> None:
     for comment in (f"slurmx:1:{text}", f"slurmx:1:g=a,v=cpu,gr={text}", f"slurmx:1:g=a,v=cpu,e={text}"):
         sort_jobs(SITE, [_job(1, comment)], spool_owners([_job(1, comment)]))
+
+
+_VALUES = st.one_of(st.sampled_from(["te", "be", "600", "1e3", "1e999", "0", "0.0", "5.5", "a-b.c", "", " 1", "²",
+                                     "9" * 19, "x" * 90]), st.text(max_size=12))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["g", "v", "c", "gr", "e", "n", "h", "p", "l", "x", ""]), _VALUES),
+                max_size=10), st.sampled_from(["slurmx:1:", "slurmx:", "slurmx:2:", "slurmx:1:g=a,v=cpu,"]))
+def test_the_one_match_reading_is_the_long_readings(parts: list[tuple[str, str]], head: str) -> None:
+    """`fields` reads the form `encode` writes with one match; on every comment it must answer as the long way."""
+    comment = head + ",".join(f"{k}={v}" for k, v in parts)
+    try:
+        expected: dict[str, str] | str = tag._fields_in_any_order(comment)
+    except tag.TagError as exc:
+        expected = str(exc)
+    try:
+        got: dict[str, str] | str = tag.fields(comment)
+    except tag.TagError as exc:
+        got = str(exc)
+    assert got == expected and (not isinstance(got, dict) or list(got) == list(expected))
+
+
+@given(st.builds(tag.GroupTag, st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True), st.sampled_from(["cpu", "gpu"]),
+                 st.sampled_from(["", "te", "be"]), st.none() | st.integers(0, 10**6),
+                 st.none() | st.floats(1e-3, 1e12), st.none() | st.integers(1, 10**9),
+                 st.sampled_from(["", "abc123"]), st.sampled_from(["", "def456"]), st.none() | st.integers(1, 10**5)))
+def test_every_encoded_tag_takes_the_one_match_reading(group: tag.GroupTag) -> None:
+    comment = tag.encode(group)
+    assert tag._CANONICAL.fullmatch(comment) is not None
+    assert tag.fields(comment) == tag._fields_in_any_order(comment)
