@@ -14,6 +14,9 @@ spool root, squats names alice's next group will want, and reuses his group ids.
 - in the "comments and files only" machine, alice's jobs see exactly the calls (and so the FIFO start order) a twin
   daemon makes over the same alice and no bob.
 
+Four machines: FIFO with bob doing anything, FIFO with bob only writing (the twin check), FitGpp (preemption
+intents written into group folders), and FIFO with the profiling stage on (it reads progress files).
+
 Slurm here is `HostileSlurm`, a fake (the table of test_daemon's fake Slurm; jobs run when released and end after
 their run time); everything else is real.
 """
@@ -54,7 +57,8 @@ SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the store's folde
 FINISHED = (VariantState.COMPLETED, VariantState.CANCELLED, VariantState.FAILED)
 
 
-def site_for(spool: Path, policy: str) -> SiteConfig:
+def site_for(spool: Path, policy: str, profile: bool = False) -> SiteConfig:
+    """`profile`: the profiling stage on (it reads progress files in running groups' folders)."""
     return parse_site_config({
         "cluster": {"name": "t"},
         "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "500M"},
@@ -63,6 +67,7 @@ def site_for(spool: Path, policy: str) -> SiteConfig:
         "preemption": {"grace": 10},
         "daemon": {"start_timeout": 30},
         "submit": {"spool_dir": str(spool)},
+        "profile": {"enabled": profile, "sampling": {"qos": "slurmx-profile"}},
     })
 
 
@@ -148,6 +153,7 @@ class HostileUsers(RuleBasedStateMachine):
     """alice and bob on one cluster; the real daemon between every two steps (see the module docstring)."""
 
     POLICY = "fifo"
+    PROFILE = False
     BOB_CONSUMES = True  # False: bob only writes comments, fields and files; nothing of his ever runs (fairness)
 
     def __init__(self) -> None:
@@ -158,7 +164,7 @@ class HostileUsers(RuleBasedStateMachine):
         os.chmod(SPOOL, 0o1777)
         self.tmp = Path(tempfile.mkdtemp(prefix="slurmx-hostile-", dir=SCRATCH))
         self.store = Store(self.tmp / "s.sqlite")
-        self.daemon = Daemon(site_for(SPOOL, self.POLICY), self.fake, self.store,  # type: ignore[arg-type]
+        self.daemon = Daemon(site_for(SPOOL, self.POLICY, self.PROFILE), self.fake, self.store,  # type: ignore[arg-type]
                              make_policy(self.POLICY), clock=lambda: float(self.now[0]))
         self.twin: tuple[HostileSlurm, Daemon] | None = None
         if not self.BOB_CONSUMES:  # the same alice, no bob: what FIFO does for her on its own
@@ -166,7 +172,7 @@ class HostileUsers(RuleBasedStateMachine):
             twin_spool.mkdir(mode=0o1777)
             os.chmod(twin_spool, 0o1777)
             twin_fake = HostileSlurm(twin_spool, self.runs)
-            self.twin = (twin_fake, Daemon(site_for(twin_spool, self.POLICY), twin_fake,  # type: ignore[arg-type]
+            self.twin = (twin_fake, Daemon(site_for(twin_spool, self.POLICY, self.PROFILE), twin_fake,  # type: ignore[arg-type]
                                            Store(self.tmp / "twin.sqlite"), make_policy(self.POLICY),
                                            clock=lambda: float(self.now[0])))
         self.next_id = 100
@@ -447,9 +453,17 @@ class BobUnderFitGpp(HostileUsers):
     POLICY = "fitgpp"
 
 
+class BobUnderProfiling(HostileUsers):
+    """FIFO with the profiling stage on: it reads the progress files bob plants in his running groups' folders."""
+
+    PROFILE = True
+
+
 TestBobDoesAnything = BobDoesAnything.TestCase
 TestBobDoesAnything.settings = CI
 TestBobOnlyWrites = BobOnlyWrites.TestCase
 TestBobOnlyWrites.settings = CI
 TestBobUnderFitGpp = BobUnderFitGpp.TestCase
 TestBobUnderFitGpp.settings = settings(CI, max_examples=30)
+TestBobUnderProfiling = BobUnderProfiling.TestCase
+TestBobUnderProfiling.settings = settings(CI, max_examples=20)
