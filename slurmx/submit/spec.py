@@ -294,7 +294,11 @@ class JobSpec(_Model):
     @classmethod
     def _estimates(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {k: _duration(v) for k, v in value.items()}
+            seconds = {k: _duration(v) for k, v in value.items()}
+            for kind, v in seconds.items():
+                if isinstance(v, int) and v <= 0:  # the tag's e= is a positive number of seconds
+                    raise ValueError(f"{kind}: {v} s; give a positive duration (e.g. 20m), or leave {kind} out")
+            return seconds
         return value
 
     @field_validator("modules")

@@ -246,6 +246,15 @@ def test_estimate_of_unknown_kind() -> None:
     assert str(info.value) == "job.yaml: estimates.tpu: not a resource kind of this site; valid kinds: cpu, gpu, accel"
 
 
+@pytest.mark.parametrize("zero", ["0d", "0", 0, "0s"])
+def test_an_estimate_of_nothing_is_refused_in_one_line(zero: object) -> None:
+    """A zero estimate once reached the tag as `e=0`, which the tag grammar refuses: it is refused at the spec."""
+    with pytest.raises(ConfigError) as info:
+        parse_spec(spec(estimates={"cpu": zero}), SRC)
+    assert "estimates" in str(info.value) and "positive duration" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
 # ---------------------------------------------------------------------------------------------- files
 
 
