@@ -247,7 +247,7 @@ class JobSpec(_Model):
     job_class: JobClass = Field(JobClass.BE, validation_alias="class")
     grace_s: int | None = Field(None, validation_alias="grace", ge=0)
     checkpoint_dir: str | None = None
-    work: float | None = Field(None, gt=0, allow_inf_nan=False)
+    work: float | None = Field(None, gt=0, lt=1e18, allow_inf_nan=False)  # steps: the tag's n= holds 18 digits
     estimates: dict[str, int] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     modules: tuple[str, ...] = ()

@@ -246,6 +246,13 @@ def test_estimate_of_unknown_kind() -> None:
     assert str(info.value) == "job.yaml: estimates.tpu: not a resource kind of this site; valid kinds: cpu, gpu, accel"
 
 
+def test_work_beyond_what_the_tag_carries_is_refused_in_one_line() -> None:
+    """work: 1e20 once rendered as n= of 21 digits, which the tag grammar refuses with a traceback at submit."""
+    with pytest.raises(ConfigError) as info:
+        parse_spec(spec(work=1e20), SRC)
+    assert "work" in str(info.value) and "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("zero", ["0d", "0", 0, "0s"])
 def test_an_estimate_of_nothing_is_refused_in_one_line(zero: object) -> None:
     """A zero estimate once reached the tag as `e=0`, which the tag grammar refuses: it is refused at the spec."""
