@@ -94,18 +94,7 @@ def read_user_file(path: str | Path, *, owner: int | None = None, folder_owner: 
             raise UntrustedFile(problem)
         if info.st_size > max_bytes:
             raise UntrustedFile(f"{target}: {info.st_size} bytes, over the {max_bytes}-byte cap")
-        chunks: list[bytes] = []
-        left = max_bytes + 1  # one byte more tells a file that grew past the cap after fstat
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            raise UntrustedFile(f"{target}: grew over the {max_bytes}-byte cap while read")
-        return data
+        return _read_at_most(fd, target, max_bytes, grown_ok=False)
     finally:
         os.close(fd)
 
