@@ -62,6 +62,7 @@ AUDIT_CHANGE = 0.05  # a progress estimate is audited again once it moved by mor
 # A waiting group with work to sample (`n=`) whose newest job is younger than this is registered a cycle later: its
 # submission may still be queueing variants (sbatch runs one by one), and a group seen by half gets the wrong plan.
 SETTLE_S = 5.0
+FORGET_HISTORY_EVERY = 100  # cycles between drops of history runs past their age
 
 
 def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
@@ -120,6 +121,9 @@ class ProfilingStage(SampleLifecycle):
         self._feed_progress(obs, now)
         self._record(obs.view, now)
         self._forget_gone(obs.view)
+        self._seen_runs.intersection_update(obs.jobs)  # a run squeue forgot cannot come back through squeue
+        if cycle % FORGET_HISTORY_EVERY == 0:
+            self.profiler.history.forget_stale(now)
         return replace(obs, view=self._view(obs.view)), self._rows
 
     def seed_history(self, now: float) -> int:

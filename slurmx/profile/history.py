@@ -19,7 +19,7 @@ from slurmx.core.tag import readable_fields, whole_number
 from slurmx.profile.estimator import Estimate, Source
 from slurmx.slurm.records import AccountingRecord
 
-__all__ = ["History", "HistoryParams", "HistoryRun", "JobKey", "key_of_record", "run_of_record"]
+__all__ = ["MAX_RUNS_PER_KEY", "History", "HistoryParams", "HistoryRun", "JobKey", "key_of_record", "run_of_record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,9 @@ class HistoryRun:
     elapsed_s: float
     max_rss_mb: int | None = None
     steps: int | None = None
+
+
+MAX_RUNS_PER_KEY = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,30 @@ class History:
         self._runs: dict[JobKey, list[HistoryRun]] = defaultdict(list)
 
     def add(self, runs: Iterable[HistoryRun]) -> None:
+        """Remember `runs`; a key keeps its newest `MAX_RUNS_PER_KEY` (the median of more says nothing new)."""
         for run in runs:
-            self._runs[run.key].append(run)
+            kept = self._runs[run.key]
+            kept.append(run)
+            if len(kept) > 2 * MAX_RUNS_PER_KEY:
+                kept.sort(key=lambda r: r.end_time)
+                del kept[:-MAX_RUNS_PER_KEY]
+
+    def forget_stale(self, now: float) -> int:
+        """Drop runs older than `max_age_s` and keys left without any, so a daemon that runs for months holds
+        what it may still use and no more (every job name a user invents is a key); returns the runs dropped."""
+        dropped = 0
+        for key in list(self._runs):
+            fresh = [r for r in self._runs[key] if now - r.end_time <= self.params.max_age_s]
+            dropped += len(self._runs[key]) - len(fresh)
+            if fresh:
+                self._runs[key] = fresh
+            else:
+                del self._runs[key]
+        return dropped
+
+    def __len__(self) -> int:
+        """Runs held, over every key."""
+        return sum(map(len, self._runs.values()))
 
     def add_records(self, records: Iterable[AccountingRecord]) -> int:
         """Add the completed ones among sacct records; returns how many were added."""

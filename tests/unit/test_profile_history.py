@@ -9,7 +9,15 @@ import pytest
 
 from slurmx.core.model import VariantState
 from slurmx.profile.estimator import Source
-from slurmx.profile.history import History, HistoryParams, HistoryRun, JobKey, key_of_record, run_of_record
+from slurmx.profile.history import (
+    MAX_RUNS_PER_KEY,
+    History,
+    HistoryParams,
+    HistoryRun,
+    JobKey,
+    key_of_record,
+    run_of_record,
+)
 from slurmx.slurm.parse import parse_accounting
 from slurmx.slurm.records import AccountingRecord
 
@@ -79,3 +87,14 @@ def test_one_run_has_the_floor_uncertainty() -> None:
     history.add([HistoryRun(RUN_CPU, 0.0, 42.0)])
     est = history.estimate(RUN_CPU, now=10.0)
     assert est is not None and est.uncertainty == pytest.approx(0.05)
+
+
+def test_history_holds_what_it_may_still_use_and_no_more() -> None:
+    """A user inventing a job name per run, or running one name forever, must not grow slurmxd without bound."""
+    history = History(HistoryParams(max_age_s=1000.0))
+    history.add([HistoryRun(RUN_CPU, float(t), 10.0) for t in range(10_000)])
+    assert len(history) <= 2 * MAX_RUNS_PER_KEY
+    assert [r.end_time for r in history.fresh(RUN_CPU, 10_000.0)][-1] == 9999.0  # the newest are the ones kept
+    history.add([HistoryRun(JobKey("bob", f"n{i}", "", "cpu"), 5.0, 1.0) for i in range(5000)])
+    history.forget_stale(10_000.0)
+    assert len(history) <= MAX_RUNS_PER_KEY * 2 and all(k == RUN_CPU for k in history._runs)
