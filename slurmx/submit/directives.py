@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from slurmx.core.units import UnitError, parse_mem, parse_time_limit
 from slurmx.core.validation import ConfigError
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
@@ -279,14 +280,47 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
     return result
 
 
-def _check_value(key: str, value: str, where: str) -> None:
-    """An `--array` or `--dependency` value is checked where it was written (the rest when the spec is read)."""
-    check = {"array": parse_array, "dependency": parse_dependency}.get(key)
-    if check is not None:
+_NO_UNLIMITED = ("a variant's time limit is finite: slurmx sends its grace signal before the limit; leave --time "
+                 "out (each variant then gets its kind's limit from the site config, else the partition's default) "
+                 "or give one like --time=2-00:00:00")
+_NO_WHOLE_NODE = ("all of a node's memory is not a size a group can ask for (each kind's nodes differ, and the "
+                  "policies place by size); leave --{key} out (each variant then asks for its kind's memory from the "
+                  "site config) or give a size like --{key}=32G")
+
+
+def _check_resource(key: str, value: str) -> None:
+    """Time, memory and CPU values as sbatch reads them, refused with what to write instead."""
+    if key == "time":
+        if value.strip().upper() in ("UNLIMITED", "INFINITE", "-1"):
+            raise ValueError(_NO_UNLIMITED)
         try:
+            seconds = parse_time_limit(value)
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+        if seconds == 0:  # sbatch: "a time limit of zero requests that no time limit be imposed"
+            raise ValueError(_NO_UNLIMITED)
+    elif key in _MEMORY:
+        try:
+            megabytes = parse_mem(value)
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+        if megabytes == 0:
+            raise ValueError(_NO_WHOLE_NODE.format(key=key))
+    elif key == "cpus-per-task" and (not value.strip().isdigit() or int(value) < 1):
+        raise ValueError(f"expected a whole number of CPUs, at least 1, like --cpus-per-task=4, got {value!r}")
+
+
+def _check_value(key: str, value: str, where: str) -> None:
+    """A modelled value is checked where it was written (`file:line` or the command line), so the error names the
+    place the user has to fix."""
+    check = {"array": parse_array, "dependency": parse_dependency}.get(key)
+    try:
+        if check is not None:
             check(value)
-        except ValueError as exc:
-            raise ConfigError([f"{where}: --{key}={value}: {exc}"]) from None
+        else:
+            _check_resource(key, value)
+    except ValueError as exc:
+        raise ConfigError([f"{where}: --{key}={value}: {exc}"]) from None
 
 
 def parse_directives(text: str, source: str) -> Directives:

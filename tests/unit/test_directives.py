@@ -227,7 +227,7 @@ def test_build_spec_bad_time_from_a_directive(tmp_path: Path) -> None:
     path.write_text("#!/bin/bash\n#SBATCH --time=soon\ntrue\n")
     with pytest.raises(ConfigError) as info:
         build_spec(str(path), [], [], site())
-    assert str(info.value) == f"{path}: time: expected a duration like 90s, 5m or 2-00:00:00, got 'soon'"
+    assert str(info.value) == f"{path}:2: --time=soon: expected a duration like 90s, 5m or 2-00:00:00, got 'soon'"
 
 
 # ---------------------------------------------------------------------------------------------- known bugs

@@ -1,0 +1,104 @@
+"""Every sbatch option honoured, mapped or refused with a usable fix (issue 32, item 4).
+
+Each error names where its value came from (the command line or `file:line`) and says what to write instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurmx.core.config import SiteConfig, parse_site_config
+from slurmx.core.validation import ConfigError
+from slurmx.submit.entry import build_spec
+from slurmx.submit.render import RenderedVariant
+
+
+def site(**extra: object) -> SiteConfig:
+    return parse_site_config({
+        "cluster": {"name": "t"},
+        "resources": {
+            "cpu": {"partition": "cpu", "cpus": 1, "mem": "500M", "time": "1h"},
+            "gpu": {"partition": "gpu", "cpus": 2, "mem": "500M", "gres": "gpu:1"},
+        },
+        "classes": {"te": {"qos": "short"}, "be": {"qos": "scavenger"}},
+        "preemption": {"grace": "30s"},
+        **extra,
+    })
+
+
+def _script(tmp_path: Path, directives: str = "", body: str = "true") -> Path:
+    path = tmp_path / "job.sh"
+    path.write_text(f"#!/bin/bash\n{directives}\n{body}\n")
+    return path
+
+
+def _rendered(tmp_path: Path, directives: str = "", cli: list[str] | None = None, mode: str = "race",
+              the_site: SiteConfig | None = None, body: str = "true") -> dict[str, RenderedVariant]:
+    from slurmx.submit.submitter import plan_group
+
+    the_site = the_site or site()
+    path = _script(tmp_path, directives, body)
+    spec, _ = build_spec(str(path), cli or [], [], the_site)
+    _, _, rendered = plan_group(spec, the_site, mode=mode, source=str(path))
+    return {r.kind: r for r in rendered}
+
+
+def _error(tmp_path: Path, directives: str = "", cli: list[str] | None = None, mode: str = "race",
+           the_site: SiteConfig | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        _rendered(tmp_path, directives, cli, mode, the_site)
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message.replace(str(tmp_path / "job.sh"), "job.sh")
+
+
+# ------------------------------------------------------------------------------------ 1. where a value came from
+
+@pytest.mark.parametrize("option", ["--mem=0", "--mem=0G", "--mem-per-cpu=0"])
+def test_whole_node_memory_from_the_command_line_is_refused_naming_the_command_line(tmp_path: Path,
+                                                                                      option: str) -> None:
+    message = _error(tmp_path, "#SBATCH --mem=2G", [option])
+    key = option.split("=")[0]
+    assert message.startswith(f"command line: {option}: all of a node's memory")
+    assert f"leave {key} out (each variant then asks for its kind's memory" in message
+
+
+def test_whole_node_memory_in_a_script_names_its_line(tmp_path: Path) -> None:
+    assert _error(tmp_path, "#SBATCH -c 2\n#SBATCH --mem=0").startswith("job.sh:3: --mem=0: all of a node's memory")
+
+
+@pytest.mark.parametrize("value", ["UNLIMITED", "unlimited", "INFINITE", "-1", "0", "0:00"])
+def test_an_unlimited_time_is_refused_with_a_fix_naming_where(tmp_path: Path, value: str) -> None:
+    assert _error(tmp_path, "", [f"--time={value}"]) == (
+        f"command line: --time={value}: a variant's time limit is finite: slurmx sends its grace signal before the "
+        "limit; leave --time out (each variant then gets its kind's limit from the site config, else the "
+        "partition's default) or give one like --time=2-00:00:00")
+    assert _error(tmp_path, f"#SBATCH -t {value}").startswith(f"job.sh:2: --time={value}: a variant's time")
+
+
+def test_the_fix_for_an_unlimited_time_works(tmp_path: Path) -> None:
+    got = _rendered(tmp_path, "#SBATCH --mem=1G")
+    assert "--time=01:00:00" in got["cpu"].options  # the kind's limit
+    assert not any(o.startswith("--time") for o in got["gpu"].options)  # the partition's default
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(option=st.sampled_from(["--time", "--mem", "--mem-per-cpu", "--cpus-per-task"]),
+       value=st.text(st.sampled_from("0123456789:-GMKTx. "), min_size=1, max_size=8),
+       on_command_line=st.booleans())
+def test_property_a_bad_value_names_where_it_was_written(tmp_path_factory: pytest.TempPathFactory, option: str,
+                                                         value: str, on_command_line: bool) -> None:
+    tmp_path = tmp_path_factory.mktemp("p")
+    value = value.strip() or "x"
+    cli = [f"{option}={value}"] if on_command_line else []
+    directives = "" if on_command_line else f"#SBATCH {option}='{value}'"
+    try:
+        _rendered(tmp_path, directives, cli)
+    except ConfigError as exc:
+        message = str(exc).replace(str(tmp_path / "job.sh"), "job.sh")
+        assert "\n" not in message
+        assert message.startswith("command line: " if on_command_line else "job.sh:2: "), message
