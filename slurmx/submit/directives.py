@@ -28,7 +28,7 @@ from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
 
 __all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives", "refusal",
-           "short_option", "sort_options", "split_command_line", "split_options"]
+           "release_refusal", "short_option", "sort_options", "split_command_line", "split_options"]
 
 # sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
 _LONG: dict[str, str] = {
@@ -54,7 +54,21 @@ _LONG: dict[str, str] = {
     "time-min": "arg", "tmp": "arg", "tres-bind": "arg", "tres-per-task": "arg", "uid": "arg",
     "use-min-nodes": "flag", "verbose": "flag", "wait": "flag", "wait-all-nodes": "arg", "wckey": "arg",
     "wrap": "arg",
+    # newer than 22.05 (see _SINCE)
+    "resv-ports": "opt", "segment": "arg", "stepmgr": "flag", "oom-kill-step": "opt", "consolidate-segments": "flag",
+    "resources": "arg", "spread-segments": "flag", "container-type": "arg", "mem-update": "arg",
 }
+# The Slurm release whose sbatch(1) first lists an option, for those newer than the oldest release slurmx reads
+# (22.05); and the release that dropped one. From doc/man/man1/sbatch.1 of each release's first tag.
+_SINCE: dict[str, str] = {
+    "container-id": "23.02", "extra": "23.02", "tres-per-task": "23.02", "tres-bind": "23.11",
+    "resv-ports": "24.05", "segment": "24.05", "stepmgr": "24.05", "oom-kill-step": "24.11",
+    "consolidate-segments": "25.11", "resources": "25.11", "spread-segments": "25.11",
+    "container-type": "26.05", "mem-update": "26.05",
+}
+_DROPPED_IN: dict[str, str] = {"power": "24.05"}
+# Values of an option that a release added after the option itself.
+_VALUE_SINCE: dict[tuple[str, str], str] = {("export", "NIL"): "23.11"}
 _SHORT: dict[str, str] = {
     "A": "account", "a": "array", "b": "begin", "C": "constraint", "c": "cpus-per-task", "D": "chdir",
     "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus", "H": "hold", "i": "input", "J": "job-name",
@@ -101,6 +115,28 @@ def refusal(name: str, value: str | None) -> str | None:
         return f"--{name} is not supported: {_REFUSED[name]}"
     if name in _ONE_ONLY and value is not None and value.strip() not in ("1", "1-1"):
         return f"--{name}={value}: {_ONE_ONLY[name]}"
+    return None
+
+
+def _key(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor)
+
+
+def release_refusal(name: str, value: str | None, release: str | None) -> str | None:
+    """Why Slurm `release` (the site's cluster.slurm_version) does not know `--name[=value]`; None when it does
+    or the release is not configured."""
+    if release is None:
+        return None
+    since = _SINCE.get(name) or _VALUE_SINCE.get((name, (value or "").strip().upper()))
+    shown = f"--{name}" if value is None or name not in {n for n, _ in _VALUE_SINCE} else f"--{name}={value}"
+    if since is not None and _key(release) < _key(since):
+        return (f"{shown} is new in Slurm {since}; this site runs Slurm {release} (cluster.slurm_version), whose "
+                "sbatch refuses it: leave it out")
+    dropped = _DROPPED_IN.get(name)
+    if dropped is not None and _key(release) >= _key(dropped):
+        return (f"--{name} was removed in Slurm {dropped}; this site runs Slurm {release} (cluster.slurm_version): "
+                "leave it out")
     return None
 
 
@@ -251,12 +287,13 @@ def _gpu_count(gres: str) -> str | None:
 
 
 def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | None = None,
-                 where: str = "command line") -> Directives:
+                 where: str = "command line", release: str | None = None) -> Directives:
     """Sort parsed options into spec fields, the command's own options, pass-through flags and dropped ones
-    (later options win); an option a group cannot honour raises ConfigError naming `where`."""
+    (later options win); an option a group cannot honour, or the site's Slurm `release` does not know, raises
+    ConfigError naming `where`."""
     result = into if into is not None else Directives()
     for name, value in options:
-        problem = refusal(name, value)
+        problem = refusal(name, value) or release_refusal(name, value, release)
         if problem is not None:
             raise ConfigError([f"{where}: {problem}"])
         key = _MODELLED.get(name)
@@ -323,13 +360,14 @@ def _check_value(key: str, value: str, where: str) -> None:
         raise ConfigError([f"{where}: --{key}={value}: {exc}"]) from None
 
 
-def parse_directives(text: str, source: str) -> Directives:
-    """Sort a script's `#SBATCH` options; errors name `source:line`."""
+def parse_directives(text: str, source: str, release: str | None = None) -> Directives:
+    """Sort a script's `#SBATCH` options (checked against the site's Slurm `release` when known); errors name
+    `source:line`."""
     result = Directives()
     for number, body in _directive_lines(text):
         where = f"{source}:{number}"
         words = _sbatch_words(body, where)
-        sort_options(split_options(words, where), result, where)
+        sort_options(split_options(words, where), result, where, release)
     return result
 
 

@@ -119,7 +119,8 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
     """The spec, the notes on options slurmx dropped because each variant sets them itself, and the submitting
     command's own options (`--wait`, `--parsable`) from the command line or the script."""
     file = Path(path)
-    cli = sort_options(split_options(list(options), "command line"))
+    release = site.cluster.slurm_version
+    cli = sort_options(split_options(list(options), "command line"), release=release)
     if file.suffix in _SPEC_SUFFIXES:
         data = load_yaml(file, JobSpec, "pass a job spec (.yaml) or a batch script")
         if not isinstance(data, dict):
@@ -135,7 +136,7 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
         notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
         return Submission(parse_spec(data, path), notes, frozenset(cli.client))
     text = _read_script(file, path)
-    directives = parse_directives(text, path)
+    directives = parse_directives(text, path, release)
     cli_fields = _fields(cli, site, "command line")
     script_fields = _without_other_memory(_fields(directives, site, path), cli_fields)
     fields = {"name": _name_from(file), **script_fields, **cli_fields}

@@ -24,6 +24,7 @@ from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
 from slurmx.profile.sampling import search_kind
+from slurmx.submit.directives import canonical_long_option, release_refusal, short_option
 from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
@@ -100,12 +101,24 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--dependency={spec.dependency}")
     options += cfg.extra_flags
     overrides = spec.overrides.get(kind)
-    options += spec.sbatch + (overrides.sbatch if overrides is not None else ())
+    own = spec.sbatch + (overrides.sbatch if overrides is not None else ())
+    _check_release(own, site.cluster.slurm_version, source)
+    options += own
     for option in options:
         if not _SAFE_OPTION.fullmatch(option):
             raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
                                "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
     return tuple(options)
+
+
+def _check_release(flags: Sequence[str], release: str | None, source: str) -> None:
+    """A spec's `sbatch:` options against the site's Slurm release (scripts' are checked where they are read)."""
+    for flag in flags:
+        given, eq, value = flag.partition("=")
+        name = canonical_long_option(given[2:]) if given.startswith("--") else short_option(given[1:2])
+        problem = release_refusal(name or "", value if eq else None, release)
+        if problem is not None:
+            raise ConfigError([f"{source}: sbatch: {problem}"])
 
 
 def _grace_error(spec: JobSpec, site: SiteConfig, kind: str, grace: int, time_s: int, source: str) -> str:

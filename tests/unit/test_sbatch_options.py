@@ -102,3 +102,43 @@ def test_property_a_bad_value_names_where_it_was_written(tmp_path_factory: pytes
         message = str(exc).replace(str(tmp_path / "job.sh"), "job.sh")
         assert "\n" not in message
         assert message.startswith("command line: " if on_command_line else "job.sh:2: "), message
+
+
+# ------------------------------------------------------------------------------------ 7. the site's Slurm release
+
+def _at(release: str) -> SiteConfig:
+    return site(cluster={"name": "t", "slurm_version": release})
+
+
+@pytest.mark.parametrize(("option", "since"), [("--oom-kill-step", "24.11"), ("--stepmgr", "24.05"),
+                                               ("--tres-bind=gres/gpu:closest", "23.11"),
+                                               ("--resources=lic", "25.11"), ("--container-type=oci", "26.05")])
+def test_an_option_newer_than_the_site_s_slurm_is_refused_naming_both_versions(tmp_path: Path, option: str,
+                                                                             since: str) -> None:
+    name = option.split("=")[0]
+    expected = (f"{name} is new in Slurm {since}; this site runs Slurm 22.05 (cluster.slurm_version), whose "
+                "sbatch refuses it: leave it out")
+    assert _error(tmp_path, "", [option], the_site=_at("22.05")) == f"command line: {expected}"
+    assert _error(tmp_path, f"#SBATCH {option}", the_site=_at("22.05")) == f"job.sh:2: {expected}"
+    got = _rendered(tmp_path, f"#SBATCH {option}", the_site=_at("26.05"))
+    assert option in got["cpu"].options
+    assert option in _rendered(tmp_path, f"#SBATCH {option}")["cpu"].options  # no release configured: sbatch's call
+
+
+def test_a_spec_s_sbatch_list_is_checked_against_the_release_too() -> None:
+    from slurmx.submit.render import variant_options
+    from slurmx.submit.spec import parse_spec
+
+    spec = parse_spec({"name": "j", "command": "true", "sbatch": ["--oom-kill-step"]})
+    with pytest.raises(ConfigError) as info:
+        variant_options(spec, _at("24.05"), "cpu", "g1", "race", "job.yaml")
+    assert str(info.value) == ("job.yaml: sbatch: --oom-kill-step is new in Slurm 24.11; this site runs Slurm 24.05 "
+                               "(cluster.slurm_version), whose sbatch refuses it: leave it out")
+    assert "--oom-kill-step" in variant_options(spec, _at("24.11"), "cpu", "g1", "race", "job.yaml")
+
+
+def test_an_option_a_release_dropped_is_refused_from_it_on(tmp_path: Path) -> None:
+    assert _error(tmp_path, "#SBATCH --power=level", the_site=_at("24.11")) == (
+        "job.sh:2: --power was removed in Slurm 24.05; this site runs Slurm 24.11 (cluster.slurm_version): "
+        "leave it out")
+    assert "--power=level" in _rendered(tmp_path, "#SBATCH --power=level", the_site=_at("22.05"))["cpu"].options
