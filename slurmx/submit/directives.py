@@ -19,6 +19,7 @@ An option sbatch does not know is an error naming the line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,8 +28,9 @@ from slurmx.core.validation import ConfigError
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
 
-__all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives", "refusal",
-           "release_refusal", "short_option", "sort_options", "split_command_line", "split_options"]
+__all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives",
+           "parse_export", "refusal", "release_refusal", "short_option", "sort_options", "split_command_line",
+           "split_options"]
 
 # sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
 _LONG: dict[str, str] = {
@@ -84,7 +86,8 @@ _VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", 
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
-             "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array"}
+             "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array",
+             "export": "export"}
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")
@@ -325,6 +328,28 @@ _NO_WHOLE_NODE = ("all of a node's memory is not a size a group can ask for (eac
                   "site config) or give a size like --{key}=32G")
 
 
+_EXPORT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_export(value: str) -> str:
+    """`--export` as sbatch reads it: ALL, NONE, NIL, or `[ALL,]NAME[=value],...`; keywords in capitals. A
+    variable slurmx sets in each variant (SLURMX_*) cannot be given; ValueError says what to write instead."""
+    items = value.strip().split(",")
+    first = items[0].upper()
+    if first in ("ALL", "NONE", "NIL"):
+        items[0] = first
+        if first != "ALL" and len(items) > 1:
+            raise ValueError(f"{first} exports no variable, so it takes no list; write --export={first}, or "
+                             f"--export={','.join(items[1:])} for those variables alone")
+    for item in items[1:] if first in ("ALL", "NONE", "NIL") else items:
+        name = item.partition("=")[0]
+        if not _EXPORT_NAME.fullmatch(name):
+            raise ValueError(f"expected ALL, NONE, NIL or NAME[=value] items separated by commas, got {item!r}")
+        if name.upper().startswith("SLURMX_"):
+            raise ValueError(f"{name} is set by slurmx in each variant; choose another name")
+    return ",".join(items)
+
+
 def _check_resource(key: str, value: str) -> None:
     """Time, memory and CPU values as sbatch reads them, refused with what to write instead."""
     if key == "time":
@@ -343,6 +368,8 @@ def _check_resource(key: str, value: str) -> None:
             raise ValueError(str(exc)) from None
         if megabytes == 0:
             raise ValueError(_NO_WHOLE_NODE.format(key=key))
+    elif key == "export":
+        parse_export(value)
     elif key == "cpus-per-task" and (not value.strip().isdigit() or int(value) < 1):
         raise ValueError(f"expected a whole number of CPUs, at least 1, like --cpus-per-task=4, got {value!r}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -97,6 +98,8 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append("--no-requeue")
     if mode == "managed":  # slurmxd's to start until the lease runs out (daemon/lease.py), then Slurm's
         options.append(f"--begin=now+{site.daemon.lease_s}")
+    if spec.export is not None:  # the same on every variant; the script needs nothing from it (_tool_path)
+        options.append(f"--export={spec.export}")
     if spec.dependency:  # in Slurm's terms once submitted (submitter.with_resolved_dependency); slurmxd waits too
         options.append(f"--dependency={spec.dependency}")
     options += cfg.extra_flags
@@ -134,6 +137,25 @@ def _grace_error(spec: JobSpec, site: SiteConfig, kind: str, grace: int, time_s:
     fix = "shorten grace: or raise time:" if spec.grace_s is not None else "set a shorter grace: or raise time:"
     return (f"{source}: {grace_key} ({format_duration(grace)}) must be shorter than {time_key} "
             f"({format_duration(time_s)}) of variant {kind}, or the grace signal comes at once; {fix}")
+
+
+# What the wrapper itself runs besides bash's builtins: Slurm's commands, python3 (profiling samples), coreutils.
+_WRAPPER_TOOLS = ("squeue", "scancel", "python3", "stat", "awk", "mkdir")
+
+
+def _tool_path(export: str | None) -> str | None:
+    """Under an `--export` that leaves the submitting environment behind (NONE, NIL, a list without ALL), the
+    folders where this host finds the wrapper's tools, for the script to append to whatever PATH the node gives
+    (None when the whole environment travels: nothing to add)."""
+    if export is None or export.split(",")[0] == "ALL":
+        return None
+    folders: list[str] = []
+    for tool in _WRAPPER_TOOLS:
+        found = shutil.which(tool)
+        folder = str(Path(found).parent) if found else None
+        if folder is not None and folder not in folders and ":" not in folder:
+            folders.append(folder)
+    return ":".join(folders or ["/usr/local/bin", "/usr/bin", "/bin"])
 
 
 def _environment(templates_dir: Path | None) -> jinja2.Environment:
@@ -228,6 +250,7 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
             race_settle_s=site.submit.race_settle_s, modules=modules, env=sorted(env_vars.items()),
             payload=payload, delimiter=_delimiter(payload, hook_sh, *(t for _, t in hook_py)),
             workdir=spec.workdir, args=list(spec.args), profile_steps=profile_steps,
+            export=spec.export, tool_path=_tool_path(spec.export),
         )
     except jinja2.TemplateError as exc:
         raise ConfigError([f"template {template_name}: {exc}"]) from None

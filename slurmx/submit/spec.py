@@ -36,7 +36,14 @@ from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_l
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
-from slurmx.submit.directives import CLIENT_OPTIONS, canonical_long_option, modelled_key, refusal, short_option
+from slurmx.submit.directives import (
+    CLIENT_OPTIONS,
+    canonical_long_option,
+    modelled_key,
+    parse_export,
+    refusal,
+    short_option,
+)
 
 __all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
            "resolve_variants"]
@@ -47,9 +54,9 @@ _MODULE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/-]*$")
 # Options slurmx sets itself per variant; a spec must use the typed fields instead.
 _RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--job-name", "--comment", "--hold",
              "--output", "--error", "--signal", "--requeue", "--no-requeue", "--parsable", "--wrap",
-             # The environment is the spec's `env:`; --export other than ALL also makes slurmd load a login
-             # environment on the node, which the job-side hooks do not expect.
-             "--export", "--export-file", "--get-user-env",
+             # `export:` is the spec's (checked, and the job script made to work without the submitting
+             # environment); a file of variables or a login environment slurmx cannot check.
+             "--export-file", "--get-user-env",
              # A managed variant's begin time is its lease (daemon/lease.py): slurmxd's to move.
              "--begin",
              "-p", "-c", "-J", "-o", "-e", "-H", "-q", "-b")
@@ -153,7 +160,7 @@ def _clean_text(value: Any, where: str = "") -> Any:
 # A modelled sbatch option (`directives.modelled_key`) -> the spec key that says it.
 _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
              "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
-             "dependency": "dependency", "array": "array"}
+             "dependency": "dependency", "array": "array", "export": "export"}
 
 
 def _flags(value: Any) -> Any:
@@ -261,6 +268,7 @@ class JobSpec(_Model):
     # sbatch's syntax with group ids (submit/dependency.py); resolved to variant job ids at submission
     dependency: str | None = None
     array: tuple[int, ...] | None = None  # `--array`: one group per index (submit/array.py)
+    export: str | None = None  # `--export`: ALL, NONE, NIL or [ALL,]NAME[=value],... on every variant
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -275,6 +283,11 @@ class JobSpec(_Model):
         if value is not None:
             parse_dependency(value)
         return value
+
+    @field_validator("export")
+    @classmethod
+    def _export(cls, value: str | None) -> str | None:
+        return parse_export(value) if value is not None else None
 
     @field_validator("array", mode="before")
     @classmethod

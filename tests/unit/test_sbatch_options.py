@@ -5,6 +5,7 @@ Each error names where its value came from (the command line or `file:line`) and
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,102 @@ def test_an_option_a_release_dropped_is_refused_from_it_on(tmp_path: Path) -> No
         "job.sh:2: --power was removed in Slurm 24.05; this site runs Slurm 24.11 (cluster.slurm_version): "
         "leave it out")
     assert "--power=level" in _rendered(tmp_path, "#SBATCH --power=level", the_site=_at("22.05"))["cpu"].options
+
+
+# ------------------------------------------------------------------------------------ 2. --export
+
+@pytest.mark.parametrize(("line", "value"), [("#SBATCH --export=NONE", "NONE"), ("#SBATCH --export=none", "NONE"),
+                                             ("#SBATCH --export=ALL,DATA=/scratch,X", "ALL,DATA=/scratch,X"),
+                                             ("#SBATCH --export=NIL", "NIL"), ("#SBATCH --export DATA=1", "DATA=1")])
+def test_export_is_honoured_on_every_variant(tmp_path: Path, line: str, value: str) -> None:
+    for mode in ("race", "managed"):
+        got = _rendered(tmp_path, line, mode=mode)
+        assert all(f"--export={value}" in r.options for r in got.values()), mode
+        assert all(f"#SBATCH --export={value}\n" in r.script for r in got.values())
+
+
+def test_the_command_line_s_export_wins_and_a_spec_says_export(tmp_path: Path) -> None:
+    got = _rendered(tmp_path, "#SBATCH --export=NONE", ["--export=ALL"])
+    assert "--export=ALL" in got["cpu"].options and "--export=NONE" not in got["cpu"].options
+    assert "PATH=" not in got["cpu"].script.split("export SLURMX_GROUP")[0]  # everything travels: nothing added
+    from slurmx.submit.spec import parse_spec
+
+    assert parse_spec({"name": "j", "command": "true", "export": "none"}).export == "NONE"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("#SBATCH --export=NONE,X=1", "job.sh:2: --export=NONE,X=1: NONE exports no variable, so it takes no list; "
+                                  "write --export=NONE, or --export=X=1 for those variables alone"),
+    ("#SBATCH --export=ALL,SLURMX_GROUP=x", "job.sh:2: --export=ALL,SLURMX_GROUP=x: SLURMX_GROUP is set by slurmx "
+                                            "in each variant; choose another name"),
+    ("#SBATCH --export=1X", "job.sh:2: --export=1X: expected ALL, NONE, NIL or NAME[=value] items separated by "
+                            "commas, got '1X'"),
+])
+def test_a_bad_export_is_refused_in_one_line_naming_where(tmp_path: Path, line: str, message: str) -> None:
+    assert _error(tmp_path, line) == message
+
+
+def test_export_nil_needs_slurm_23_11(tmp_path: Path) -> None:
+    assert _error(tmp_path, "#SBATCH --export=NIL", the_site=_at("22.05")) == (
+        "job.sh:2: --export=NIL is new in Slurm 23.11; this site runs Slurm 22.05 (cluster.slurm_version), whose "
+        "sbatch refuses it: leave it out")
+    assert "--export=NIL" in _rendered(tmp_path, "#SBATCH --export=NIL", the_site=_at("24.11"))["cpu"].options
+
+
+_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
+_ITEM = st.one_of(_NAME, st.tuples(_NAME, st.text("abc/:.=-_01", max_size=5)).map(lambda t: f"{t[0]}={t[1]}"),
+                  st.sampled_from(["ALL", "all", "NONE", "NIL", "", "1a", "a b", "SLURMX_X"]))
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(items=st.lists(_ITEM, min_size=1, max_size=4), on_command_line=st.booleans())
+def test_property_an_export_list_is_honoured_as_written_or_refused_in_one_line(
+        tmp_path_factory: pytest.TempPathFactory, items: list[str], on_command_line: bool) -> None:
+    tmp_path = tmp_path_factory.mktemp("e")
+    value = ",".join(items)
+    cli = [f"--export={value}"] if on_command_line else []
+    directives = "" if on_command_line else f"#SBATCH '--export={value}'"
+    try:
+        got = _rendered(tmp_path, directives, cli)
+    except ConfigError as exc:
+        message = str(exc).replace(str(tmp_path / "job.sh"), "job.sh")
+        assert "\n" not in message
+        assert message.startswith("command line: " if on_command_line else "job.sh:2: "), message
+        return
+    keyword = items[0].upper() in ("ALL", "NONE", "NIL")
+    expected = ",".join([items[0].upper(), *items[1:]]) if keyword else value
+    for rendered in got.values():
+        assert f"--export={expected}" in rendered.options
+
+
+def _run_under_export(tmp_path: Path, export: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import shutil
+
+    spool = tmp_path / "spool"
+    spool.mkdir(exist_ok=True)
+    the_site = site(submit={"spool_dir": str(spool)})
+    path = _script(tmp_path, f"#SBATCH --export={export}",
+                   'echo "path=$PATH" > "$MARKS/payload"; command -v stat >> "$MARKS/payload"\n'
+                   'python3 -c "import slurmx.hooks" && echo hooks >> "$MARKS/payload"')
+    spec, _ = build_spec(str(path), [], [], the_site)
+    from slurmx.submit.render import render_variant
+
+    script = render_variant(spec, the_site, "cpu", "j-0a1b2c", "pick", str(path)).script
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False, env={**env, "SLURM_JOB_ID": "7", "MARKS": str(tmp_path)},
+                          cwd=tmp_path)
+
+
+def test_under_export_none_the_script_finds_what_it_needs_without_the_submitting_environment(tmp_path: Path) -> None:
+    # What a node gives when no login environment could be loaded: SLURM_* alone, or a PATH without Slurm's tools.
+    for env in ({}, {"PATH": "/nonexistent"}):
+        (tmp_path / "payload").unlink(missing_ok=True)
+        result = _run_under_export(tmp_path, "NONE", env)
+        assert result.returncode == 0, result.stderr
+        lines = (tmp_path / "payload").read_text().splitlines()
+        assert lines[0].startswith("path=" + env.get("PATH", "")) and lines[-1] == "hooks", lines
+
+
+def test_under_export_all_nothing_is_added_and_a_bare_path_would_not_do(tmp_path: Path) -> None:
+    result = _run_under_export(tmp_path, "ALL", {"PATH": "/nonexistent"})
+    assert result.returncode != 0  # the wrapper cannot run without its tools: why NONE appends their folders
