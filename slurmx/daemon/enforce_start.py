@@ -22,6 +22,7 @@ from slurmx.daemon.store import Intent
 from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.errors import SlurmUnavailable
+from slurmx.slurm.parse import expand_hostlist
 from slurmx.slurm.records import SlurmJob
 
 __all__ = ["StartSteps"]
@@ -60,21 +61,39 @@ class StartSteps(EnforcerBase):
                 self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
                             + (f" ({action.reason})" if action.reason else ""))
             return outcomes
+        asked = self.store.user_nodes(
+            (j, a.group_id, job.required_nodes, job.excluded_nodes) for a, j, _, _ in chosen
+            if a.nodes and (job := obs.jobs.get(j)) is not None)  # before slurmxd steers any of them
         rows = []
         for action, job_id, _, size in chosen:
             group = obs.view.groups[action.group_id]
             siblings = [v.job_id for v in group.variants if v.kind != action.kind and v.job_id is not None]
+            required, excluded = asked.get(job_id, ("", ""))
             rows.append((f"start:{action.group_id}", "start", action.group_id, "releasing",
                          {"kind": action.kind, "job_id": job_id, "nodes": list(action.nodes), "siblings": siblings,
-                          "released_at": now, "reason": action.reason, "size": list(size) if size else None}))
+                          "released_at": now, "reason": action.reason, "size": list(size) if size else None,
+                          "user_nodes": required, "user_excluded": excluded}))
         self.store.put_intents(rows, now)  # durable before the first Slurm command of any of them
         for action, job_id, _, size in chosen:
             self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
                         + (f" on {','.join(action.nodes)}" if action.nodes else "")
                         + (f" as cpus={size[0]} mem={size[1]}M" if size else "")
                         + (f": {action.reason}" if action.reason else ""))
-        self._release([_ToRelease(a.group_id, j, a.nodes, held, size) for a, j, held, size in chosen])
+        self._release([_ToRelease(a.group_id, j, self._narrowed(a.group_id, j, a.nodes, asked.get(j, ("", ""))),
+                                  held, size) for a, j, held, size in chosen])
         return outcomes
+
+    def _narrowed(self, group_id: str, job_id: int, nodes: tuple[str, ...], user: tuple[str, str]) \
+            -> tuple[str, ...]:
+        """The nodes to steer the job to: the policy's, when they lie inside what the user asked for (`-w` and
+        `-x`, as first seen: `Store.user_nodes`); else none, said in one line: steering narrows the user's node
+        list, it never replaces it (Slurm then runs the job where the user asked)."""
+        if not nodes or _inside(nodes, *user):
+            return nodes
+        asked = ", ".join(p for p in (f"-w {user[0]}" if user[0] else "", f"-x {user[1]}" if user[1] else "") if p)
+        self._audit(group_id, "start", f"job {job_id}: the policy's nodes {','.join(nodes)} are outside what its "
+                    f"user asked for ({asked}): released without steering, where the user asked")
+        return ()
 
     def _release(self, items: list[_ToRelease]) -> None:
         """Size and steer each job, release the held ones in one call, advance their intents."""
@@ -149,16 +168,19 @@ class StartSteps(EnforcerBase):
         timed_out = now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s
         if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
             size = intent.data.get("size")
-            self._release([_ToRelease(group, job_id, tuple(intent.data.get("nodes", ())), job.held,
-                                      (int(size[0]), int(size[1])) if size else None)])
+            nodes = tuple(intent.data.get("nodes", ()))
+            if nodes and not _inside(nodes, str(intent.data.get("user_nodes", "")),
+                                     str(intent.data.get("user_excluded", ""))):
+                nodes = ()  # said when it was decided; the user's list as it was then (the job may show ours now)
+            self._release([_ToRelease(group, job_id, nodes, job.held, (int(size[0]), int(size[1])) if size else None)])
             return
         if timed_out:
             if job.held:
                 self.store.drop_intent(intent.key)
                 return
             self.adapter.hold([job_id])
-            if intent.data.get("nodes"):
-                self.adapter.update([job_id], JobUpdate(nodelist=""))
+            if intent.data.get("nodes"):  # the user's own list back (none: cleared), never the daemon's
+                self.adapter.update([job_id], JobUpdate(nodelist=str(intent.data.get("user_nodes", ""))))
             self.store.drop_intent(intent.key)
             self.on_action("start", "timeout")
             self._audit(group, "timeout", f"job {job_id} did not start within {self.site.daemon.start_timeout_s} s "
@@ -231,3 +253,10 @@ def _ran(job: SlurmJob) -> bool:
     """The job ran and ended (anything but cancelled): its group has had its one run."""
     return job.state.is_finished and job.state is not VariantState.CANCELLED
 
+
+def _inside(nodes: tuple[str, ...], required: str, excluded: str) -> bool:
+    """Whether every node lies in the user's required list (when there is one) and none in the excluded one."""
+    chosen = set(nodes)
+    if required and not chosen <= set(expand_hostlist(required)):
+        return False
+    return not (excluded and chosen & set(expand_hostlist(excluded)))

@@ -103,6 +103,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (group_id, owner_uid, first_job)
     );
     """,
+    # The node lists a job's user asked for (`-w`, `-x`), as first seen before slurmxd ever steered it: squeue
+    # shows slurmxd's own steering once it did, and a requeued job keeps it. Dropped when the group closes.
+    """
+    CREATE TABLE user_nodes (
+        job_id INTEGER PRIMARY KEY,
+        group_id TEXT NOT NULL,
+        required TEXT NOT NULL,        -- ReqNodeList as the user gave it ('' none)
+        excluded TEXT NOT NULL         -- ExcNodeList
+    );
+    CREATE INDEX user_nodes_group ON user_nodes (group_id);
+    """,
 )
 MAX_FACT_JOBS = 64  # job ids remembered per group (variants and their resubmissions; the newest kept)
 
@@ -197,6 +208,7 @@ class Store:
             raise StoreError(f"{path}: cannot open the slurmxd state store: {exc}; check daemon.state_dir") \
                 from None
         self._facts: dict[str, list[GroupFact]] | None = None  # the group_facts table, read once (group_facts)
+        self._user_nodes: dict[int, tuple[str, str]] | None = None  # the user_nodes table, read once
 
     # ------------------------------------------------------------------------------------------ schema
 
@@ -321,13 +333,15 @@ class Store:
             mirror[group_id] = [replace(f, preemptions=f.preemptions + 1, last_requeue=now) for f in mirror[group_id]]
 
     def close_groups(self, facts: Iterable[GroupFact]) -> None:
-        """Drop the facts of groups that closed (no active job left, or gone from squeue): a group id used again
-        starts afresh."""
+        """Drop the facts of groups that closed (no active job left, or gone from squeue), and the node lists their
+        users asked for: a group id used again starts afresh."""
         rows = [(f.group_id, f.owner_uid, f.first_job) for f in facts]
         if not rows:
             return
         with self._transaction():
             self._db.executemany("DELETE FROM group_facts WHERE group_id=? AND owner_uid=? AND first_job=?", rows)
+            self._db.executemany("DELETE FROM user_nodes WHERE group_id=?", [(r[0],) for r in rows])
+        self._user_nodes = None
         mirror = self._fact_mirror()
         for group_id, uid, first in rows:
             kept = [f for f in mirror.get(group_id, ()) if (f.owner_uid, f.first_job) != (uid, first)]
@@ -335,6 +349,21 @@ class Store:
                 mirror[group_id] = kept
             else:
                 mirror.pop(group_id, None)
+
+    def user_nodes(self, seen: Iterable[tuple[int, str, str, str]]) -> dict[int, tuple[str, str]]:
+        """job id -> (required, excluded) as its user asked: `seen` (job id, group, required, excluded, as squeue
+        shows them now) is recorded for jobs met for the first time, and every job's first record is returned."""
+        if self._user_nodes is None:
+            self._user_nodes = {int(j): (r, x) for j, r, x in
+                                self._db.execute("SELECT job_id, required, excluded FROM user_nodes")}
+        fresh = [row for row in seen if row[0] not in self._user_nodes]
+        if fresh:
+            with self._transaction():
+                self._db.executemany("INSERT OR IGNORE INTO user_nodes (job_id, group_id, required, excluded) "
+                                     "VALUES (?,?,?,?)", fresh)
+            for job_id, _, required, excluded in fresh:
+                self._user_nodes[job_id] = (required, excluded)
+        return self._user_nodes
 
     # ------------------------------------------------------------------------------------------ audit
 

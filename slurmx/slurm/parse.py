@@ -324,6 +324,7 @@ class _SqueueJob(msgspec.Struct, gc=False):
     start_time: _Num = None
     end_time: _Num = None
     required_nodes: str = ""
+    excluded_nodes: str = ""
     exit_code: _I64 | _ExitCode | None = None
     dependency: str = ""
 
@@ -422,6 +423,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         _exit_code(job.exit_code),
         _num(job.eligible_time) or None,
         job.dependency,
+        job.excluded_nodes,
     )
 
 

@@ -41,7 +41,7 @@ class SlurmJob:
     submit_time: int | None
     start_time: int | None
     end_time: int | None
-    required_nodes: str = ""
+    required_nodes: str = ""  # ReqNodeList as squeue shows it now (`-w`, or where slurmxd steered it)
     # How the job's batch script exited, as a shell reports it: its exit code, or 128 + N when signal N ended it;
     # None when Slurm does not say. Meaningful once the job ended: a pending job shows 0, a requeued one its
     # previous run's code.
@@ -50,6 +50,7 @@ class SlurmJob:
     begin_time: int | None = None
     # What it waits on (`--dependency`), as squeue shows it: "" when nothing or when Slurm found it satisfied.
     dependency: str = ""
+    excluded_nodes: str = ""  # ExcNodeList (`-x`)
 
     @property
     def waits_on_dependency(self) -> bool:

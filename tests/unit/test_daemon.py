@@ -159,7 +159,7 @@ class FakeSlurm:
 def test_store_migrates_to_the_latest_schema_and_keeps_intents_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     store = Store(path)
-    assert store.version == len(MIGRATIONS) == 5
+    assert store.version == len(MIGRATIONS) == 6
     store.put_intent("start:g", "start", "g", "releasing", {"job_id": 7}, now=5.0)
     store.put_intent("start:g", "start", "g", "released", {"job_id": 7}, now=6.0)
     store.audit([(1.0, 1, "g", "decide", "start cpu")])
@@ -392,6 +392,46 @@ def test_start_that_does_not_run_in_time_is_held_again_and_replay_releases_again
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.verbs()[-2:] == ["hold", "update nodelist="]
     assert store.intents() == [] and fake.table[1].state is VariantState.HELD
+
+
+@pytest.mark.parametrize(("required", "excluded", "steered"), [
+    ("", "", True), ("c1", "", True), ("g1", "", False), ("c[1-2]", "", True), ("", "c1", False), ("", "g1", True)])
+def test_steering_narrows_the_users_node_list_and_never_replaces_it(
+        tmp_path: Path, required: str, excluded: str, steered: bool) -> None:
+    """`-w`/`-x` are the user's: slurmxd steers a job to the policy's node only inside them; outside, it releases
+    the job unsteered (Slurm runs it where the user asked) and says so."""
+    fake = FakeSlurm([replace(job(1, "a"), required_nodes=required, excluded_nodes=excluded)])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == (["update_each 1:c1", "release"] if steered else ["release"])
+    notes = [row[4] for row in enforcer.log if "outside what its user asked for" in row[4]]
+    assert len(notes) == (0 if steered else 1)
+
+
+def test_the_users_node_list_is_the_one_first_seen_not_slurmxds_own_steering(tmp_path: Path) -> None:
+    """A requeued job keeps the ReqNodeList slurmxd gave it; its next start is narrowed against what its user
+    asked for (nothing here), not against slurmxd's own earlier steering."""
+    fake = FakeSlurm([job(1, "a")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
+    fake.run(1, "c1")
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    fake.table[1] = replace(fake.table[1], state=VariantState.HELD, held=True, nodes="", required_nodes="c1")
+    enforcer.apply(Plan((Start("a", "cpu", ("c2",)),)), _obs(fake, store, now[0]), now[0])
+    assert fake.verbs()[-2:] == ["update_each 1:c2", "release"]
+
+
+def test_a_start_that_times_out_gives_the_user_their_own_node_list_back(tmp_path: Path) -> None:
+    fake = FakeSlurm([replace(job(1, "a"), required_nodes="c[1-2]")])
+    now = [1000.0]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
+    fake.table[1] = replace(fake.table[1], required_nodes="c1")  # as Slurm shows it once steered
+    now[0] += 31
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    assert fake.verbs()[-2:] == ["hold", "update nodelist=c[1-2]"]
 
 
 def test_preempt_signals_then_requeues_held_at_the_deadline_exactly_once(tmp_path: Path) -> None:
