@@ -81,13 +81,13 @@ _SHORT: dict[str, str] = {
 # Options each variant sets itself: dropped from a script's directives (with a note).
 # GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
 # follow it onto a variant of another kind.
-_VARIANT_OWNED = {"output", "error", "signal", "requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
+_VARIANT_OWNED = {"signal", "requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
 # Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array",
-             "export": "export"}
+             "export": "export", "output": "output", "error": "error"}
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")

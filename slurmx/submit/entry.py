@@ -15,6 +15,7 @@ from typing import Any
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError, load_yaml
 from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
+from slurmx.submit.output import output_note
 from slurmx.submit.spec import JobSpec, parse_spec
 
 __all__ = ["Submission", "build_spec", "build_submission"]
@@ -67,7 +68,7 @@ def _kinds_on(partitions: str, site: SiteConfig, where: str) -> list[str]:
 def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, Any]:
     mapping = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
                "cpus-per-task": "cpus", "gpus": "gpus", "dependency": "dependency", "array": "array",
-               "export": "export"}
+               "export": "export", "output": "output", "error": "error"}
     fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
     if "qos" in directives.fields:
         fields["class"] = _job_class(directives.fields["qos"], site, directives.places.get("qos", where))
@@ -77,6 +78,14 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
     if "name" in fields:
         fields["name"] = str(fields["name"]).split("@")[0]
     return fields
+
+
+def _output_notes(spec: JobSpec, site: SiteConfig) -> list[str]:
+    """Where `-o`/`-e` output goes when the variants cannot share the pattern (submit/output.py)."""
+    kinds = spec.variants or site.kind_names()
+    notes = [output_note(option, pattern, kinds) for option, pattern in (("output", spec.output),
+                                                                         ("error", spec.error)) if pattern]
+    return [note for note in notes if note is not None]
 
 
 def _without_other_memory(data: dict[str, Any], winner: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +144,8 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
         if variants:
             data["variants"] = list(variants)
         notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
-        return Submission(parse_spec(data, path), notes, frozenset(cli.client))
+        spec = parse_spec(data, path)
+        return Submission(spec, notes + _output_notes(spec, site), frozenset(cli.client))
     text = _read_script(file, path)
     directives = parse_directives(text, path, release)
     cli_fields = _fields(cli, site, "command line")
@@ -146,7 +156,8 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
         data["variants"] = list(variants)
     notes = [f"ignoring {o} from {path}: each variant sets it" for o in directives.dropped]
     notes += [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
-    return Submission(parse_spec(data, path), notes, frozenset(cli.client | directives.client))
+    spec = parse_spec(data, path)
+    return Submission(spec, notes + _output_notes(spec, site), frozenset(cli.client | directives.client))
 
 
 def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,

@@ -26,6 +26,7 @@ from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
 from slurmx.profile.sampling import search_kind
 from slurmx.submit.directives import canonical_long_option, release_refusal, short_option
+from slurmx.submit.output import per_variant
 from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
@@ -80,7 +81,12 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--time={format_duration(time_s)}")
     # Slurm opens the output file before the script runs: it goes into the group folder, which `slurmx submit`
     # created owner-only before the first sbatch (never the shared spool root, where another user could plant it).
-    options.append(f"--output={group_spool(site, group_id)}/{kind}-%j.out")
+    # The user's `-o`/`-e` pattern is the user's own path, as with sbatch; each variant gets its own file.
+    index = spec.env.get("SLURM_ARRAY_TASK_ID")  # one group per --array index (submitter.array_specs)
+    options.append("--output=" + (per_variant(spec.output, kind, index) if spec.output
+                                  else f"{group_spool(site, group_id)}/{kind}-%j.out"))
+    if spec.error:
+        options.append("--error=" + per_variant(spec.error, kind, index))
     # What slurmxd needs of the spec rides along in the group tag (`core.tag`): the job's own grace period, the
     # runtime estimate, the work in steps, the payload and sample-script hashes. Hints, like the whole comment.
     grace = spec.grace_s if spec.grace_s is not None else site.preemption.grace_s

@@ -160,7 +160,8 @@ def _clean_text(value: Any, where: str = "") -> Any:
 # A modelled sbatch option (`directives.modelled_key`) -> the spec key that says it.
 _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
              "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
-             "dependency": "dependency", "array": "array", "export": "export"}
+             "dependency": "dependency", "array": "array", "export": "export",
+             "output": "output", "error": "error"}
 
 
 def _flags(value: Any) -> Any:
@@ -269,6 +270,8 @@ class JobSpec(_Model):
     dependency: str | None = None
     array: tuple[int, ...] | None = None  # `--array`: one group per index (submit/array.py)
     export: str | None = None  # `--export`: ALL, NONE, NIL or [ALL,]NAME[=value],... on every variant
+    output: str | None = None  # `-o`: a file name pattern; each variant its own file (submit/output.py)
+    error: str | None = None  # `-e`: the same for standard error
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -288,6 +291,13 @@ class JobSpec(_Model):
     @classmethod
     def _export(cls, value: str | None) -> str | None:
         return parse_export(value) if value is not None else None
+
+    @field_validator("output", "error")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\n" in value):
+            raise ValueError("expected a file name pattern like out-%j.log")
+        return value
 
     @field_validator("array", mode="before")
     @classmethod

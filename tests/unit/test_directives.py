@@ -91,8 +91,8 @@ def test_quotes_and_trailing_comments(line: str, value: str) -> None:
 def test_sorts_modelled_passthrough_and_variant_owned_options() -> None:
     got = parse("#!/bin/bash\n#SBATCH -p gpu --gres=accel:1 -o out.log -e err.log --requeue -H\n"
                 "#SBATCH --signal=B:USR1@60 --comment=x --account=proj --nice=5 --mail-type=END\n")
-    assert got.fields == {"partition": "gpu"}  # a partition names resource kinds (entry.py)
-    assert got.dropped == ["--gres", "--output", "--error", "--requeue", "--hold", "--signal", "--comment"]
+    assert got.fields == {"partition": "gpu", "output": "out.log", "error": "err.log"}  # -p: kinds (entry.py)
+    assert got.dropped == ["--gres", "--requeue", "--hold", "--signal", "--comment"]
     assert got.passthrough == ["--account=proj", "--nice=5", "--mail-type=END"]
 
 
@@ -179,7 +179,8 @@ def test_build_spec_from_a_script_command_line_wins(tmp_path: Path) -> None:
     assert spec.job_class is JobClass.TE
     assert spec.script == SCRIPT and spec.args == ("--epochs", "5") and spec.variants == ("gpu",)
     assert spec.sbatch == ("--account=proj", "--exclusive")
-    assert notes == ["ignoring --output from the command line: each variant sets it"]
+    assert notes == ["--output=x.log: each variant is a job of its own and writes its own file: x.gpu.log (gpu); "
+                     "the job's output is in the file of the variant that ran"]
 
 
 def test_build_spec_names_a_script_after_its_file(tmp_path: Path) -> None:

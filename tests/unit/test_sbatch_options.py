@@ -5,6 +5,7 @@ Each error names where its value came from (the command line or `file:line`) and
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -242,3 +243,66 @@ def test_under_export_none_the_script_finds_what_it_needs_without_the_submitting
 def test_under_export_all_nothing_is_added_and_a_bare_path_would_not_do(tmp_path: Path) -> None:
     result = _run_under_export(tmp_path, "ALL", {"PATH": "/nonexistent"})
     assert result.returncode != 0  # the wrapper cannot run without its tools: why NONE appends their folders
+
+
+# ------------------------------------------------------------------------------------ 3. -o / -e patterns
+
+@pytest.mark.parametrize("pattern", ["logs/%x-%j.out", "%j.out", "slurm-%A_%a.out", "/abs/%u/%J.log",
+                                     "%8j.txt", "run-%x.log"])
+def test_a_pattern_that_differs_per_job_is_honoured_as_written(tmp_path: Path, pattern: str) -> None:
+    from slurmx.submit.entry import build_submission
+
+    got = _rendered(tmp_path, f"#SBATCH -o {pattern}")
+    assert all(f"--output={pattern}" in r.options for r in got.values())
+    assert build_submission(str(tmp_path / "job.sh"), [], [], site()).notes == []
+
+
+def test_a_shared_file_becomes_one_per_variant_and_the_note_names_each(tmp_path: Path) -> None:
+    from slurmx.submit.entry import build_submission
+
+    got = _rendered(tmp_path, "#SBATCH -o logs/out.log -e %u-%N.err")
+    assert "--output=logs/out.cpu.log" in got["cpu"].options and "--output=logs/out.gpu.log" in got["gpu"].options
+    assert "--error=%u-%N.cpu.err" in got["cpu"].options and "--error=%u-%N.gpu.err" in got["gpu"].options
+    notes = build_submission(str(tmp_path / "job.sh"), ["-e", "x"], [], site()).notes
+    assert notes == [
+        "--output=logs/out.log: each variant is a job of its own and writes its own file: logs/out.cpu.log (cpu), "
+        "logs/out.gpu.log (gpu); the job's output is in the file of the variant that ran",
+        "--error=x: each variant is a job of its own and writes its own file: x.cpu (cpu), x.gpu (gpu); the job's "
+        "output is in the file of the variant that ran"]
+
+
+def test_without_o_the_output_stays_in_the_group_folder(tmp_path: Path) -> None:
+    got = _rendered(tmp_path)
+    assert next(o for o in got["cpu"].options if o.startswith("--output=")).endswith("/cpu-%j.out")
+    assert not any(o.startswith("--error=") for o in got["cpu"].options)
+
+
+def test_under_an_array_a_is_the_group_s_index(tmp_path: Path) -> None:
+    from slurmx.submit.submitter import array_specs, plan_group
+
+    path = _script(tmp_path, "#SBATCH --array=3-4 -o out-%a.log -e e-%3a-%j")
+    spec, _ = build_spec(str(path), [], [], site())
+    outputs = [[o for o in r.options if o.startswith(("--output", "--error"))]
+               for one in array_specs(spec) for r in plan_group(one, site(), mode="race")[2] if r.kind == "cpu"]
+    assert outputs == [["--output=out-3.cpu.log", "--error=e-003-%j"], ["--output=out-4.cpu.log", "--error=e-004-%j"]]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(pattern=st.lists(st.sampled_from([*"ab/._-", "%j", "%x", "%A", "%a", "%u", "%N", "%%", "%4j", "%n", "%s",
+                                         "%t", "%J", "%b"]),
+                        min_size=1, max_size=8).map("".join))
+def test_property_each_variant_gets_a_file_of_its_own(pattern: str) -> None:
+    """Slurm expands each variant's pattern with that job's id and name; two variants never get the same file,
+    and a pattern that already differs per job is passed on untouched."""
+    from slurmx.submit.output import per_variant
+
+    def expand(text: str, job_id: int, kind: str) -> str:
+        return re.sub(r"%([0-9]*)([%A-Za-z])", lambda m: {"%": "%", "j": str(job_id), "J": f"{job_id}.batch",
+                                                          "A": str(job_id), "x": f"job@{kind}"}.get(m[2], m[2]),
+                      text)
+
+    files = {kind: per_variant(pattern, kind) for kind in ("cpu", "gpu")}
+    assert expand(files["cpu"], 10, "cpu") != expand(files["gpu"], 11, "gpu"), files
+    tokens = re.sub("%%", "", pattern)
+    if re.search(r"%[0-9]*[jJAx]", tokens):
+        assert files == {"cpu": pattern, "gpu": pattern}

@@ -19,7 +19,8 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
-             "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array, export")
+             "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array, export, output, "
+             "error")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
@@ -193,7 +194,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("sbatch-short-p", spec(sbatch=["-p"]), MODELLED.format("-p", "variants", "variants")),
     ("sbatch-short-attached", spec(sbatch=["-pgpu"]), MODELLED.format("-p", "variants", "variants")),
     ("sbatch-short-q", spec(sbatch=["-q"]), MODELLED.format("-q", "class", "class")),
-    ("sbatch-short-o", spec(sbatch=["-ox"]), RESERVED.format("-ox")),
+    ("sbatch-short-o", spec(sbatch=["-ox"]), MODELLED.format("-o", "output", "output")),
     ("sbatch-not-option", spec(sbatch=["account"]),
      "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'account'"),
     ("override-sbatch", spec(overrides={"gpu": {"sbatch": ["--qos=x"]}}),
