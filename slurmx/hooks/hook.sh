@@ -103,11 +103,27 @@ _slurmx_should_forward() {
   esac
 }
 
-# The trap: once, export the deadline, forward the signal if asked to, run the registered command, then leave.
+# The user's own sbatch --signal (SLURMX_USER_SIGNAL, set by the job script): to the payload alone
+# (SLURMX_USER_SIGNAL_TO=batch, sbatch's B:) or to its whole process group (all). Sent by the job script's timer
+# before the time limit, and on the grace signal before slurmx's own handling, so the user's handler runs first.
+_slurmx_user_signal() {
+  local sig=${SLURMX_USER_SIGNAL:-} pid=${_SLURMX_PAYLOAD_PID:-}
+  if [[ -z $sig || -z $pid ]]; then return 0; fi
+  if [[ ${SLURMX_USER_SIGNAL_TO:-batch} == all ]]; then
+    kill -s "$sig" -- "-$pid" 2>/dev/null || kill -s "$sig" "$pid" 2>/dev/null || true
+  else
+    kill -s "$sig" "$pid" 2>/dev/null || true
+  fi
+  return 0
+}
+
+# The trap: once, export the deadline, send the user's own signal, forward the grace signal if asked to, run the
+# registered command, then leave.
 _slurmx_on_signal() {
   if ((_SLURMX_HANDLING)); then return 0; fi
   _SLURMX_HANDLING=1
   _slurmx_set_deadline
+  _slurmx_user_signal
   local forward=0
   if [[ -n $_SLURMX_PAYLOAD_PID ]] && _slurmx_should_forward; then
     forward=1  # to the payload's process group (slurmx_run gave it its own); to the payload alone as fallback

@@ -27,6 +27,7 @@ from slurmx.core.units import UnitError, parse_mem, parse_time_limit
 from slurmx.core.validation import ConfigError
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
+from slurmx.submit.signals import parse_signal
 
 __all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives",
            "parse_export", "refusal", "release_refusal", "short_option", "sort_options", "split_command_line",
@@ -81,13 +82,13 @@ _SHORT: dict[str, str] = {
 # Options each variant sets itself: dropped from a script's directives (with a note).
 # GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
 # follow it onto a variant of another kind.
-_VARIANT_OWNED = {"signal", "requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
+_VARIANT_OWNED = {"requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
 # Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array",
-             "export": "export", "output": "output", "error": "error"}
+             "export": "export", "output": "output", "error": "error", "signal": "signal"}
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")
@@ -370,6 +371,8 @@ def _check_resource(key: str, value: str) -> None:
             raise ValueError(_NO_WHOLE_NODE.format(key=key))
     elif key == "export":
         parse_export(value)
+    elif key == "signal":
+        parse_signal(value)
     elif key == "cpus-per-task" and (not value.strip().isdigit() or int(value) < 1):
         raise ValueError(f"expected a whole number of CPUs, at least 1, like --cpus-per-task=4, got {value!r}")
 

@@ -16,6 +16,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError, load_yaml
 from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
 from slurmx.submit.output import output_note
+from slurmx.submit.signals import grace_signal_clash, parse_signal
 from slurmx.submit.spec import JobSpec, parse_spec
 
 __all__ = ["Submission", "build_spec", "build_submission"]
@@ -68,7 +69,7 @@ def _kinds_on(partitions: str, site: SiteConfig, where: str) -> list[str]:
 def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, Any]:
     mapping = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
                "cpus-per-task": "cpus", "gpus": "gpus", "dependency": "dependency", "array": "array",
-               "export": "export", "output": "output", "error": "error"}
+               "export": "export", "output": "output", "error": "error", "signal": "signal"}
     fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
     if "qos" in directives.fields:
         fields["class"] = _job_class(directives.fields["qos"], site, directives.places.get("qos", where))
@@ -77,6 +78,9 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
                                        directives.places.get("partition", where))
     if "name" in fields:
         fields["name"] = str(fields["name"]).split("@")[0]
+    if "signal" in fields and parse_signal(fields["signal"]).name == site.preemption.signal:
+        raise ConfigError([f"{directives.places.get('signal', where)}: --signal={fields['signal']}: "
+                           f"{grace_signal_clash(site.preemption.signal)}"])
     return fields
 
 

@@ -27,6 +27,7 @@ from slurmx.core.validation import ConfigError
 from slurmx.profile.sampling import search_kind
 from slurmx.submit.directives import canonical_long_option, release_refusal, short_option
 from slurmx.submit.output import per_variant
+from slurmx.submit.signals import grace_signal_clash, parse_signal
 from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
 __all__ = ["RenderedVariant", "payload_hash", "render_variant", "variant_options"]
@@ -98,6 +99,9 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         group_id, kind, spec.job_class.value, grace_s=grace if be else None, estimate_s=spec.estimates.get(kind),
         steps=steps, payload_hash=payload_hash(spec, kind, source), sample_hash=sample_hash or "",
         lease_s=site.daemon.lease_s if mode == "managed" else None)))
+    user_signal = parse_signal(spec.signal).name if spec.signal is not None else None
+    if user_signal is not None and user_signal == site.preemption.signal:
+        raise ConfigError([f"{source}: signal: {spec.signal}: {grace_signal_clash(user_signal)}"])
     if be:
         options += [f"--signal=B:{site.preemption.signal}@{grace}", "--requeue"]
     else:
@@ -257,6 +261,7 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
             payload=payload, delimiter=_delimiter(payload, hook_sh, *(t for _, t in hook_py)),
             workdir=spec.workdir, args=list(spec.args), profile_steps=profile_steps,
             export=spec.export, tool_path=_tool_path(spec.export),
+            user_signal=parse_signal(spec.signal) if spec.signal is not None else None,
         )
     except jinja2.TemplateError as exc:
         raise ConfigError([f"template {template_name}: {exc}"]) from None

@@ -44,6 +44,7 @@ from slurmx.submit.directives import (
     refusal,
     short_option,
 )
+from slurmx.submit.signals import parse_signal
 
 __all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
            "resolve_variants"]
@@ -161,7 +162,7 @@ def _clean_text(value: Any, where: str = "") -> Any:
 _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
              "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
              "dependency": "dependency", "array": "array", "export": "export",
-             "output": "output", "error": "error"}
+             "output": "output", "error": "error", "signal": "signal"}
 
 
 def _flags(value: Any) -> Any:
@@ -272,6 +273,7 @@ class JobSpec(_Model):
     export: str | None = None  # `--export`: ALL, NONE, NIL or [ALL,]NAME[=value],... on every variant
     output: str | None = None  # `-o`: a file name pattern; each variant its own file (submit/output.py)
     error: str | None = None  # `-e`: the same for standard error
+    signal: str | None = None  # `--signal`: [B:]SIG[@SECONDS], sent by the job script (submit/signals.py)
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -291,6 +293,11 @@ class JobSpec(_Model):
     @classmethod
     def _export(cls, value: str | None) -> str | None:
         return parse_export(value) if value is not None else None
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, value: str | None) -> str | None:
+        return str(parse_signal(value)) if value is not None else None
 
     @field_validator("output", "error")
     @classmethod

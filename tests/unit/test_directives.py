@@ -91,8 +91,9 @@ def test_quotes_and_trailing_comments(line: str, value: str) -> None:
 def test_sorts_modelled_passthrough_and_variant_owned_options() -> None:
     got = parse("#!/bin/bash\n#SBATCH -p gpu --gres=accel:1 -o out.log -e err.log --requeue -H\n"
                 "#SBATCH --signal=B:USR1@60 --comment=x --account=proj --nice=5 --mail-type=END\n")
-    assert got.fields == {"partition": "gpu", "output": "out.log", "error": "err.log"}  # -p: kinds (entry.py)
-    assert got.dropped == ["--gres", "--requeue", "--hold", "--signal", "--comment"]
+    assert got.fields == {"partition": "gpu", "output": "out.log", "error": "err.log",  # -p: kinds (entry.py)
+                          "signal": "B:USR1@60"}
+    assert got.dropped == ["--gres", "--requeue", "--hold", "--comment"]
     assert got.passthrough == ["--account=proj", "--nice=5", "--mail-type=END"]
 
 

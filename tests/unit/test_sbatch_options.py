@@ -306,3 +306,135 @@ def test_property_each_variant_gets_a_file_of_its_own(pattern: str) -> None:
     tokens = re.sub("%%", "", pattern)
     if re.search(r"%[0-9]*[jJAx]", tokens):
         assert files == {"cpu": pattern, "gpu": pattern}
+
+
+# ------------------------------------------------------------------------------------ 5. --signal
+
+USER_SCRIPT = """trap 'echo "user $(date +%s)" >> "$MARKS/log"' USR1
+source "$SLURMX_HOOK_SH"
+slurmx_on_preempt bash -c 'echo slurmx-checkpoint >> "$MARKS/log"'
+bash -c 'trap "echo child >> \\"\\$MARKS/log\\"" USR1; sleep 6 & wait $!; sleep 6 & wait $!' &
+echo started >> "$MARKS/log"
+for _ in 1 2 3; do sleep 2 & wait $!; done
+wait
+echo done >> "$MARKS/log"
+"""
+
+
+def _signal_job(tmp_path: Path, line: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    import os
+    import shutil
+
+    spool = tmp_path / "spool"
+    spool.mkdir(exist_ok=True)
+    the_site = site(submit={"spool_dir": str(spool)})
+    path = _script(tmp_path, line, USER_SCRIPT)
+    spec, _ = build_spec(str(path), [], [], the_site)
+    from slurmx.submit.render import render_variant
+
+    script = render_variant(spec, the_site, "cpu", "j-0a1b2c", "pick", str(path)).script
+    return subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", script], text=True, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SLURM_JOB_ID": "7",
+                                 "MARKS": str(tmp_path), **env})
+
+
+def _log(tmp_path: Path, until: str, timeout: float = 20) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = (tmp_path / "log").read_text().splitlines() if (tmp_path / "log").exists() else []
+        if any(line.startswith(until) for line in lines):
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"no {until!r} in {lines}")
+
+
+def test_on_preemption_the_user_s_handler_runs_then_slurmx_s_checkpoint(tmp_path: Path) -> None:
+    import signal as sig
+
+    job = _signal_job(tmp_path, "#SBATCH --signal=B:USR1@30", {})
+    try:
+        _log(tmp_path, "started")
+        job.send_signal(sig.SIGUSR2)  # what slurmxd's preemption sends the batch shell
+        assert job.wait(30) == 99, job.stderr.read() if job.stderr else ""
+    finally:
+        job.kill()
+    lines = (tmp_path / "log").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["started", "user", "slurmx-checkpoint"]  # B: the script alone
+
+
+def test_before_the_time_limit_the_user_s_signal_comes_at_its_time(tmp_path: Path) -> None:
+    import time
+
+    start = int(time.time())
+    job = _signal_job(tmp_path, "#SBATCH --signal=USR1@30", {"SLURM_JOB_END_TIME": str(start + 32)})
+    try:
+        lines = _log(tmp_path, "done")
+        assert job.wait(30) == 0
+    finally:
+        job.kill()
+    user = [line for line in lines if line.startswith("user")]
+    assert len(user) == 1 and start + 1 <= int(user[0].split()[1]) <= start + 4, lines
+    assert "child" in lines and "slurmx-checkpoint" not in lines  # without B: every process of the script
+
+
+def test_a_signal_far_from_the_end_does_not_come_and_the_job_ends_as_usual(tmp_path: Path) -> None:
+    import time
+
+    job = _signal_job(tmp_path, "#SBATCH --signal=B:USR1", {"SLURM_JOB_END_TIME": str(int(time.time()) + 3600)})
+    try:
+        lines = _log(tmp_path, "done")
+        assert job.wait(30) == 0
+    finally:
+        job.kill()
+    assert not any(line.startswith(("user", "child", "slurmx")) for line in lines)
+
+
+def test_the_signal_rides_in_the_script_not_in_slurm_s_one_signal_option(tmp_path: Path) -> None:
+    got = _rendered(tmp_path, "#SBATCH --signal=B:USR1@30")
+    assert [o for o in got["cpu"].options if o.startswith("--signal")] == ["--signal=B:USR2@30"]  # slurmx's grace
+    assert "export SLURMX_USER_SIGNAL=USR1 SLURMX_USER_SIGNAL_TO=batch\n" in got["cpu"].script
+    assert "_slurmx_user_timer 30 " in got["cpu"].script
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("B:USR2@60", "job.sh:2: --signal=B:USR2@60: USR2 is slurmx's grace signal on this site (preemption.signal), "
+                  "which its hooks handle; give your handler another signal (e.g. USR1): slurmx sends it to your "
+                  "script on preemption too"),
+    ("R:USR1@60", "job.sh:2: --signal=R:USR1@60: R: lets the job overlap a reservation, which needs Slurm to send "
+                  "the signal; slurmx sends it from the job script (Slurm holds slurmx's grace signal): leave R: out"),
+    ("B:KILL", "job.sh:2: --signal=B:KILL: KILL cannot be caught, so no handler of yours would run; use USR1 or TERM"),
+    ("B:NOPE@1", "job.sh:2: --signal=B:NOPE@1: NOPE is not a signal; name one like USR1, TERM or INT"),
+])
+def test_a_signal_that_cannot_be_delivered_is_refused_with_a_fix(tmp_path: Path, value: str, message: str) -> None:
+    assert _error(tmp_path, f"#SBATCH --signal={value}") == message
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(flags=st.sampled_from(["", "B:", "R:", "b:", "BR:"]), name=st.sampled_from(["USR1", "SIGTERM", "10", "int",
+                                                                                  "KILL", "99", "X"]),
+       at=st.one_of(st.none(), st.integers(0, 70000)))
+def test_property_a_signal_value_is_delivered_as_written_or_refused_in_one_line(flags: str, name: str,
+                                                                                at: int | None) -> None:
+    from slurmx.submit.signals import parse_signal
+
+    value = f"{flags}{name}" + (f"@{at}" if at is not None else "")
+    try:
+        got = parse_signal(value)
+    except ValueError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert got.batch_only == ("B" in flags.upper()) and got.seconds == (60 if at is None else at)
+    assert parse_signal(str(got)) == got
+
+
+def test_a_spec_s_signal_that_is_the_grace_signal_is_refused_at_render() -> None:
+    from slurmx.submit.render import variant_options
+    from slurmx.submit.spec import parse_spec
+
+    with pytest.raises(ConfigError) as info:
+        variant_options(parse_spec({"name": "j", "command": "true", "signal": "usr2"}), site(), "cpu", "g", "race",
+                        "job.yaml")
+    assert str(info.value).startswith("job.yaml: signal: USR2@60: USR2 is slurmx's grace signal on this site")

@@ -20,7 +20,7 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
              "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array, export, output, "
-             "error")
+             "error, signal")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
@@ -189,7 +189,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
      "job.yaml: sbatch: expected an sbatch option like --account=proj, got 'proj'"),
     ("sbatch-hold", spec(sbatch=["--hold"]), RESERVED.format("--hold")),
     ("sbatch-requeue", spec(sbatch=["--requeue"]), RESERVED.format("--requeue")),
-    ("sbatch-signal", spec(sbatch=["--signal=USR1@60"]), RESERVED.format("--signal")),
+    ("sbatch-signal", spec(sbatch=["--signal=USR1@60"]), MODELLED.format("--signal", "signal", "signal")),
     ("sbatch-wrap", spec(sbatch=["--account=p", "--wrap=x"]), RESERVED.format("--wrap")),
     ("sbatch-short-p", spec(sbatch=["-p"]), MODELLED.format("-p", "variants", "variants")),
     ("sbatch-short-attached", spec(sbatch=["-pgpu"]), MODELLED.format("-p", "variants", "variants")),
