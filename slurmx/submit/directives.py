@@ -29,9 +29,9 @@ from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
 from slurmx.submit.signals import parse_signal
 
-__all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_directives",
-           "parse_export", "refusal", "release_refusal", "short_option", "sort_options", "split_command_line",
-           "split_options"]
+__all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_begin",
+           "parse_directives", "parse_export", "refusal", "release_refusal", "short_option", "sort_options",
+           "split_command_line", "split_options"]
 
 # sbatch long options and whether they take a value ("opt" = optional value), from sbatch(1).
 _LONG: dict[str, str] = {
@@ -82,13 +82,14 @@ _SHORT: dict[str, str] = {
 # Options each variant sets itself: dropped from a script's directives (with a note).
 # GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
 # follow it onto a variant of another kind.
-_VARIANT_OWNED = {"requeue", "no-requeue", "hold", "comment", "wrap", "gres", "begin"}
+_VARIANT_OWNED = {"requeue", "no-requeue", "hold", "comment", "wrap", "gres"}
 # Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
 # the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array",
-             "export": "export", "output": "output", "error": "error", "signal": "signal"}
+             "export": "export", "output": "output", "error": "error", "signal": "signal",
+             "begin": "begin"}
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")
@@ -351,6 +352,19 @@ def parse_export(value: str) -> str:
     return ",".join(items)
 
 
+_BEGIN = re.compile(r"now(\+[0-9]{1,9}(seconds?|minutes?|hours?|days?|weeks?|[smhdw])?)?|midnight|noon|elevenses|fika|"
+                    r"teatime|today|tomorrow|[0-9]{1,2}:[0-9]{2}(:[0-9]{2})?([AP]M)?|"
+                    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?|[0-9]{6}|[0-9]{2}/[0-9]{2}(/[0-9]{2})?",
+                    re.IGNORECASE)
+
+
+def parse_begin(value: str) -> str:
+    """`--begin` in one of sbatch's forms (sbatch(1) `--begin`); ValueError naming them otherwise."""
+    if not _BEGIN.fullmatch(value.strip()):
+        raise ValueError("expected a time as sbatch takes it: now+1hour, 16:00, 2026-12-01T08:00, tomorrow, ...")
+    return value.strip()
+
+
 def _check_resource(key: str, value: str) -> None:
     """Time, memory and CPU values as sbatch reads them, refused with what to write instead."""
     if key == "time":
@@ -373,6 +387,8 @@ def _check_resource(key: str, value: str) -> None:
         parse_export(value)
     elif key == "signal":
         parse_signal(value)
+    elif key == "begin":
+        parse_begin(value)
     elif key == "cpus-per-task" and (not value.strip().isdigit() or int(value) < 1):
         raise ValueError(f"expected a whole number of CPUs, at least 1, like --cpus-per-task=4, got {value!r}")
 

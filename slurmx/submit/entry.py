@@ -69,7 +69,8 @@ def _kinds_on(partitions: str, site: SiteConfig, where: str) -> list[str]:
 def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, Any]:
     mapping = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
                "cpus-per-task": "cpus", "gpus": "gpus", "dependency": "dependency", "array": "array",
-               "export": "export", "output": "output", "error": "error", "signal": "signal"}
+               "export": "export", "output": "output", "error": "error", "signal": "signal",
+               "begin": "begin"}
     fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
     if "qos" in directives.fields:
         fields["class"] = _job_class(directives.fields["qos"], site, directives.places.get("qos", where))

@@ -107,7 +107,13 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     else:
         options.append("--no-requeue")
     if mode == "managed":  # slurmxd's to start until the lease runs out (daemon/lease.py), then Slurm's
+        if spec.begin is not None:
+            raise ConfigError([f"{source}: --begin={spec.begin}: in managed mode slurmxd starts the group when its "
+                               "policy chooses and would not wait for that time; submit with `slurmx submit --mode "
+                               "race` (each variant then waits for it in Slurm), or submit at that time"])
         options.append(f"--begin=now+{site.daemon.lease_s}")
+    elif spec.begin is not None:  # race and pick: Slurm holds every variant until then
+        options.append(f"--begin={spec.begin}")
     if spec.export is not None:  # the same on every variant; the script needs nothing from it (_tool_path)
         options.append(f"--export={spec.export}")
     if spec.dependency:  # in Slurm's terms once submitted (submitter.with_resolved_dependency); slurmxd waits too

@@ -40,6 +40,7 @@ from slurmx.submit.directives import (
     CLIENT_OPTIONS,
     canonical_long_option,
     modelled_key,
+    parse_begin,
     parse_export,
     refusal,
     short_option,
@@ -58,7 +59,7 @@ _RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--jo
              # `export:` is the spec's (checked, and the job script made to work without the submitting
              # environment); a file of variables or a login environment slurmx cannot check.
              "--export-file", "--get-user-env",
-             # A managed variant's begin time is its lease (daemon/lease.py): slurmxd's to move.
+             # `begin:` is the spec's (a managed variant's begin time is its lease, daemon/lease.py).
              "--begin",
              "-p", "-c", "-J", "-o", "-e", "-H", "-q", "-b")
 
@@ -162,7 +163,8 @@ def _clean_text(value: Any, where: str = "") -> Any:
 _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
              "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
              "dependency": "dependency", "array": "array", "export": "export",
-             "output": "output", "error": "error", "signal": "signal"}
+             "output": "output", "error": "error", "signal": "signal",
+             "begin": "begin"}
 
 
 def _flags(value: Any) -> Any:
@@ -274,6 +276,7 @@ class JobSpec(_Model):
     output: str | None = None  # `-o`: a file name pattern; each variant its own file (submit/output.py)
     error: str | None = None  # `-e`: the same for standard error
     signal: str | None = None  # `--signal`: [B:]SIG[@SECONDS], sent by the job script (submit/signals.py)
+    begin: str | None = None  # `--begin`: every variant waits for it (race and pick mode)
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -293,6 +296,11 @@ class JobSpec(_Model):
     @classmethod
     def _export(cls, value: str | None) -> str | None:
         return parse_export(value) if value is not None else None
+
+    @field_validator("begin")
+    @classmethod
+    def _begin(cls, value: str | None) -> str | None:
+        return parse_begin(value) if value is not None else None
 
     @field_validator("signal")
     @classmethod

@@ -438,3 +438,25 @@ def test_a_spec_s_signal_that_is_the_grace_signal_is_refused_at_render() -> None
         variant_options(parse_spec({"name": "j", "command": "true", "signal": "usr2"}), site(), "cpu", "g", "race",
                         "job.yaml")
     assert str(info.value).startswith("job.yaml: signal: USR2@60: USR2 is slurmx's grace signal on this site")
+
+
+# ------------------------------------------------------------------------------------ 6. --begin
+
+@pytest.mark.parametrize("value", ["now+1hour", "16:00", "2026-12-01T08:00", "tomorrow", "now+90", "noon"])
+def test_begin_holds_every_variant_in_race_mode(tmp_path: Path, value: str) -> None:
+    got = _rendered(tmp_path, f"#SBATCH --begin={value}")
+    assert all([o for o in r.options if o.startswith("--begin")] == [f"--begin={value}"] for r in got.values())
+
+
+def test_begin_in_managed_mode_is_refused_with_the_mode_that_honours_it(tmp_path: Path) -> None:
+    assert _error(tmp_path, "", ["-b", "16:00"], mode="managed") == (
+        "job.sh: --begin=16:00: in managed mode slurmxd starts the group when its policy chooses and would not wait "
+        "for that time; submit with `slurmx submit --mode race` (each variant then waits for it in Slurm), or submit "
+        "at that time")
+    managed = _rendered(tmp_path, "", mode="managed")
+    assert [o for o in managed["cpu"].options if o.startswith("--begin")] == ["--begin=now+600"]  # the lease alone
+
+
+def test_a_begin_sbatch_would_refuse_names_where(tmp_path: Path) -> None:
+    assert _error(tmp_path, "#SBATCH --begin=soonish").startswith(
+        "job.sh:2: --begin=soonish: expected a time as sbatch takes it: now+1hour, 16:00")

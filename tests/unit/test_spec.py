@@ -20,7 +20,7 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
              "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array, export, output, "
-             "error, signal")
+             "error, signal, begin")
 OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
