@@ -14,7 +14,7 @@ import pytest
 from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
 from slurmx.slurm import CliSlurm
-from slurmx.submit.groups import find_group
+from slurmx.submit.groups import GroupStatus, find_group
 from slurmx.submit.spec import parse_spec
 from slurmx.submit.submitter import submit_group
 
@@ -98,14 +98,15 @@ def test_race_mode_runs_exactly_one_variant_per_group(site_path: Path, cluster: 
 def test_unmodified_sbatch_script_submits_and_runs(site_path: Path, cluster: Cluster, slurm: CliSlurm,
                                                    tag: str) -> None:
     script = cluster.shared / f"{tag}.sh"
+    marks = _marks(cluster, tag)
     script.write_text("#!/bin/bash\n#SBATCH --job-name=legacy\n#SBATCH --time=00:05:00 --mem=300M\n"
-                      "#SBATCH --partition=gpu --output=legacy-%j.log\n"
+                      f"#SBATCH --partition=gpu --output={marks}/legacy-%j.log\n"
                       'echo "legacy script ran with: $1|$2" > "$SLURMX_SPOOL_DIR/legacy.out"\n')
     # --variants (slurmx's, on the command line) wins over the script's -p gpu, as command-line options do
     proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", str(script),
                "one", "two words")
     gid = proc.stdout.strip()
-    assert "ignoring --output" in proc.stderr
+    assert "--output" not in proc.stderr  # %j: each variant's own file, as written
     group = wait_until(lambda: (g := find_group(slurm, gid, spool_dir=spool_dir())) and g.finished and g, 180,
                        "the script to run")
     assert group.state.value == "completed"
@@ -113,6 +114,93 @@ def test_unmodified_sbatch_script_submits_and_runs(site_path: Path, cluster: Clu
     out = Path(load_site_config(site_path).submit.spool_dir) / gid / "legacy.out"
     assert out.read_text() == "legacy script ran with: one|two words\n"
     assert group.name == "legacy"
+
+
+def _marks(cluster: Cluster, tag: str) -> Path:
+    """A folder on shared storage the jobs (alice) can write into and the test can read."""
+    marks = cluster.shared / f"{tag}-marks"
+    marks.mkdir()
+    marks.chmod(0o1777)
+    return marks
+
+
+def _ran(slurm: CliSlurm, gid: str, timeout: float = 180) -> tuple[str, int]:
+    """(kind, job id) of the variant that ran the completed group."""
+    def ended() -> GroupStatus | None:
+        found = find_group(slurm, gid, spool_dir=spool_dir())
+        return found if found is not None and found.finished else None
+
+    group = wait_until(ended, timeout, f"group {gid} to end")
+    assert group.state.value == "completed", group
+    ran = [v for v in group.variants if v.state is VariantState.COMPLETED]
+    assert len(ran) == 1, group.variants
+    assert ran[0].job_id is not None
+    return ran[0].kind, ran[0].job_id
+
+
+def test_export_none_runs(site_path: Path, cluster: Cluster, slurm: CliSlurm, tag: str) -> None:
+    """`#SBATCH --export=NONE` (issue 32): the job gets none of the submitting environment and still runs: the
+    job script sets what it needs itself."""
+    marks = _marks(cluster, tag)
+    script = cluster.shared / f"{tag}-export.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --export=NONE --time=5\n"
+                      f'echo "export=${{SLURM_EXPORT_ENV:-}} hooks=$(python3 -c "import slurmx.hooks; print(1)")" '
+                      f'> {marks}/ran\n')
+    gid = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", str(script)).stdout.strip()
+    _ran(slurm, gid)
+    assert (marks / "ran").read_text() == "export=NONE hooks=1\n"
+
+
+def test_output_patterns_give_each_variant_its_own_file(site_path: Path, cluster: Cluster, slurm: CliSlurm,
+                                                         tag: str) -> None:
+    """`-o` with %x and %j as written; an `-e` file the variants would share becomes one per variant, as the note
+    printed at submission says."""
+    marks = _marks(cluster, tag)
+    script = cluster.shared / f"{tag}-out.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH -o {marks}/out-%x-%j.log -e {marks}/err.log --time=5\n"
+                      'echo "hello from $SLURMX_VARIANT"; echo oops >&2\n')
+    proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", str(script))
+    assert f"{marks}/err.cpu.log (cpu), {marks}/err.gpu.log (gpu)" in proc.stderr
+    kind, job_id = _ran(slurm, proc.stdout.strip())
+    out = marks / f"out-{tag}-out@{kind}-{job_id}.log"
+    assert wait_until(lambda: out.exists() and "hello" in out.read_text() and out.read_text(), 30, str(out)) \
+        == f"hello from {kind}\n"
+    assert "oops" in (marks / f"err.{kind}.log").read_text()
+    assert [p.name for p in marks.glob("out-*") if "hello" in p.read_text()] == [out.name]
+
+
+def test_user_signal_and_slurmx_checkpoint_both_run_on_preemption(site_path: Path, cluster: Cluster,
+                                                                   slurm: CliSlurm, tag: str,
+                                                                   cleanup: list[int]) -> None:
+    """`#SBATCH --signal=B:USR1@30` and a preemption (issue 32): the user's USR1 handler runs, then slurmx's
+    checkpoint; the job is requeued and its second run completes."""
+    from slurmx.daemon.preemption import preempt_and_wait
+
+    marks = _marks(cluster, tag)
+    log = marks / "log"
+    script = cluster.shared / f"{tag}-sig.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --signal=B:USR1@30 --time=10\n"
+        f"trap 'echo \"user-usr1 ${{SLURM_RESTART_COUNT:-0}}\" >> {log}' USR1\n"
+        'source "$SLURMX_HOOK_SH"\n'
+        f"slurmx_on_preempt bash -c 'echo \"slurmx-checkpoint ${{SLURM_RESTART_COUNT:-0}}\" >> {log}'\n"
+        f'echo "start ${{SLURM_RESTART_COUNT:-0}}" >> {log}\n'
+        f'if [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ]; then echo done >> {log}; exit 0; fi\n'
+        "for i in $(seq 120); do sleep 1 & wait $!; done\n")
+    gid = cli(site_path, "submit", "--parsable", "--mode", "pick", "--pick", "cpu", str(script)).stdout.strip()
+    group = find_group(slurm, gid, spool_dir=spool_dir())
+    assert group is not None
+    job_id = group.variants[0].job_id
+    assert job_id is not None
+    cleanup.append(job_id)
+    wait_until(lambda: log.exists() and "start 0" in log.read_text(), 120, "the first run to start")
+    site = load_site_config(site_path)
+    outcome = preempt_and_wait(slurm, job_id, 20, signal=site.preemption.signal, spool_dir=f"{spool_dir()}/{gid}",
+                               reason="integration test", requeue_exit_code=site.preemption.requeue_exit_code,
+                               poll=0.5)
+    assert outcome.error is None, outcome.line()
+    wait_until(lambda: "done" in log.read_text(), 180, "the requeued run to complete")
+    assert log.read_text().splitlines() == ["start 0", "user-usr1 0", "slurmx-checkpoint 0", "start 1", "done"]
 
 
 def test_sbatch_resource_options_apply_per_kind(site_path: Path, cluster: Cluster, slurm: CliSlurm,
