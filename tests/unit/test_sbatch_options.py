@@ -460,3 +460,45 @@ def test_begin_in_managed_mode_is_refused_with_the_mode_that_honours_it(tmp_path
 def test_a_begin_sbatch_would_refuse_names_where(tmp_path: Path) -> None:
     assert _error(tmp_path, "#SBATCH --begin=soonish").startswith(
         "job.sh:2: --begin=soonish: expected a time as sbatch takes it: now+1hour, 16:00")
+
+
+# ------------------------------------------------------------------------------------ the option corpus
+
+_SAMPLE = {"time": "30", "mem": "1G", "mem-per-cpu": "1G", "cpus-per-task": "2", "gpus": "1", "gpus-per-task": "1",
+           "gpus-per-node": "1", "partition": "cpu", "qos": "short", "array": "1-2", "dependency": "afterany:1",
+           "signal": "B:USR1@30", "begin": "now+1hour", "export": "NONE", "output": "o-%j", "error": "e-%j",
+           "ntasks": "1", "nodes": "1", "ntasks-per-node": "1", "gres": "gpu:1", "job-name": "j"}
+
+
+def test_corpus_every_option_sbatch_knows_is_mapped_honoured_or_refused_in_one_line(tmp_path: Path) -> None:
+    """Each long option of the table (sbatch(1) of 22.05 to 26.05), from the command line: it lands on the
+    variants, in a spec field, in the command's own options or in a note, or is refused in one line naming the
+    command line; never silently dropped."""
+    from slurmx.submit.directives import _LONG
+    from slurmx.submit.entry import build_submission
+    from slurmx.submit.submitter import plan_group
+
+    path = _script(tmp_path)
+    the_site = site()
+    fields = {"time_s", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "variants", "job_class", "array", "dependency",
+              "signal", "begin", "export", "output", "error", "name"}
+    for name, kind in sorted(_LONG.items()):
+        option = f"--{name}" if kind != "arg" else f"--{name}={_SAMPLE.get(name, '1')}"
+        try:
+            submission = build_submission(str(path), [option], [], the_site)
+            rendered = plan_group(submission.spec, the_site, mode="race", source=str(path))[2]
+        except ConfigError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith(("command line: ", str(path))), (option, message)
+            continue
+        on_variants = any(o == option or o.startswith(f"--{name}=") for r in rendered for o in r.options)
+        in_field = any(getattr(submission.spec, f) not in (None, ()) and
+                       getattr(submission.spec, f) != getattr(_bare_spec(path, the_site), f) for f in fields)
+        noted = any(f"--{name}" in note for note in submission.notes)
+        assert on_variants or in_field or noted or name in submission.client, option
+
+
+def _bare_spec(path: Path, the_site: SiteConfig) -> object:
+    from slurmx.submit.entry import build_submission
+
+    return build_submission(str(path), [], [], the_site).spec
