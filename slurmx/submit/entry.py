@@ -17,7 +17,7 @@ from slurmx.core.validation import ConfigError, load_yaml
 from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
 from slurmx.submit.output import output_note
 from slurmx.submit.signals import grace_signal_clash, parse_signal
-from slurmx.submit.spec import JobSpec, parse_spec
+from slurmx.submit.spec import JobSpec, parse_spec, resolve_variants
 
 __all__ = ["Submission", "build_spec", "build_submission"]
 
@@ -85,9 +85,11 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
     return fields
 
 
-def _output_notes(spec: JobSpec, site: SiteConfig) -> list[str]:
+def _output_notes(spec: JobSpec, site: SiteConfig, source: str) -> list[str]:
     """Where `-o`/`-e` output goes when the variants cannot share the pattern (submit/output.py)."""
-    kinds = spec.variants or site.kind_names()
+    if spec.output is None and spec.error is None:
+        return []
+    kinds = resolve_variants(spec, site, source=source)  # the kinds that will run (`-G 1`: those with GPUs)
     notes = [output_note(option, pattern, kinds) for option, pattern in (("output", spec.output),
                                                                          ("error", spec.error)) if pattern]
     return [note for note in notes if note is not None]
@@ -150,7 +152,7 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
             data["variants"] = list(variants)
         notes = [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
         spec = parse_spec(data, path)
-        return Submission(spec, notes + _output_notes(spec, site), frozenset(cli.client))
+        return Submission(spec, notes + _output_notes(spec, site, path), frozenset(cli.client))
     text = _read_script(file, path)
     directives = parse_directives(text, path, release)
     cli_fields = _fields(cli, site, "command line")
@@ -162,7 +164,7 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
     notes = [f"ignoring {o} from {path}: each variant sets it" for o in directives.dropped]
     notes += [f"ignoring {o} from the command line: each variant sets it" for o in cli.dropped]
     spec = parse_spec(data, path)
-    return Submission(spec, notes + _output_notes(spec, site), frozenset(cli.client | directives.client))
+    return Submission(spec, notes + _output_notes(spec, site, path), frozenset(cli.client | directives.client))
 
 
 def build_spec(path: str, options: Sequence[str], args: Sequence[str], site: SiteConfig,

@@ -271,6 +271,15 @@ def test_a_shared_file_becomes_one_per_variant_and_the_note_names_each(tmp_path:
         "output is in the file of the variant that ran"]
 
 
+def test_the_note_names_the_files_of_the_kinds_that_run(tmp_path: Path) -> None:
+    from slurmx.submit.entry import build_submission
+
+    _script(tmp_path, "#SBATCH -o out.log -G 1")
+    assert build_submission(str(tmp_path / "job.sh"), [], [], site()).notes == [
+        "--output=out.log: each variant is a job of its own and writes its own file: out.gpu.log (gpu); the job's "
+        "output is in the file of the variant that ran"]
+
+
 def test_without_o_the_output_stays_in_the_group_folder(tmp_path: Path) -> None:
     got = _rendered(tmp_path)
     assert next(o for o in got["cpu"].options if o.startswith("--output=")).endswith("/cpu-%j.out")
