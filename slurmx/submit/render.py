@@ -52,7 +52,8 @@ def payload_hash(spec: JobSpec, kind: str, source: str = "<spec>") -> str:
 
 
 def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
-                    source: str = "<spec>", sample_hash: str | None = None) -> tuple[str, ...]:
+                    source: str = "<spec>", sample_hash: str | None = None,
+                    sample: bool = False) -> tuple[str, ...]:
     """The sbatch options of one variant, in canonical order; each is checked to be safe in an `#SBATCH` line.
 
     The comment carries the profiler's tags: `n=` the spec's work (steps), `h=` the payload hash (the history key)
@@ -82,11 +83,12 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--time={format_duration(time_s)}")
     # Slurm opens the output file before the script runs: it goes into the group folder, which `slurmx submit`
     # created owner-only before the first sbatch (never the shared spool root, where another user could plant it).
-    # The user's `-o`/`-e` pattern is the user's own path, as with sbatch; each variant gets its own file.
+    # The user's `-o`/`-e` pattern is the user's own path, as with sbatch; each variant gets its own file. A
+    # profiling sample (`sample`) is slurmx's, not the job's: its output stays in the group folder.
     index = spec.env.get("SLURM_ARRAY_TASK_ID")  # one group per --array index (submitter.array_specs)
-    options.append("--output=" + (per_variant(spec.output, kind, index) if spec.output
+    options.append("--output=" + (per_variant(spec.output, kind, index) if spec.output and not sample
                                   else f"{group_spool(site, group_id)}/{kind}-%j.out"))
-    if spec.error:
+    if spec.error and not sample:
         options.append("--error=" + per_variant(spec.error, kind, index))
     # What slurmxd needs of the spec rides along in the group tag (`core.tag`): the job's own grace period, the
     # runtime estimate, the work in steps, the payload and sample-script hashes. Hints, like the whole comment.
@@ -231,7 +233,7 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
                    sample_hash: str | None = None, search: bool = False) -> RenderedVariant:
     """The full batch script of one variant (the profile template when `profile_steps` is set, the sensitivity
     template, which runs Synergy's CPU search inside the job, when `search` is set too)."""
-    options = variant_options(spec, site, kind, group_id, mode, source, sample_hash)
+    options = variant_options(spec, site, kind, group_id, mode, source, sample_hash, sample=bool(profile_steps))
     cfg = site.kind(kind)
     template_name = ("sensitivity.sh.j2" if search else "profile.sh.j2") if profile_steps else \
         (cfg.template or f"{kind}.sh.j2")

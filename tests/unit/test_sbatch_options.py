@@ -280,6 +280,19 @@ def test_the_note_names_the_files_of_the_kinds_that_run(tmp_path: Path) -> None:
         "output is in the file of the variant that ran"]
 
 
+def test_a_profiling_sample_keeps_its_output_in_the_group_folder(tmp_path: Path) -> None:
+    from slurmx.submit.render import render_with_sample
+
+    path = _script(tmp_path, "#SBATCH -o out.log -e err-%j.log")
+    spec, _ = build_spec(str(path), [], [], site())
+    spec = spec.model_copy(update={"work": 100})
+    rendered = render_with_sample(spec, site(), "cpu", "g-0a1b2c", "managed", str(path))
+    assert "#SBATCH --output=out.cpu.log\n" in rendered.script and "#SBATCH --error=err-%j.log\n" in rendered.script
+    assert rendered.sample_script is not None
+    assert "#SBATCH --output=" in rendered.sample_script and "out.cpu.log" not in rendered.sample_script
+    assert "--error=" not in rendered.sample_script
+
+
 def test_without_o_the_output_stays_in_the_group_folder(tmp_path: Path) -> None:
     got = _rendered(tmp_path)
     assert next(o for o in got["cpu"].options if o.startswith("--output=")).endswith("/cpu-%j.out")
