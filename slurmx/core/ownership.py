@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 
 from slurmx.core.spool import spool_path
 
-__all__ = ["FolderOwner", "OwnerLookup", "SpoolOwners", "folder_owner", "local_folder_owners", "members", "owners_of"]
+__all__ = ["FolderOwner", "OwnerLookup", "SpoolOwners", "folder_owner", "local_folder_owners", "members"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +66,15 @@ def folder_owner(spool_dir: str, group_id: str) -> FolderOwner | None:
     """The owner of `<spool_dir>/<group_id>` as this host sees it, without following a link; None when it is missing
     or not a plain folder."""
     try:
-        info = os.lstat(spool_path(spool_dir, group_id))
-    except (OSError, ValueError):
+        return _plain_folder_owner(spool_path(spool_dir, group_id))
+    except ValueError:
+        return None
+
+
+def _plain_folder_owner(path: str) -> FolderOwner | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
         return None
     return FolderOwner(info.st_uid) if stat.S_ISDIR(info.st_mode) else None
 
@@ -103,19 +110,4 @@ class SpoolOwners:
 
 def local_folder_owners(paths: Sequence[str]) -> dict[str, FolderOwner | None]:
     """`folder_owner` for each path on this host (an adapter whose submit host is this one)."""
-    owners: dict[str, FolderOwner | None] = {}
-    for path in paths:
-        try:
-            info = os.lstat(path)
-        except OSError:
-            owners[path] = None
-            continue
-        owners[path] = FolderOwner(info.st_uid) if stat.S_ISDIR(info.st_mode) else None
-    return owners
-
-
-def owners_of(lookup: Callable[[Sequence[str]], dict[str, FolderOwner | None]], group_ids: Iterable[str]) \
-        -> OwnerLookup:
-    """A lookup over one batched answer (user-side tools ask the submit host once for every group they list)."""
-    answer = lookup(sorted(set(group_ids)))
-    return answer.get
+    return {path: _plain_folder_owner(path) for path in paths}

@@ -26,6 +26,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.core.ownership import FolderOwner, OwnerLookup
 from slurmx.core.ownership import members as owned_members
+from slurmx.core.spool import group_spool
 from slurmx.profile.estimator import MAX_ESTIMATE_S
 from slurmx.slurm.records import SlurmJob
 
@@ -141,7 +142,7 @@ def _split_foreign(site: SiteConfig, group_id: str, members: list[tuple[str, Slu
         return own, None
     ids = tuple(j.job_id for j in foreign)
     if owner is None:
-        folder = f"{site.submit.spool_dir.rstrip('/')}/{group_id}"
+        folder = group_spool(site, group_id)
         return own, Rejected(group_id, ids, f"no group folder {folder} (or not a plain folder): the group's owner "
                              "cannot be verified, so none of its jobs is acted on; submit with `slurmx submit`, "
                              "which creates it")
