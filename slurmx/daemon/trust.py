@@ -17,7 +17,6 @@ limit (Slurm ends the job there whatever it claims) and to `MAX_ESTIMATE_S`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -32,7 +31,6 @@ from slurmx.slurm.records import SlurmJob
 
 __all__ = ["MAX_ESTIMATE_S", "Rejected", "TrustedGroup", "job_grace", "sort_jobs"]
 
-_SAFE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +73,6 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
     estimates: dict[int, float | None] = {}
     graces: dict[int, int | None] = {}
     max_grace = site.preemption.max_grace_s
-    safe = _SAFE_GROUP.match
     for job in jobs:
         comment = job.comment
         if not comment.startswith("slurmx:"):
@@ -86,17 +83,12 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
         except Exception as exc:  # TagError, or any bug a crafted comment finds: that job is set aside, named
             rejected.append(Rejected(f"job{job.job_id}", (job.job_id,), f"unreadable group tag: {exc}"))
             continue
-        group_id, kind = tags.get("g"), tags.get("v")
-        if not group_id or not kind:
-            continue
+        group_id, kind = tags["g"], tags["v"]  # the grammar requires both, each a plain name (core/tag.py)
         members = by_group.get(group_id)
         if members is not None:
             members.append((kind, job))
-        elif safe(group_id):  # a name is checked once, when first seen
-            by_group[group_id] = [(kind, job)]
         else:
-            rejected.append(Rejected(group_id[:40], (job.job_id,), "group tag is not a plain name"))
-            continue
+            by_group[group_id] = [(kind, job)]
         estimates[job.job_id] = estimate
         graces[job.job_id] = grace
     classes = _class_of(site)
