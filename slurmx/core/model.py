@@ -18,6 +18,7 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Protocol, overload
 
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 
@@ -275,6 +276,8 @@ class Variant:
     cpu_rates: tuple[tuple[int, float], ...] = ()
     # How many nodes the variant runs on; `request` is what it takes on each (Slurm's -N with per-node sizes).
     node_count: int = 1
+    # Where it may run (features, the user's -w and -x, whole nodes); ANYWHERE for most variants.
+    placement: Placement = ANYWHERE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -283,6 +286,21 @@ class Variant:
     def is_occupying(self) -> bool:
         """Holds resources right now (running, or still tearing down)."""
         return self.state in _OCCUPYING
+
+    def admits(self, node: Node) -> bool:
+        """Whether `node` may hold this variant as its placement asks (the partition is the caller's to check)."""
+        placement = self.placement
+        if placement is ANYWHERE:
+            return True
+        return placement.admits(node.name, node.features, not _any(node.allocated))
+
+    def taken_on(self, node: Node) -> Resources:
+        """What the variant holds on `node` once started: its request, or the whole node when exclusive."""
+        return node.capacity if self.placement.exclusive else self.request
+
+
+def _any(res: Resources) -> bool:
+    return res.cpus > 0 or res.mem_mb > 0 or any(v > 0 for v in res.gres.values())
 
 
 @dataclass(frozen=True, slots=True)

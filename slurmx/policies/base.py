@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from slurmx.core.actions import Plan
-from slurmx.core.model import ClusterView
+from slurmx.core.model import ClusterView, Variant
+from slurmx.core.placement import ANYWHERE
 from slurmx.core.validation import ConfigError, validate_model
 
-__all__ = ["Policy", "PolicyArgs", "available_policies", "make_policy", "max_nodes", "policy_args",
+__all__ = ["Policy", "PolicyArgs", "available_policies", "can_place", "make_policy", "max_nodes",
+           "places_constraints", "policy_args",
            "policy_args_model", "queue_window", "register", "waits_for_release"]
 
 
@@ -47,6 +49,26 @@ def max_nodes(policy: Policy) -> int | None:
     a wider variant, instead of failing on the first `Start` that names one node for it, hours into a replay."""
     declared: int | None = getattr(policy, "max_nodes", 1)
     return declared
+
+
+def places_constraints(policy: Policy) -> bool:
+    """Whether the policy places a variant only where its `placement` admits (features, the user's node lists,
+    whole nodes): what its class declares as `places_constraints`, else False. A policy that does not is never
+    shown a group with such a variant; the cycle leaves those to one that does (`cycle/handover.py`)."""
+    declared: bool = getattr(policy, "places_constraints", False)
+    return declared
+
+
+def can_place(policy: Policy, variants: Iterable[Variant]) -> bool:
+    """Whether the policy can place every one of a group's variants as it asks (node count and placement)."""
+    widest = max_nodes(policy)
+    placing = places_constraints(policy)
+    for variant in variants:
+        if widest is not None and variant.node_count > widest:
+            return False
+        if not placing and variant.placement is not ANYWHERE and not variant.placement.anywhere:
+            return False
+    return True
 
 
 def waits_for_release(policy: Policy) -> bool:

@@ -12,13 +12,14 @@ from pydantic import Field, field_validator
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
 
-_Shape = tuple[str, Resources, int]  # (kind, request per node, node count)
+_Shape = tuple[str, Resources, int, Placement]  # (kind, request per node, node count, where it may run)
 
 
 class FifoArgs(PolicyArgs):
@@ -45,6 +46,7 @@ class Fifo:
     args: FifoArgs
     name: ClassVar[str] = "fifo"
     max_nodes: ClassVar[int | None] = None  # a job starts on as many nodes as its variant runs on
+    places_constraints: ClassVar[bool] = True  # only on nodes its placement admits (features, -w, -x, whole nodes)
 
     @property
     def waits_for_release(self) -> bool:
@@ -110,12 +112,14 @@ class Fifo:
                 continue
             kind, nodes, request, variant = placed
             end = expected_end(None, variant.estimate_s, now)
+            whole = variant.placement.exclusive
             for node in nodes:
                 held = taken.get(node)
-                taken[node] = request if held is None else held + request
-                started.append((node, request, end))
+                took = view.nodes[node].capacity if whole else request  # an exclusive job holds the whole node
+                taken[node] = took if held is None else held + took
+                started.append((node, took, end))
                 if allowed is not None:
-                    allowed.take(node, request, end)
+                    allowed.take(node, took, end)
             reason = "fifo: oldest pending group" if not blocked else f"fifo: {mode} backfill"
             actions.append(Start(group.group_id, kind, nodes, request, reason=reason))
         return Plan(tuple(actions), tuple(notes))
@@ -134,12 +138,21 @@ class Fifo:
             if shape in misses[0] or (not free and shape in misses[1]):
                 continue
             chosen: list[str] = []
+            placement = variant.placement
+            anywhere = placement is ANYWHERE
             # Names fit the snapshot; a node this plan already started a job on is checked against what is left.
             # Only then is its `Node` read: most plans start one job, and a driver builds a node when it is read.
             for name in view.fitting_node_names(kind, request):
                 held = taken.get(name)
-                if (held is None or held.fits_with(request, view.nodes[name].free)) and \
-                        (allowed is None or allowed.allows(name, request, end)):
+                if not anywhere:
+                    node = view.nodes[name]
+                    if not variant.admits(node) or (placement.exclusive and held is not None):
+                        continue
+                    need = node.capacity if placement.exclusive else request
+                else:
+                    need = request
+                if (held is None or held.fits_with(need, view.nodes[name].free)) and \
+                        (allowed is None or allowed.allows(name, need, end)):
                     chosen.append(name)
                     if len(chosen) == count:
                         return kind, tuple(chosen), request, variant
@@ -176,7 +189,7 @@ def _shapes_of(group: Group, kinds: Mapping[KindName, str]) -> Shapes:
     for kind in kinds:
         variant = group.variant(kind)
         if variant is not None:
-            shape = (kind, variant.request, variant.node_count)
+            shape = (kind, variant.request, variant.node_count, variant.placement)
             number = _SHAPE_NUMBERS.get(shape)
             if number is None:
                 if len(_SHAPE_NUMBERS) >= _MEMO_MAX:

@@ -14,7 +14,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from slurmx.core.model import ClusterView, Group, KindName, expected_end
+from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
+from slurmx.core.placement import ANYWHERE
 from slurmx.core.resources import Resources
 
 __all__ = ["Reservation", "Started", "reserve"]
@@ -83,28 +84,36 @@ def reserve(view: ClusterView, group: Group, taken: dict[str, Resources], starte
         if variant is None:
             continue
         request = variant.request
-        chosen = _earliest_nodes(view, kind, request, variant.node_count, taken, started, now,
-                                 math.inf if best is None else best.at)
+        chosen = _earliest_nodes(view, kind, variant, taken, started, now, math.inf if best is None else best.at)
         if chosen is not None and (best is None or chosen[-1][0] < best.at):
+            if variant.placement.exclusive:  # it holds whole nodes: what the first of them has
+                request = view.nodes[chosen[0][1]].capacity
             # Each node's room is taken at its own earliest time: no more than it has at `at` (safe for backfill).
             best = Reservation(group.group_id, chosen[-1][0], {name: room for _, name, room in chosen}, request)
     return best
 
 
-def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count: int,
-                    taken: dict[str, Resources], started: list[Started], now: float,
-                    before: float) -> list[tuple[float, str, Resources]] | None:
-    """The `count` nodes of `kind` with room for `request` soonest, as (time, name, room then), earliest first
-    and by name on a tie; None unless they all have it before `before`.
+def _earliest_nodes(view: ClusterView, kind: KindName, variant: Variant, taken: dict[str, Resources],
+                    started: list[Started], now: float, before: float) -> list[tuple[float, str, Resources]] | None:
+    """The `variant.node_count` nodes of `kind` its placement admits with room for its request soonest, as (time,
+    name, room then), earliest first and by name on a tie; None unless they all have it before `before`.
 
     The nodes with room now first; then the running jobs of the kind in the order they are expected to end (and
     the plan's own starts), each adding its request back to its nodes, until `count` nodes have room and no
-    other job ends at that same time. Only the jobs up to that time are read, not every running job."""
+    other job ends at that same time. Only the jobs up to that time are read, not every running job. An exclusive
+    variant needs a node's whole capacity."""
+    request, count, placement = variant.request, variant.node_count, variant.placement
+    anywhere = placement is ANYWHERE
     names = view.node_names_of_kind(kind)
+    if not anywhere:  # only the nodes it may take (features, -w, -x), whatever runs on them now
+        node_map = view.nodes
+        names = frozenset(n for n in names if placement.admits(n, node_map[n].features))
     found: list[tuple[float, str, Resources]] = []
     settled: set[str] = set()  # nodes found, or that can never hold the request
     for name in view.fitting_node_names(kind, request):
         free = _room_now(view, name, taken)
+        if not anywhere and (name not in names or not _need(view, name, variant).fits_in(free)):
+            continue
         if name in taken and not request.fits_in(free):
             continue
         found.append((now, name, free))
@@ -129,7 +138,7 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
                     continue
                 room = _room_now(view, name, taken)
             room = room + freed
-            if request.fits_in(room):
+            if (request if anywhere else _need(view, name, variant)).fits_in(room):
                 found.append((at, name, room))
                 settled.add(name)
             else:
@@ -138,6 +147,11 @@ def _earliest_nodes(view: ClusterView, kind: KindName, request: Resources, count
         return None
     found.sort()  # by time, then name (names are unique: rooms are never compared)
     return found[:count]
+
+
+def _need(view: ClusterView, name: str, variant: Variant) -> Resources:
+    """What the variant needs free on node `name`: its request, or the whole node when exclusive."""
+    return view.nodes[name].capacity if variant.placement.exclusive else variant.request
 
 
 def _room_now(view: ClusterView, name: str, taken: dict[str, Resources]) -> Resources:
