@@ -10,7 +10,7 @@ MATRIX_VERSIONS ?= 22.05 24.11 26.05
 DEMO_VERSION ?= 24.11
 PYTEST_ARGS ?=
 
-.PHONY: all deps venv system-deps demo test test-unit test-integration test-matrix test-native test-daemon-crash lint bench \
+.PHONY: all deps venv system-deps images-background demo test test-unit test-integration test-matrix test-native test-daemon-crash lint bench \
         cluster-up cluster-down cluster-status clean
 
 all: test
@@ -53,7 +53,14 @@ test-integration: deps
 	  if [ -n "$$CI" ]; then $(CLUSTER) down --slurm $$v; fi; \
 	done
 
-test: lint test-unit test-integration
+# The cluster images of TEST_VERSIONS build in the background while lint and the unit tests run (an image build is
+# mostly downloads and unpacking; the unit tests use one core); the integration fixture's `cluster up` waits for a
+# build in progress and builds what is missing itself, so a failed background build only costs its time.
+images-background: system-deps
+	@echo "building the cluster images of $(TEST_VERSIONS) in the background (log: /var/tmp/slurmx-images.log)"
+	@( for v in $(TEST_VERSIONS); do $(CLUSTER) images --slurm $$v || true; done ) >/var/tmp/slurmx-images.log 2>&1 &
+
+test: deps images-background lint test-unit test-integration
 
 test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
 test-matrix: ALL_ON_EVERY_VERSION = 1
