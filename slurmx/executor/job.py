@@ -22,11 +22,11 @@ from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.payload import OutcomeError, caller_uid, read_outcome, read_own_output
+from slurmx.executor.payload import caller_uid, read_outcome, read_own_output
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
-__all__ = ["Job", "JobError", "RemoteTraceback", "job_state", "ran_variant"]
+__all__ = ["Job", "JobError", "RemoteTraceback", "job_state", "outcome_exception", "raise_outcome", "ran_variant"]
 
 OUTPUT_CAP = 16 << 20  # bytes of stdout / stderr returned (the last ones): a log, not a data channel
 RECORD_CAP = 1 << 20  # an executor record is a few hundred bytes
@@ -76,10 +76,11 @@ def _ended(status: GroupStatus) -> str:
     return f"it ended {status.state.value}{detail}"
 
 
-def raise_outcome(outcome: dict[str, Any]) -> Any:
-    """The value of an outcome, or its exception raised with the remote traceback as its cause."""
+def outcome_exception(outcome: dict[str, Any]) -> Exception | None:
+    """The exception of an outcome (its remote traceback as its cause), or None when the call returned. Pure: the
+    exception is built, not raised, so a call that raised TimeoutError is told apart from a wait that timed out."""
     if outcome["ok"]:
-        return outcome["value"]
+        return None
     remote = RemoteTraceback(outcome.get("traceback", ""))
     exc: BaseException | None = None
     if outcome.get("exception") is not None:
@@ -89,7 +90,16 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
             exc = None
     if not isinstance(exc, Exception):  # SystemExit or KeyboardInterrupt would end the caller, not report
         exc = JobError(f"the job raised {outcome.get('type', 'an exception')}: {outcome.get('message', '')}")
-    raise exc from remote
+    exc.__cause__ = remote
+    return exc
+
+
+def raise_outcome(outcome: dict[str, Any]) -> Any:
+    """The value of an outcome, or its exception raised with the remote traceback as its cause."""
+    exc = outcome_exception(outcome)
+    if exc is not None:
+        raise exc
+    return outcome["value"]
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:
@@ -223,14 +233,13 @@ class Job:
         return raise_outcome(self.wait(timeout))
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The exception the call raised (waiting for it), or None when it returned."""
+        """The exception the call raised (waiting for it), whatever its type, or None when it returned; the
+        JobError of a job that ended without a result. Raises TimeoutError only when the wait times out."""
         try:
-            self.result(timeout)
-        except (TimeoutError, OutcomeError):  # no answer yet, or none to trust: not the call's own exception
-            raise
-        except Exception as exc:
+            outcome = self.wait(timeout)
+        except JobError as exc:
             return exc
-        return None
+        return outcome_exception(outcome)
 
     def cancel(self) -> list[int]:
         status = self.status()

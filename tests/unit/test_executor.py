@@ -388,3 +388,40 @@ def test_only_a_call_carrying_code_by_value_is_tied_to_this_python_minor_version
     here = f"--pickled-by {sys.version_info[0]}.{sys.version_info[1]}"
     assert here in job_script("python3", 1, bytecode=True) and "--pickled-by" not in job_script("python3", 1,
                                                                                                  bytecode=False)
+
+
+def _outcome_job(tmp_path: Path, outcome: dict[str, Any] | None) -> Job:
+    """A Job of a group whose folder holds `outcome` (none: the job has not written one yet)."""
+    from slurmx.core.config import SiteConfig
+
+    site = SiteConfig.model_validate({"cluster": {"name": "t"},
+                                      "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "1G"}},
+                                      "submit": {"spool_dir": str(tmp_path / "spool")}})
+    folder = tmp_path / "spool" / "g-1"
+    folder.mkdir(parents=True, mode=0o700)
+    if outcome is not None:
+        (folder / "outcome.pkl").write_bytes(cloudpickle.dumps(outcome))
+    return Job("g-1", site, _FakeAdapter(_status()), (("cpu", 11),), poll=0.01)  # type: ignore[arg-type]
+
+
+def wait_too_long() -> None:
+    raise TimeoutError("the remote wait gave up")
+
+
+def test_exception_returns_a_remote_timeout_error_and_raises_only_its_own_wait_timeout(tmp_path: Path) -> None:
+    folder = tmp_path / "g"
+    assert run_job(folder, prepare(folder, wait_too_long), job_id="43").returncode == 1
+    outcome = read_outcome(folder, 1 << 20)
+    job = _outcome_job(tmp_path, outcome)
+    exc = job.exception(timeout=1)
+    assert isinstance(exc, TimeoutError) and str(exc) == "the remote wait gave up"
+    assert isinstance(exc.__cause__, RemoteTraceback) and "in wait_too_long" in str(exc.__cause__)
+    with pytest.raises(TimeoutError, match="remote wait gave up"):
+        job.result(timeout=1)
+    pending = _outcome_job(tmp_path / "p", None)
+    pending.status = lambda: _status(("cpu", 11, VariantState.PENDING))  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError, match="still pending after 0 s"):
+        pending.exception(timeout=0.05)
+    ended = _outcome_job(tmp_path / "e", None)
+    assert isinstance(ended.exception(timeout=1), JobError)  # Slurm knows none of its jobs: no result, said so
+    assert _outcome_job(tmp_path / "ok", {"ok": True, "value": 1}).exception() is None
