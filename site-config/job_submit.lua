@@ -133,7 +133,7 @@ local function job_class(text)
 end
 
 local TAG_KEYS = {g = plain_name, v = plain_name, c = job_class, gr = whole_number, e = seconds, n = whole_number,
-                  h = plain_name, p = plain_name, l = whole_number}
+                  h = plain_name, p = plain_name, l = whole_number, b = whole_number}
 
 -- What a comment says: {tagged, valid, leased, sample, why}. `tagged`: starts like a variant's tag (the guard
 -- protects it, readable or not); `valid`: slurmxd reads it; `sample`: a profiling sample's comment.
@@ -164,7 +164,7 @@ function slurmx_read_tag(comment)
     local key, value = string.match(item, "^([^=]*)=(.*)$")
     local check = key and TAG_KEYS[key]
     if check == nil then
-      reading.why = "field " .. string.sub(item, 1, 40) .. " is not one of g v c gr e n h p l"
+      reading.why = "field " .. string.sub(item, 1, 40) .. " is not one of g v c gr e n h p l b"
       return reading
     elseif found[key] ~= nil then
       reading.why = key .. "= given twice"
@@ -222,6 +222,14 @@ end
 -- What the owner of a tagged job may change: what slurmx does as that user, nothing else.
 -- field => function(new value, job_rec, reading) returning nil when allowed, else what is refused.
 local USER_MAY = {
+  -- MailType=NONE only: the variant that runs silences the siblings it cancels (templates/_base.sh.j2), so only
+  -- it mails (Slurm mails END for a cancelled job too). Silencing gives nothing a user could use against slurmxd.
+  mail_type = function(value)
+    if value ~= 0 then
+      return "its MailType (mail_type) except to NONE"
+    end
+    return nil
+  end,
   comment = function(value, job_rec, reading)
     if not reading.sample then
       return "its Comment (comment), the slurmx tag"

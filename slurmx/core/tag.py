@@ -4,9 +4,14 @@
 daemon needs from the spec and cannot ask Slurm for: the group, the variant's kind, the class, the job's own grace
 period, the runtime estimate, the work in steps and the payload and sample-script hashes.
 
-Form (version 1): `slurmx:1:g=<group>,v=<kind>,c=<te|be>[,gr=<s>][,e=<s>][,n=<steps>],h=<hash>[,p=<hash>][,l=<s>]`.
+Form (version 1):
+`slurmx:1:g=<group>,v=<kind>,c=<te|be>[,gr=<s>][,e=<s>][,n=<steps>],h=<hash>[,p=<hash>][,l=<s>][,b=<epoch>]`.
 `l=` marks a managed variant submitted under a lease (`--begin`, see `daemon/lease.py`): its start is slurmxd's
-to give until the lease runs out, and Slurm's to give after.
+to give until the lease runs out, and Slurm's to give after. `b=` is the user's own `--begin` of a managed group
+(Unix seconds): the begin time Slurm shows is the lease's, which slurmxd keeps moving, so the user's time rides in
+the tag, which the site's plugin freezes at submission. `slurmx submit` writes it at most a year ahead
+(`MAX_BEGIN_AHEAD_S`); slurmxd reads it as a floor (`begin_floor`): never starts the group, nor sets a begin
+time, before it. A user who writes a later one by hand only delays their own group.
 Tags written before versions existed (`slurmx:g=…,v=…`) are read as version 0 so groups already in the queue
 survive an upgrade; a tag of a newer version is refused by name rather than half-read. The grammar is strict (see
 `fields`) and the site's `job_submit.lua` reads it the same way. The comment is the user's to write at submission
@@ -21,12 +26,13 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "decode", "encode", "fields", "leased",
-           "readable_fields", "script_hash", "whole_number"]
+__all__ = ["MAX_BEGIN_AHEAD_S", "MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "begin_floor", "decode",
+           "encode", "fields", "leased", "readable_fields", "script_hash", "whole_number"]
 
 PREFIX = "slurmx:"
 VERSION = 1
 _V1 = f"{PREFIX}{VERSION}:"
+MAX_BEGIN_AHEAD_S = 365 * 86400  # the latest `b=` slurmx submit writes, from the time of submission: a year
 
 
 _WHOLE = re.compile(r"[0-9]{1,18}")
@@ -55,6 +61,7 @@ class GroupTag:
     payload_hash: str = ""
     sample_hash: str = ""
     lease_s: int | None = None  # managed under a lease of this many seconds; None: not leased
+    begin: int | None = None  # the user's `--begin` of a managed group, Unix seconds; None: none asked
     version: int = VERSION
 
 
@@ -80,6 +87,8 @@ def encode(tag: GroupTag) -> str:
         parts.append(f"p={tag.sample_hash}")
     if tag.lease_s is not None:
         parts.append(f"l={tag.lease_s}")
+    if tag.begin is not None:
+        parts.append(f"b={tag.begin}")
     for part in parts:
         if "," in part[part.index("=") + 1:]:
             raise TagError(f"tag value {part!r} holds a comma, which separates tags; use a plain name")
@@ -93,7 +102,7 @@ _SECONDS = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,18})?(?:[eE][+-]?[0-9]{1,3})?")
 _FORMS: dict[str, tuple[re.Pattern[str], str]] = {
     "g": (_NAME, "a plain name"), "v": (_NAME, "a plain name"), "h": (_NAME, "a plain name"),
     "p": (_NAME, "a plain name"), "c": (re.compile("te|be"), "te or be"), "gr": (_WHOLE, "a whole number"),
-    "n": (_WHOLE, "a whole number"), "l": (_WHOLE, "a whole number"),
+    "n": (_WHOLE, "a whole number"), "l": (_WHOLE, "a whole number"), "b": (_WHOLE, "a whole number"),
     "e": (_SECONDS, "a positive number of seconds"),
 }
 MAX_LENGTH = 1024
@@ -104,7 +113,7 @@ _VERSION_HEAD = re.compile(r"([0-9]+):")
 _N, _W, _S = _NAME.pattern, _WHOLE.pattern, _SECONDS.pattern
 _CANONICAL = re.compile(
     rf"slurmx:1:g=(?P<g>{_N}),v=(?P<v>{_N})(?:,c=(?P<c>te|be))?(?:,gr=(?P<gr>{_W}))?(?:,e=(?P<e>{_S}))?"
-    rf"(?:,n=(?P<n>{_W}))?(?:,h=(?P<h>{_N}))?(?:,p=(?P<p>{_N}))?(?:,l=(?P<l>{_W}))?")
+    rf"(?:,n=(?P<n>{_W}))?(?:,h=(?P<h>{_N}))?(?:,p=(?P<p>{_N}))?(?:,l=(?P<l>{_W}))?(?:,b=(?P<b>{_W}))?")
 
 
 def fields(comment: str) -> dict[str, str]:
@@ -112,7 +121,7 @@ def fields(comment: str) -> dict[str, str]:
     wrong with one that starts like a tag but breaks the grammar.
 
     The grammar is strict and shared with the site's `job_submit.lua` (tests/fixtures/tag_grammar.json holds the
-    strings both are tested on): at most 1024 characters, keys from `g v c gr e n h p l` each once, `g` and `v`
+    strings both are tested on): at most 1024 characters, keys from `g v c gr e n h p l b` each once, `g` and `v`
     present, values in ASCII of the key's form, no spaces, nothing empty. So `l= 600` is no lease anywhere, and
     the plugin and slurmxd agree on which jobs are leased. Lean on purpose: slurmxd reads every comment each cycle.
     """
@@ -187,7 +196,22 @@ def decode(comment: str) -> GroupTag | None:
         return None
     return GroupTag(raw["g"], raw["v"], raw.get("c", ""), grace_s=_count(raw, "gr"), estimate_s=_seconds(raw, "e"),
                     steps=_count(raw, "n"), payload_hash=raw.get("h", ""), sample_hash=raw.get("p", ""),
-                    lease_s=_count(raw, "l"), version=VERSION if comment.startswith(_V1) else 0)
+                    lease_s=_count(raw, "l"), begin=_count(raw, "b"),
+                    version=VERSION if comment.startswith(_V1) else 0)
+
+
+def begin_floor(comment: str, submit_time: float | None) -> float | None:
+    """The user's `--begin` a job's tag carries (`b=`), None when it has none (or its tag cannot be read).
+
+    Bounded as `slurmx submit` writes it: at most `MAX_BEGIN_AHEAD_S` after the job's submission (the comment is
+    anyone's to write at submission, and a begin centuries ahead would pin a lease forever)."""
+    if "b=" not in comment:
+        return None
+    text = readable_fields(comment).get("b")
+    if text is None:
+        return None
+    begin = float(text)
+    return min(begin, submit_time + MAX_BEGIN_AHEAD_S) if submit_time else begin
 
 
 def _count(raw: dict[str, str], key: str) -> int | None:

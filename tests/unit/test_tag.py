@@ -122,7 +122,7 @@ _VALUES = st.one_of(st.sampled_from(["te", "be", "600", "1e3", "1e999", "0", "0.
                                      "9" * 19, "x" * 90]), st.text(max_size=12))
 
 
-@given(st.lists(st.tuples(st.sampled_from(["g", "v", "c", "gr", "e", "n", "h", "p", "l", "x", ""]), _VALUES),
+@given(st.lists(st.tuples(st.sampled_from(["g", "v", "c", "gr", "e", "n", "h", "p", "l", "b", "x", ""]), _VALUES),
                 max_size=10), st.sampled_from(["slurmx:1:", "slurmx:", "slurmx:2:", "slurmx:1:g=a,v=cpu,"]))
 def test_the_one_match_reading_is_the_long_readings(parts: list[tuple[str, str]], head: str) -> None:
     """`fields` reads the form `encode` writes with one match; on every comment it must answer as the long way."""
@@ -141,8 +141,22 @@ def test_the_one_match_reading_is_the_long_readings(parts: list[tuple[str, str]]
 @given(st.builds(tag.GroupTag, st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True), st.sampled_from(["cpu", "gpu"]),
                  st.sampled_from(["", "te", "be"]), st.none() | st.integers(0, 10**6),
                  st.none() | st.floats(1e-3, 1e12), st.none() | st.integers(1, 10**9),
-                 st.sampled_from(["", "abc123"]), st.sampled_from(["", "def456"]), st.none() | st.integers(1, 10**5)))
+                 st.sampled_from(["", "abc123"]), st.sampled_from(["", "def456"]), st.none() | st.integers(1, 10**5),
+                 st.none() | st.integers(0, 10**12)))
 def test_every_encoded_tag_takes_the_one_match_reading(group: tag.GroupTag) -> None:
     comment = tag.encode(group)
     assert tag._CANONICAL.fullmatch(comment) is not None
     assert tag.fields(comment) == tag._fields_in_any_order(comment)
+
+
+def test_the_users_begin_rides_in_the_tag_and_is_bounded_by_the_submission() -> None:
+    comment = tag.encode(tag.GroupTag("g1", "cpu", lease_s=600, begin=1_800_000_000))
+    assert comment.endswith(",l=600,b=1800000000")
+    read = tag.decode(comment)
+    assert read is not None and read.begin == 1_800_000_000 and read.lease_s == 600
+    assert tag.begin_floor(comment, 1_799_999_000) == 1_800_000_000
+    # written by hand centuries ahead: read as at most a year after the job's submission
+    far = tag.encode(tag.GroupTag("g1", "cpu", lease_s=600, begin=10**15))
+    assert tag.begin_floor(far, 1_700_000_000) == 1_700_000_000 + tag.MAX_BEGIN_AHEAD_S
+    assert tag.begin_floor(tag.encode(tag.GroupTag("g1", "cpu", lease_s=600)), 1_700_000_000) is None
+    assert tag.begin_floor("slurmx:1:g=a,v=cpu,b=1.5", 1_700_000_000) is None  # unreadable: no floor, set aside
