@@ -50,6 +50,7 @@ __all__ = [
 log = logging.getLogger("slurmxd")
 
 _I64_MAX = 2**63 - 1  # past this a number overflows SQLite's integers, later and far from here
+_NO_VAL32 = 0xFFFFFFFE  # Slurm's NO_VAL: 22.05 writes some unset 32-bit numbers as they are
 _WARNED_MAX = 100_000
 
 # What reading one malformed record can raise; anything else is a bug in this module and propagates.
@@ -327,6 +328,11 @@ class _SqueueJob(msgspec.Struct, gc=False):
     excluded_nodes: str = ""
     exit_code: _I64 | _ExitCode | None = None
     dependency: str = ""
+    features: str = ""  # `--constraint`, as the user wrote it
+    node_count: _Num = None  # `-N` while pending, the nodes it holds once running
+    # `--exclusive`: 22.05 writes "none" (or "shared", "user", "mcs", null), 24.11 a list of flags (["none"]);
+    # 26.05 writes [] always (the field is "removed" in data_parser v0.0.45 and nothing replaces it in squeue).
+    shared: str | list[str] | _I64 | None = None
 
 
 class _SqueueAnswer(msgspec.Struct):
@@ -424,7 +430,24 @@ def _job(job: _SqueueJob) -> SlurmJob:
         _num(job.eligible_time) or None,
         job.dependency,
         job.excluded_nodes,
+        job.features,
+        _node_count(job.node_count),
+        _whole_nodes(job.shared),
     )
+
+
+def _node_count(value: _Num) -> int:
+    """Nodes the job asks for (or holds): 1 when Slurm does not say, or says something no job could ask for."""
+    count = _num(value)
+    return count if count is not None and 1 <= count < _NO_VAL32 else 1
+
+
+def _whole_nodes(shared: str | list[str] | int | None) -> bool:
+    """`--exclusive` (whole nodes): Slurm's JOB_SHARED_NONE, "none" in every version that says it. `user`, `mcs`
+    and `topo` share nodes with other jobs (of the same user, label, segment): not whole nodes for the policy."""
+    if shared.__class__ is list:
+        return "none" in shared
+    return shared == "none"
 
 
 def parse_jobs(text: str | bytes, argv: Sequence[str] = ("squeue", "--json")) -> list[SlurmJob]:

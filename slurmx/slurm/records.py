@@ -16,7 +16,7 @@ class SlurmJob:
     """One job as squeue shows it. Times are epoch seconds (None when Slurm has not set them).
 
     Read-only by convention (change one with `dataclasses.replace`): not `frozen`, because a frozen dataclass
-    sets each of these 23 fields through `object.__setattr__`, and building 20,000 of them that way was two
+    sets each of these 26 fields through `object.__setattr__`, and building 20,000 of them that way was two
     thirds of the time it takes to parse a 20,000-job `squeue --json`.
     """
 
@@ -51,6 +51,9 @@ class SlurmJob:
     # What it waits on (`--dependency`), as squeue shows it: "" when nothing or when Slurm found it satisfied.
     dependency: str = ""
     excluded_nodes: str = ""  # ExcNodeList (`-x`)
+    features: str = ""  # the job's `--constraint`, as squeue shows it
+    node_count: int = 1  # nodes asked for (`-N`) while pending; held once running
+    exclusive: bool = False  # `--exclusive`: whole nodes (Slurm 26.05's squeue does not say: always False there)
 
     @property
     def waits_on_dependency(self) -> bool:
