@@ -8,9 +8,11 @@ alphabet first; the payload travels in a quoted here-document, so nothing in it 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +27,7 @@ from slurmx.core.spool import group_spool
 from slurmx.core.units import format_duration
 from slurmx.core.validation import ConfigError
 from slurmx.profile.sampling import search_kind
+from slurmx.submit.begin import begin_at
 from slurmx.submit.directives import canonical_long_option, release_refusal, short_option
 from slurmx.submit.output import per_variant
 from slurmx.submit.signals import grace_signal_clash, parse_signal
@@ -97,10 +100,11 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     if be and time_s and grace >= time_s:
         raise ConfigError([_grace_error(spec, site, kind, grace, time_s, source)])
     steps = round(spec.work) if spec.work is not None and round(spec.work) >= 1 else None
+    begin = _managed_begin(spec, source) if mode == "managed" and not sample else None
     options.append("--comment=" + tag.encode(tag.GroupTag(
         group_id, kind, spec.job_class.value, grace_s=grace if be else None, estimate_s=spec.estimates.get(kind),
         steps=steps, payload_hash=payload_hash(spec, kind, source), sample_hash=sample_hash or "",
-        lease_s=site.daemon.lease_s if mode == "managed" else None)))
+        lease_s=site.daemon.lease_s if mode == "managed" else None, begin=begin[0] if begin else None)))
     user_signal = parse_signal(spec.signal).name if spec.signal is not None else None
     if user_signal is not None and user_signal == site.preemption.signal:
         raise ConfigError([f"{source}: signal: {spec.signal}: {grace_signal_clash(user_signal)}"])
@@ -109,12 +113,10 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     else:
         options.append("--no-requeue")
     if mode == "managed":  # slurmxd's to start until the lease runs out (daemon/lease.py), then Slurm's
-        if spec.begin is not None:
-            raise ConfigError([f"{source}: --begin={spec.begin}: in managed mode slurmxd starts the group when its "
-                               "policy chooses and would not wait for that time; submit with `slurmx submit --mode "
-                               "race` (each variant then waits for it in Slurm), or submit at that time"])
-        options.append(f"--begin=now+{site.daemon.lease_s}")
-    elif spec.begin is not None:  # race and pick: Slurm holds every variant until then
+        # The user's --begin rides in the tag (b=): slurmxd starts nothing and sets no begin time before it, and
+        # without slurmxd Slurm starts the group once both the lease and the user's time have passed.
+        options.append(f"--begin=now+{max(site.daemon.lease_s, begin[1]) if begin else site.daemon.lease_s}")
+    elif spec.begin is not None and not sample:  # race and pick: Slurm holds every variant until then
         options.append(f"--begin={spec.begin}")
     if spec.export is not None:  # the same on every variant; the script needs nothing from it (_tool_path)
         options.append(f"--export={spec.export}")
@@ -124,12 +126,36 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     overrides = spec.overrides.get(kind)
     own = spec.sbatch + (overrides.sbatch if overrides is not None else ())
     _check_release(own, site.cluster.slurm_version, source)
-    options += own
+    # A profiling sample is slurmx's measurement, not the job: it never mails (the variant that runs does).
+    options += [flag for flag in own if not (sample and _is_mail_option(flag))]
     for option in options:
         if not _SAFE_OPTION.fullmatch(option):
             raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
                                "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
     return tuple(options)
+
+
+def _managed_begin(spec: JobSpec, source: str) -> tuple[int, int] | None:
+    """The user's `--begin` of a managed group as (Unix seconds for the tag, seconds from now for sbatch); None
+    when none was asked or it has passed. Refused in one line beyond a year ahead (`tag.MAX_BEGIN_AHEAD_S`)."""
+    if spec.begin is None:
+        return None
+    now = time.time()
+    try:
+        at = begin_at(spec.begin, now)
+    except ValueError as exc:
+        raise ConfigError([f"{source}: {exc}"]) from None
+    ahead = math.ceil(round(at - now, 3))  # whole seconds, never before the user's time: now+7200 stays 7200
+    if ahead > tag.MAX_BEGIN_AHEAD_S:
+        raise ConfigError([f"{source}: --begin={spec.begin} is more than a year ahead; give a time within "
+                           f"{tag.MAX_BEGIN_AHEAD_S // 86400} days, or submit nearer to it"])
+    return (math.ceil(at), ahead) if ahead > 0 else None
+
+
+def _is_mail_option(flag: str) -> bool:
+    """`--mail-type=…`/`--mail-user=…`, or an unambiguous prefix of either (sbatch accepts `--mail-t=END`)."""
+    name = flag.partition("=")[0]
+    return name.startswith("--") and canonical_long_option(name[2:]) in ("mail-type", "mail-user")
 
 
 def _check_release(flags: Sequence[str], release: str | None, source: str) -> None:

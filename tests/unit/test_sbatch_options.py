@@ -470,11 +470,10 @@ def test_begin_holds_every_variant_in_race_mode(tmp_path: Path, value: str) -> N
     assert all([o for o in r.options if o.startswith("--begin")] == [f"--begin={value}"] for r in got.values())
 
 
-def test_begin_in_managed_mode_is_refused_with_the_mode_that_honours_it(tmp_path: Path) -> None:
-    assert _error(tmp_path, "", ["-b", "16:00"], mode="managed") == (
-        "job.sh: --begin=16:00: in managed mode slurmxd starts the group when its policy chooses and would not wait "
-        "for that time; submit with `slurmx submit --mode race` (each variant then waits for it in Slurm), or submit "
-        "at that time")
+def test_begin_in_managed_mode_waits_for_the_later_of_the_lease_and_the_users_time(tmp_path: Path) -> None:
+    """More in tests/unit/test_begin_mail.py: the tag carries the user's time, slurmxd never starts it before."""
+    later = _rendered(tmp_path, "", ["-b", "now+2hours"], mode="managed")
+    assert [o for o in later["cpu"].options if o.startswith("--begin")] == ["--begin=now+7200"]
     managed = _rendered(tmp_path, "", mode="managed")
     assert [o for o in managed["cpu"].options if o.startswith("--begin")] == ["--begin=now+600"]  # the lease alone
 

@@ -1,0 +1,124 @@
+"""`--begin` in managed mode and mail: the user's time rides in the tag; only the variant that runs mails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmx.core import tag
+from slurmx.core.validation import ConfigError
+from slurmx.submit.begin import begin_at
+from slurmx.submit.render import render_with_sample, variant_options
+from slurmx.submit.spec import parse_spec
+from tests.unit.test_sbatch_options import site
+
+# 2026-11-28 10:30:15 UTC, a Saturday
+NOW = 1795861815.0
+
+
+@pytest.fixture()
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _utc(text: str) -> float:
+    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("now", "2026-11-28T10:30:15"), ("now+90", "2026-11-28T10:31:45"), ("now+2hours", "2026-11-28T12:30:15"),
+    ("now+1d", "2026-11-29T10:30:15"), ("now+1week", "2026-12-05T10:30:15"), ("NOW+5minutes", "2026-11-28T10:35:15"),
+    ("16:00", "2026-11-28T16:00:00"), ("10:30", "2026-11-29T10:30:00"), ("09:00", "2026-11-29T09:00:00"),
+    ("4:15:30PM", "2026-11-28T16:15:30"), ("12:00AM", "2026-11-29T00:00:00"), ("noon", "2026-11-28T12:00:00"),
+    ("elevenses", "2026-11-28T11:00:00"), ("teatime", "2026-11-28T16:00:00"), ("midnight", "2026-11-29T00:00:00"),
+    ("today", "2026-11-28T00:00:00"), ("tomorrow", "2026-11-29T00:00:00"),
+    ("2026-12-01", "2026-12-01T00:00:00"), ("2026-12-01T08:00", "2026-12-01T08:00:00"),
+    ("2027-01-02T08:00:05", "2027-01-02T08:00:05"), ("120126", "2026-12-01T00:00:00"),
+    ("12/01", "2026-12-01T00:00:00"), ("01/15", "2027-01-15T00:00:00"), ("11/28", "2027-11-28T00:00:00"),
+    ("12/01/27", "2027-12-01T00:00:00"),
+])
+def test_begin_is_read_as_slurms_parse_time_reads_it(utc: None, value: str, expected: str) -> None:
+    assert begin_at(value, NOW) == _utc(expected)
+
+
+@given(count=st.integers(0, 10**6), unit=st.sampled_from([("", 1), ("s", 1), ("m", 60), ("minutes", 60),
+                                                          ("h", 3600), ("day", 86400), ("w", 604800)]))
+def test_a_relative_begin_is_now_plus_its_seconds(count: int, unit: tuple[str, int]) -> None:
+    assert begin_at(f"now+{count}{unit[0]}", NOW) == NOW + count * unit[1]
+
+
+def test_a_date_that_does_not_exist_is_refused_in_one_line(utc: None) -> None:
+    with pytest.raises(ValueError, match="no such time: 2026-13-01"):
+        begin_at("2026-13-01", NOW)
+
+
+def _options(spec: dict[str, object], mode: str = "managed", sample: bool = False) -> tuple[str, ...]:
+    return variant_options(parse_spec({"name": "j", "command": "true", **spec}), site(), "cpu", "g-1", mode,
+                           "job.sh", sample=sample)
+
+
+def _tag(options: tuple[str, ...]) -> tag.GroupTag:
+    comment = next(o for o in options if o.startswith("--comment="))
+    read = tag.decode(comment.removeprefix("--comment="))
+    assert read is not None
+    return read
+
+
+def test_a_managed_begin_rides_in_the_tag_and_holds_until_the_later_of_lease_and_begin() -> None:
+    before = time.time()
+    options = _options({"begin": "now+2hours"})
+    after = time.time()
+    read = _tag(options)
+    assert read.lease_s == 600 and read.begin is not None
+    assert before + 7200 <= read.begin <= after + 7201
+    assert [o for o in options if o.startswith("--begin")] == ["--begin=now+7200"]
+    soon = _options({"begin": "now+60"})  # before the lease ends: the lease's begin, the tag still holds 60 s
+    assert [o for o in soon if o.startswith("--begin")] == ["--begin=now+600"]
+    assert _tag(soon).begin is not None and _tag(soon).begin <= after + 61  # type: ignore[operator]
+
+
+def test_a_managed_begin_already_past_is_the_lease_alone() -> None:
+    options = _options({"begin": "now"})
+    assert _tag(options).begin is None and [o for o in options if o.startswith("--begin")] == ["--begin=now+600"]
+
+
+def test_a_managed_begin_more_than_a_year_ahead_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        _options({"begin": "now+400days"})
+    assert str(info.value) == ("job.sh: --begin=now+400days is more than a year ahead; give a time within 365 days, "
+                               "or submit nearer to it")
+    assert _tag(_options({"begin": "now+364days"})).begin is not None
+
+
+def test_race_and_pick_keep_the_users_begin_and_no_tag_floor() -> None:
+    for mode in ("race", "pick"):
+        options = _options({"begin": "16:00"}, mode)
+        assert [o for o in options if o.startswith("--begin")] == ["--begin=16:00"] and _tag(options).begin is None
+
+
+MAIL = ["--mail-type=END,FAIL", "--mail-user=alice@example.org"]
+
+
+@pytest.mark.parametrize("mode", ["managed", "race", "pick"])
+def test_every_variant_carries_the_users_mail_options(mode: str) -> None:
+    assert [o for o in _options({"sbatch": MAIL}, mode) if o.startswith("--mail")] == MAIL
+
+
+def test_a_profiling_sample_never_mails_nor_waits_for_the_users_begin() -> None:
+    assert not [o for o in _options({"sbatch": [*MAIL, "--account=p"], "begin": "now+1hour"}, "pick", sample=True)
+                if o.startswith(("--mail", "--begin"))]
+    spec = parse_spec({"name": "j", "command": "true", "work": 10, "begin": "now+1hour",
+                       "sbatch": ["--mail-t=END", "--mail-user=alice@example.org"]})
+    rendered = render_with_sample(spec, site(), "cpu", "g-1", "managed", "job.sh")
+    assert rendered.sample_script is not None
+    sample_lines = [line for line in rendered.sample_script.splitlines() if line.startswith("#SBATCH")]
+    assert sample_lines and not [line for line in sample_lines if "--mail" in line or "--begin" in line]
+    assert "#SBATCH --mail-t=END" in rendered.script.splitlines()
