@@ -40,15 +40,17 @@ class Executor:
         self.params = ExecutorParams()
 
     def update_parameters(self, **values: Any) -> None:
-        """Spec keys (variants, overrides, class, grace, estimates, time, mem, cpus, gpus, env, ...) and the
-        executor's own (name, mode, pick, python, max_requeues, max_result_bytes, poll); checked now."""
-        self.params = self.params.updated(values)
+        """Spec keys (variants, overrides, class, grace, estimates, time, mem, cpus, gpus, env, ...), the
+        executor's own (name, mode, pick, python, max_requeues, max_result_bytes, poll, setup) and submitit's
+        names (timeout_min, mem_gb, slurm_partition, ...: aliases.py); checked now."""
+        partitions = {kind: resource.partition for kind, resource in self.site.resources.items()}
+        self.params = self.params.updated(values, partitions)
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
         """Submit `fn(*args, **kwargs)` as one group; the Job's `result()` is its return value."""
         params = self.params
         call = pickle_call(fn, args, kwargs)
-        script = job_script(params.python, params.max_requeues, call_label(fn), carries_bytecode(call))
+        script = job_script(params.python, params.max_requeues, call_label(fn), carries_bytecode(call), params.setup)
         spec = params.job_spec(job_name(fn), script)
         files = folder_files(call)
         submitted = submit_group(spec, self.site, self.adapter, mode=params.mode, pick=params.pick,

@@ -2,7 +2,7 @@
 
 Keys are checked when they are set, not at the first submit: an unknown key fails with the list of valid ones,
 and the resource keys go through the job spec's validation, so `update_parameters(time="1h")` means what
-`time: 1h` means in a spec.
+`time: 1h` means in a spec. submitit's names are translated first (aliases.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurmx.core.validation import ConfigError
+from slurmx.executor.aliases import translate
 from slurmx.submit.spec import JobSpec, parse_spec
 
 __all__ = ["EXECUTOR_KEYS", "SPEC_KEYS", "ExecutorParams", "job_name"]
 
 SPEC_KEYS = ("variants", "overrides", "class", "grace", "estimates", "work", "env", "modules", "cpus", "mem",
-             "mem_per_cpu", "gpus", "time", "workdir", "sbatch", "checkpoint_dir")
+             "mem_per_cpu", "gpus", "time", "workdir", "sbatch", "checkpoint_dir",
+             *(k for k in ("constraint", "nodelist", "exclude", "exclusive") if k in JobSpec.model_fields))
 EXECUTOR_KEYS = {"name": None, "mode": "the site's submit.mode", "pick": None, "python": "this interpreter",
-                 "max_requeues": 3, "max_result_bytes": 256 << 20, "poll": 2.0}
+                 "max_requeues": 3, "max_result_bytes": 256 << 20, "poll": 2.0, "setup": "[] (shell lines)"}
 _MODES = ("managed", "race", "pick")
 
 
@@ -37,16 +39,32 @@ class ExecutorParams:
     max_requeues: int = 3
     max_result_bytes: int = 256 << 20
     poll: float = 2.0
+    setup: tuple[str, ...] = ()  # shell lines the job script runs before the call (submitit's `setup`)
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # sbatch options by submitit name
 
-    def updated(self, values: Mapping[str, Any]) -> ExecutorParams:
-        """These parameters with `values` applied; ConfigError naming every bad key, with the valid ones."""
+    def updated(self, values: Mapping[str, Any], partitions: Mapping[str, str] | None = None) -> ExecutorParams:
+        """These parameters with `values` applied; ConfigError naming every bad key, with the valid ones.
+        `partitions` (kind -> partition of the site) resolves submitit's `slurm_partition`."""
+        translated = translate(values, partitions, SPEC_KEYS)
+        problems = list(translated.problems)
+        values = translated.values
         unknown = [k for k in values if k not in SPEC_KEYS and k not in EXECUTOR_KEYS]
         if unknown:
             valid = ", ".join([*SPEC_KEYS, *(f"{k} (default {v})" for k, v in EXECUTOR_KEYS.items())])
-            raise ConfigError([f"update_parameters: unknown key {k!r}; valid keys: {valid}" for k in unknown])
+            problems += [f"update_parameters: unknown key {k!r}; valid keys: {valid}, and submitit's names "
+                         "(docs/executor.md)" for k in unknown]
+        for name, flags in translated.flags.items():
+            try:
+                parse_spec({"name": "check", "command": "true", "sbatch": list(flags)}, source="update_parameters")
+            except ConfigError as exc:
+                problems.append(f"update_parameters: {name} ({' '.join(flags)}): {exc.errors[0].split(': ', 1)[-1]}")
+        if problems:
+            raise ConfigError(problems)
         spec = {**self.spec, **{k: v for k, v in values.items() if k in SPEC_KEYS}}
         own = {k: v for k, v in values.items() if k in EXECUTOR_KEYS}
-        new = replace(self, spec=spec, **own)
+        if "setup" in own:
+            own["setup"] = _lines(own["setup"])
+        new = replace(self, spec=spec, flags={**self.flags, **translated.flags}, **own)
         new.check()
         return new
 
@@ -63,8 +81,18 @@ class ExecutorParams:
         self.job_spec("check", "true")  # the spec keys, validated as a spec
 
     def job_spec(self, name: str, script: str) -> JobSpec:
-        return parse_spec({**self.spec, "name": self.name or name, "script": script},
+        sbatch = [*self.spec.get("sbatch", ()), *(flag for flags in self.flags.values() for flag in flags)]
+        extra = {"sbatch": sbatch} if sbatch else {}
+        return parse_spec({**self.spec, **extra, "name": self.name or name, "script": script},
                           source="update_parameters")
+
+
+def _lines(value: Any) -> tuple[str, ...]:
+    """submitit's `setup`: a list of shell lines (one string is one line)."""
+    lines = [value] if isinstance(value, str) else value
+    if not isinstance(lines, list | tuple) or not all(isinstance(x, str) and "\n" not in x for x in lines):
+        raise ConfigError([f"update_parameters: setup must be a list of shell lines, one per string, got {value!r}"])
+    return tuple(lines)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -83,14 +83,18 @@ def call_label(fn: Callable[..., Any]) -> str:
     return re.sub(r"[^\w.<>-]", "_", label)[:200]
 
 
-def job_script(python: str, max_requeues: int, label: str = "", bytecode: bool = True) -> str:
+def job_script(python: str, max_requeues: int, label: str = "", bytecode: bool = True,
+               setup: tuple[str, ...] = ()) -> str:
     """The variant payload: unpack the call and the runtime (once per run, into the group folder), then run it.
-    With `bytecode` (the call carries code by value) the node refuses to run it on another minor version."""
+    With `bytecode` (the call carries code by value) the node refuses to run it on another minor version.
+    `setup` lines run first, as submitit runs them (a failing line does not stop the job; `source` works)."""
     pickled_by = f" --pickled-by {sys.version_info[0]}.{sys.version_info[1]}" if bytecode else ""
+    lines = "".join(f"{line}\n" for line in setup)
     return (
         "#!/bin/bash\n"
         f"# slurmx call: {label}\n"
-        "set -eu\n"
+        + (f"# setup\n{lines}# end of setup\n" if setup else "")
+        + "set -eu\n"
         'd="$SLURMX_SPOOL_DIR"\n'
         f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'
         f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
