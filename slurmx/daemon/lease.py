@@ -11,22 +11,28 @@ time, hold, priority or comment: the lease runs out by itself, but only the daem
 
 To the policy and the enforcer a leased variant that waits looks exactly like a held one (`VariantState.HELD`),
 so the cycle is the same with and without leases; jobs without `l=` (groups queued before leases) keep real holds.
+
+A group submitted with the user's own `--begin` carries that time in its tag (`b=`, `core/tag.py`): the begin time
+Slurm shows is the lease's and cannot tell the two apart. Every begin time this adapter sets (a renewal, a hold, a
+release, a requeue) is at the user's time or later (`begin_after`), so neither slurmxd nor Slurm after a lease
+starts it earlier; until then the group stays out of the policy's view (`observe.py`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmx.core.model import VariantState
-from slurmx.core.tag import leased, readable_fields
+from slurmx.core.tag import begin_floor, leased, readable_fields
 from slurmx.daemon.backend import CountingSlurm
 from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["LeasedSlurm", "is_leased", "lease_renewals"]
+__all__ = ["LeasedSlurm", "begin_after", "is_leased", "lease_renewals"]
 
 _OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPENDED)
 
@@ -34,6 +40,11 @@ _OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPEN
 def is_leased(job: SlurmJob) -> bool:
     """The job's tag says it was submitted under a lease (`l=`)."""
     return leased(job.comment)
+
+
+def begin_after(wait_s: float) -> str:
+    """The `StartTime=` for a begin `wait_s` seconds from now: whole seconds rounded up, never earlier."""
+    return "now" if wait_s <= 0 else f"now+{math.ceil(round(wait_s, 3))}"
 
 
 def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Iterable[int] = ()) -> list[int]:
@@ -77,6 +88,7 @@ class LeasedSlurm(CountingSlurm):
     _slurm_held: set[int] = field(default_factory=set)  # of those, the ones Slurm really holds
     _ready_at: dict[int, float] = field(default_factory=dict)  # requeued job -> when Slurm lets it start again
     _released: set[int] = field(default_factory=set)  # leased jobs this daemon let go: not taken back by a renewal
+    _not_before: dict[int, float] = field(default_factory=dict)  # leased job -> the user's --begin (`b=`)
     renewed: int = 0  # begin-time pushes sent, for the metrics
 
     def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
@@ -85,6 +97,7 @@ class LeasedSlurm(CountingSlurm):
         if job_ids is None and user is None:
             self._leased.clear()
             self._slurm_held.clear()
+            self._not_before.clear()
             self._ready_at = {j: t for j, t in self._ready_at.items() if t > now}
             waiting = {j.job_id for j in jobs if j.state in (VariantState.PENDING, VariantState.HELD)}
             self._released &= waiting
@@ -92,6 +105,9 @@ class LeasedSlurm(CountingSlurm):
         for job in jobs:
             if is_leased(job):
                 self._leased.add(job.job_id)
+                floor = begin_floor(job.comment, job.submit_time)
+                if floor is not None:
+                    self._not_before[job.job_id] = floor
                 if job.held:
                     self._slurm_held.add(job.job_id)
                 elif job.state is VariantState.PENDING and job.begin_time is not None and job.begin_time > now:
@@ -107,7 +123,7 @@ class LeasedSlurm(CountingSlurm):
         if other:
             super().hold(other)
         if leased:
-            super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+            self._push(leased, self.clock())
             self._released -= set(leased)
 
     def release(self, job_ids: Iterable[int]) -> None:
@@ -119,7 +135,7 @@ class LeasedSlurm(CountingSlurm):
         now = self.clock()
         by_begin: dict[str, list[int]] = {}
         for job_id in leased:
-            wait = self._ready_at.get(job_id, now) - now
+            wait = max(self._ready_at.get(job_id, now), self._not_before.get(job_id, now)) - now
             by_begin.setdefault(f"now+{int(wait) + 1}" if wait > 0 else "now", []).append(job_id)
         for begin, ids in by_begin.items():
             super().update(ids, JobUpdate(begin=begin))
@@ -145,17 +161,32 @@ class LeasedSlurm(CountingSlurm):
         for job_id in leased:
             self._ready_at[job_id] = float(ready.get(job_id) or now + self.restart_delay_s)
         if hold:
-            super().update(leased, JobUpdate(begin=f"now+{self.lease_s}"))
+            self._push(leased, now)
             self._released -= set(leased)
 
     def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
         """Push the begin time of every due lease to now + lease in one update; returns the renewed job ids. A job
         this daemon released (a Start, a Release, a resize) stays released until it runs or is held again."""
-        due = lease_renewals(jobs, now, self.lease_s, {*skip, *self._released})
+        job_list = list(jobs)
+        due = lease_renewals(job_list, now, self.lease_s, {*skip, *self._released})
         if due:
-            super().update(due, JobUpdate(begin=f"now+{self.lease_s}"))
+            wanted = set(due)
+            for job in job_list:  # the user's begin, from the records renewed (a renewal may precede any read)
+                if job.job_id in wanted and (floor := begin_floor(job.comment, job.submit_time)) is not None:
+                    self._not_before[job.job_id] = floor
+            self._push(due, now)
             self.renewed += len(due)
         return due
+
+    def _push(self, job_ids: Sequence[int], now: float) -> None:
+        """Begin times at now + lease, or at the user's --begin where that is later: one update per distinct time
+        (one for all in the usual case)."""
+        by_begin: dict[str, list[int]] = {}
+        for job_id in job_ids:
+            wait = max(float(self.lease_s), self._not_before.get(job_id, now) - now)
+            by_begin.setdefault(begin_after(wait), []).append(job_id)
+        for begin, ids in by_begin.items():
+            super().update(ids, JobUpdate(begin=begin))
 
     def _split(self, job_ids: Iterable[int]) -> tuple[list[int], list[int]]:
         ids: Sequence[int] = list(job_ids)

@@ -5,7 +5,9 @@ not started yet is shown *running on the nodes it was steered to* (so the next d
 room out twice), and a victim in its grace period carries its deadline, its beneficiary and the nodes it frees;
 the earmark (beneficiary and nodes) is void once the beneficiary runs or is gone, as in the simulator.
 Only active variants enter the view: a cancelled sibling must never look startable, and a group that waits on
-its `--dependency` enters once Slurm finds the dependency satisfied (its leases are renewed meanwhile).
+its `--dependency` enters once Slurm finds the dependency satisfied, and one whose user asked for a later
+`--begin` (`b=` in its tag: the begin time Slurm shows is the lease's) enters at that time; their leases are
+renewed meanwhile, never to a time before the user's (`lease.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, Variant, VariantState
 from slurmx.core.ownership import OwnerLookup
 from slurmx.core.resources import Resources
+from slurmx.core.tag import begin_floor
 from slurmx.daemon.store import GroupFact
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
 from slurmx.slurm.gcpause import collector_paused
@@ -110,6 +113,10 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
                 continue
             if state in _NOT_STARTED and job.waits_on_dependency:
                 done = True  # `--dependency`: Slurm would not start it yet; as if not yet submitted
+                break
+            if state in _NOT_STARTED and "b=" in job.comment and (begin_floor(job.comment, job.submit_time)
+                                                                  or 0) > now:
+                done = True  # the user's `--begin` is still ahead: as if not yet submitted
                 break
             variant = _variant(group_id, kind, job, tg.estimates.get(kind))
             if mark is not None and mark.job_id == job.job_id and state in _WAITING:
