@@ -61,18 +61,33 @@ def read_own(folder: Path, name: str) -> bytes | None:
         return f.read()
 
 
+def checkpoint_method(fn: Any) -> Any:
+    """The function's checkpoint: submitit's `__submitit_checkpoint__` when it has one (submitit looks there
+    first), else its `checkpoint` method; None when it has neither."""
+    for name in ("__submitit_checkpoint__", "checkpoint"):
+        method = getattr(fn, name, None)
+        if callable(method):
+            return method
+    return None
+
+
 def as_call(returned: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, tuple[Any, ...],
                                                                                           dict[str, Any]]:
     """What `checkpoint()` returned, as the call to resume with: None -> the same call; a callable -> it, with the
-    same arguments; `(fn, args, kwargs)` (e.g. `slurmx.executor.Resume`) -> exactly that."""
+    same arguments; `(fn, args, kwargs)` (e.g. `slurmx.executor.Resume`) -> exactly that; an object with
+    `function`, `args` and `kwargs` (submitit's `DelayedSubmission`, read by shape, without importing submitit)
+    -> `function(*args, **kwargs)`, which is what submitit calls after its requeue."""
     if returned is None:
         return fn, args, kwargs
     if isinstance(returned, tuple) and len(returned) == 3 and callable(returned[0]):
         return returned[0], tuple(returned[1]), dict(returned[2])
     if callable(returned):
         return returned, args, kwargs
-    raise TypeError(f"checkpoint() returned {type(returned).__name__}: expected None, a callable or "
-                    "(fn, args, kwargs)")
+    delayed = (getattr(returned, "function", None), getattr(returned, "args", None), getattr(returned, "kwargs", None))
+    if callable(delayed[0]) and isinstance(delayed[1], (tuple, list)) and isinstance(delayed[2], dict):
+        return delayed[0], tuple(delayed[1]), dict(delayed[2])
+    raise TypeError(f"checkpoint() returned {type(returned).__name__}: expected None, a callable, (fn, args, kwargs) "
+                    "or an object with function, args and kwargs (submitit's DelayedSubmission)")
 
 
 def outcome_ok(value: Any) -> dict[str, Any]:
@@ -132,7 +147,7 @@ class _Grace:
 
         fn, args, kwargs = self.call
         try:
-            resumed = as_call(fn.checkpoint(*args, **kwargs), fn, args, kwargs)
+            resumed = as_call(checkpoint_method(fn)(*args, **kwargs), fn, args, kwargs)
             write_private(self.folder, RESUME, cloudpickle.dumps(resumed))
         except Exception:
             # The last saved call (or the first) is still there: a requeue that repeats work beats a failed job.
@@ -182,7 +197,7 @@ def run(folder: Path, max_requeues: int, pickled_by: str = "") -> int:
         call = load_call(folder, restarts)
     except Exception as exc:  # nothing to run: say so in the outcome, as any failure
         return _finish(folder, outcome_error(exc), 1)
-    if callable(getattr(call[0], "checkpoint", None)):
+    if checkpoint_method(call[0]) is not None:
         signal.signal(_env.grace_signal(), _Grace(folder, call, max_requeues, restarts, _env.intent_path()))
         _env.announce_handler()  # the job script forwards the grace signal only to a payload that says it handles it
     fn, args, kwargs = call

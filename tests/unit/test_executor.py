@@ -425,3 +425,89 @@ def test_exception_returns_a_remote_timeout_error_and_raises_only_its_own_wait_t
     ended = _outcome_job(tmp_path / "e", None)
     assert isinstance(ended.exception(timeout=1), JobError)  # Slurm knows none of its jobs: no result, said so
     assert _outcome_job(tmp_path / "ok", {"ok": True, "value": 1}).exception() is None
+
+
+class DelayedSubmission:
+    """The shape of submitit's `DelayedSubmission` (submitit is not installed here, nor needed on the nodes)."""
+
+    def __init__(self, function: Any, *args: Any, **kwargs: Any) -> None:
+        self.function, self.args, self.kwargs = function, args, kwargs
+        self._result: Any = None
+        self._done = False
+
+    def result(self) -> Any:
+        if not self._done:
+            self._result, self._done = self.function(*self.args, **self.kwargs), True
+        return self._result
+
+
+class Checkpointable:
+    """submitit.helpers.Checkpointable, as submitit writes it: resubmit self, with the same arguments."""
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+class SubmititTrainer(Checkpointable):
+    """A trainer written for submitit: its state is `self.step`, counted once per step in `marks`."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.step = total, 0
+
+    def __call__(self, marks: str, *, scale: int = 1) -> int:
+        while self.step < self.total:
+            Path(marks, f"step-{self.step}").touch()
+            self.step += 1
+            time.sleep(0.05)
+        return self.step * scale
+
+
+def test_submitits_checkpoint_protocol_resumes_as_submitit_would(tmp_path: Path) -> None:
+    """checkpoint() returns a DelayedSubmission (the trainer in its current state, the same arguments): after
+    the requeue the job calls `function(*args, **kwargs)` and every step runs exactly once."""
+    folder, marks = tmp_path / "g", tmp_path / "marks"
+    marks.mkdir()
+    script = prepare(folder, SubmititTrainer(60), str(marks), scale=2)
+    proc = subprocess.Popen(["bash", str(script)], env=env_for(folder), stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    while not list(folder.glob("handler-*")):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGUSR2)
+    assert proc.wait(30) == 99, proc.stderr.read() if proc.stderr else ""
+    resumed = cloudpickle.loads((folder / "resume.pkl").read_bytes())
+    assert isinstance(resumed[0], SubmititTrainer) and resumed[1:] == ((str(marks),), {"scale": 2})
+    assert 0 < resumed[0].step < 60
+    assert run_job(folder, script, restarts=1).returncode == 0
+    outcome = read_outcome(folder, 1 << 20)
+    assert outcome is not None and raise_outcome(outcome) == 120
+    assert sorted(int(p.name[5:]) for p in marks.iterdir()) == list(range(60))
+
+
+class SubmititHook:
+    """submitit looks for `__submitit_checkpoint__` before `checkpoint`."""
+
+    def __call__(self) -> None:
+        return None
+
+    def __submitit_checkpoint__(self) -> DelayedSubmission:
+        return DelayedSubmission(add, 1, b=2)
+
+    def checkpoint(self) -> None:
+        raise AssertionError("submitit calls __submitit_checkpoint__ first")
+
+
+def test_the_submitit_shape_is_read_without_changing_slurmxs_own_protocol() -> None:
+    from slurmx.executor.jobside import checkpoint_method
+
+    fn, args, kwargs = add, (1,), {"b": 2}
+    assert as_call(DelayedSubmission(fail, "x", k=1), fn, args, kwargs) == (fail, ("x",), {"k": 1})
+    assert as_call(None, fn, args, kwargs) == (add, (1,), {"b": 2})  # slurmx: None repeats the call
+    assert as_call(Resume(fail, ("y",)), fn, args, kwargs) == (fail, ("y",), {})
+    hook = SubmititHook()
+    assert as_call(checkpoint_method(hook)(), hook, (), {}) == (add, (1,), {"b": 2})
+    assert checkpoint_method(Counter(1)) is not None and checkpoint_method(add) is None
+    broken = DelayedSubmission(add)
+    broken.args = "not a tuple"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="DelayedSubmission: expected None, a callable"):
+        as_call(broken, fn, args, kwargs)
