@@ -116,6 +116,7 @@ class Daemon:
                             clock=self.clock)
         self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
+        self.metrics.configure(self.site.daemon.interval_s, self.site.daemon.lease_s)
         if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
             # The raw adapter: the profiling QOS check runs sacctmgr over its transport, which the counting
             # wrapper does not carry; sample releases and cancels are a few per group, not counted per cycle.
@@ -160,19 +161,24 @@ class Daemon:
         obs = self.backend.obs
         assert obs is not None  # decide observed
         flushed = time.perf_counter()  # enforcement's tail: lease renewals, the audit
-        for _ in self.backend.renew_leases(now):
+        expired = 0
+        for job_id in self.backend.renew_leases(now):
             self.metrics.action("lease_renew", "ok")
+            begin = obs.jobs[job_id].begin_time if job_id in obs.jobs else None
+            expired += begin is not None and begin <= now  # ran out before this renewal: Slurm may have started it
+        self.metrics.leases_expired(expired)
         rows = tuple(self.enforcer.flush())
         ended = time.perf_counter()
         seconds = ended - began
         pending, running = len(obs.view.pending_groups()), len(obs.view.running_groups())
-        self.metrics.decision(seconds)
+        self.metrics.cycle(seconds)
+        self.metrics.decision(decision.policy_s)
         self.metrics.phase("observe", self.backend.observe_s)
-        self.metrics.phase("decide", decision.policy_s)
         self.metrics.phase("enforce", self.backend.enforce_s + ended - flushed)
         self.metrics.cycle_ok(now)
-        for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected))):
-            self.metrics.gauge(state, value)
+        for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected)),
+                             ("quarantined", len(self.backend.quarantine))):
+            self.metrics.groups(state, value)
         for row in rows:
             log.info("%s", row[4], extra={"group": row[2], "event": row[3], "cycle": row[1]})
         return CycleReport(self.cycles, now, decision.plan, seconds, pending, running, len(obs.rejected), rows)

@@ -1,7 +1,10 @@
 """slurmxd's Prometheus metrics, on a registry of their own (tests build many daemons; the global one is shared).
 
-Every counter starts at zero for each label value the daemon knows, so a scrape before the first event shows the
-series (a rate over an absent series is no rate at all). `endpoint` serves them with `/healthz`.
+One prefix (`slurmxd_`), base units in the names (`_seconds`, `_timestamp_seconds`), counters ending in `_total`,
+and no `_created` series (a counter's creation time doubles the series for nothing a rate needs). Every counter
+starts at zero for each label value the daemon knows, so a scrape before the first event shows the series (a rate
+over an absent series is no rate at all). `endpoint` serves them with `/healthz`; docs/daemon.md lists every family
+(a unit test holds the table equal to this registry).
 """
 
 from __future__ import annotations
@@ -18,12 +21,17 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
 )
 
-__all__ = ["ACTION_OUTCOMES", "ERROR_WHERE", "PHASES", "Health", "Metrics", "package_version"]
+__all__ = ["ACTION_OUTCOMES", "ERROR_WHERE", "GROUP_STATES", "PHASES", "Health", "Metrics", "package_version"]
 
-_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# prometheus_client's switch is process-wide: slurmxd exports only this module's registry and the process collectors.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# A cycle on a large cluster can take tens of seconds; the watchdog abandons one after 120 s or more.
+_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 # What the enforcer reports through `on_action` (action type -> outcomes it can have); others still count.
 ACTION_OUTCOMES: Mapping[str, tuple[str, ...]] = {
     "start": ("ok", "error", "timeout"),
@@ -40,7 +48,8 @@ ACTION_OUTCOMES: Mapping[str, tuple[str, ...]] = {
     "cycle": ("unavailable",),
 }
 ERROR_WHERE = ("cycle", "watchdog")  # where `Daemon.run` counts a failed cycle
-PHASES = ("observe", "decide", "enforce")  # one cycle's parts, timed apart
+PHASES = ("observe", "enforce")  # the Slurm-facing parts of a cycle; the decision between them has its own histogram
+GROUP_STATES = ("pending", "running", "rejected", "quarantined")  # `slurmxd_groups{state}`, zero from the start
 SLURM_COMMANDS = ("squeue", "scontrol", "scancel", "sbatch", "sacct", "sacctmgr")  # zero from the start
 
 
@@ -80,16 +89,23 @@ class Metrics:
         self._lock = threading.Lock()
         self._wheres: set[str] = set(ERROR_WHERE)
         reg = self.registry
-        self._decision = Histogram("slurmx_decision_seconds", "Time of one observe-decide-enforce cycle.",
-                                   buckets=_BUCKETS, registry=reg)
-        self._phase = Histogram("slurmxd_cycle_phase_seconds", "Time of one part of a cycle: observe (Slurm read, "
-                                "follow-up), decide (the policy), enforce (the plan applied).", ["phase"],
+        self._cycle = Histogram("slurmxd_cycle_seconds", "Wall time of one whole cycle: observe, decide, enforce.",
                                 buckets=_BUCKETS, registry=reg)
-        self._actions = Counter("slurmx_actions", "Actions enforced, by type and outcome.", ["type", "outcome"],
+        self._decision = Histogram("slurmxd_decision_seconds", "Wall time of one decision: the policy's plan and the "
+                                   "backfill of the groups it cannot place; no Slurm command runs in it.",
+                                   buckets=_BUCKETS, registry=reg)
+        self._phase = Histogram("slurmxd_cycle_phase_seconds", "Wall time of one Slurm-facing part of a cycle: "
+                                "observe (Slurm read, follow-up), enforce (the plan applied, leases renewed, audit).",
+                                ["phase"], buckets=_BUCKETS, registry=reg)
+        self._actions = Counter("slurmxd_actions", "Actions enforced, by type and outcome.", ["type", "outcome"],
                                 registry=reg)
-        self._preemptions = Counter("slurmx_preemptions", "Grace signals sent.", registry=reg)
-        self._errors = Counter("slurmx_errors", "Failed cycles, by where.", ["where"], registry=reg)
-        self._queue = Gauge("slurmx_queue", "Groups by state in the latest snapshot.", ["state"], registry=reg)
+        self._preemptions = Counter("slurmxd_preemptions", "Grace signals sent (preemptions begun).", registry=reg)
+        self._errors = Counter("slurmxd_cycle_failures", "Failed cycles, by where they failed: cycle (Slurm down or "
+                               "an exception), watchdog (abandoned past its time limit).", ["where"], registry=reg)
+        self._groups = Gauge("slurmxd_groups", "slurmx groups in the latest cycle's snapshot, by state: pending "
+                             "(no variant started yet), running (a variant runs), rejected (set aside before the "
+                             "policy: a foreign copy of a tag, an unreadable tag or folder), quarantined (set aside "
+                             "after the policy failed on its data).", ["state"], registry=reg)
         self._last_ok = Gauge("slurmxd_last_cycle_timestamp_seconds", "Unix time of the last successful cycle.",
                               registry=reg)
         self._slurm_up = Gauge("slurmxd_slurm_up", "1 when the last cycle reached Slurm, else 0.", registry=reg)
@@ -98,9 +114,16 @@ class Metrics:
         self._cycle_commands = Gauge("slurmxd_cycle_slurm_commands", "Slurm commands run by the last cycle "
                                      "(divide the commands rate by the start rate for commands per started group).",
                                      registry=reg)
+        self._expired = Counter("slurmxd_leases_expired", "Waiting managed variants whose lease had run out before "
+                                "slurmxd renewed it (slurmxd away or stalled for half a lease or more): Slurm may "
+                                "have started them by itself.", registry=reg)
+        self._interval = Gauge("slurmxd_interval_seconds", "The configured time between cycles (daemon.interval).",
+                               registry=reg)
+        self._lease = Gauge("slurmxd_lease_seconds", "The configured lease of a waiting managed variant "
+                            "(daemon.lease).", registry=reg)
         for command in SLURM_COMMANDS:
             self._commands.labels(command)
-        build = Gauge("slurmx_build_info", "The running slurmx: version and Python.", ["version", "python"],
+        build = Gauge("slurmxd_build_info", "The running slurmx: version and Python.", ["version", "python"],
                       registry=reg)
         build.labels(package_version(), platform.python_version()).set(1)
         ProcessCollector(registry=reg)
@@ -112,6 +135,13 @@ class Metrics:
             self._errors.labels(where)
         for phase in PHASES:
             self._phase.labels(phase)
+        for state in GROUP_STATES:
+            self._groups.labels(state)
+
+    def configure(self, interval_s: float, lease_s: float) -> None:
+        """The site's cycle interval and lease, exported so alert rules compare against this site's own values."""
+        self._interval.set(interval_s)
+        self._lease.set(lease_s)
 
     def action(self, kind: str, outcome: str) -> None:
         self._actions.labels(kind, outcome).inc()
@@ -123,15 +153,25 @@ class Metrics:
             self._wheres.add(where)
         self._errors.labels(where).inc()
 
-    def gauge(self, name: str, value: float) -> None:
-        self._queue.labels(name).set(value)
+    def groups(self, state: str, count: float) -> None:
+        """How many groups the latest snapshot holds in `state` (GROUP_STATES)."""
+        self._groups.labels(state).set(count)
+
+    def cycle(self, seconds: float) -> None:
+        """One whole cycle's wall time."""
+        self._cycle.observe(seconds)
 
     def decision(self, seconds: float) -> None:
-        """One whole cycle's time."""
+        """One decision's wall time (the policy and the handover's backfill)."""
         self._decision.observe(seconds)
 
     def phase(self, name: str, seconds: float) -> None:
         self._phase.labels(name).observe(seconds)
+
+    def leases_expired(self, count: int) -> None:
+        """`count` leases found already run out when slurmxd renewed them."""
+        if count:
+            self._expired.inc(count)
 
     def cycle_ok(self, timestamp: float) -> None:
         """A cycle ran to its end: Slurm answered it."""
@@ -164,7 +204,8 @@ class Metrics:
         """Failed cycles by where, the non-zero ones only (tests and logs)."""
         with self._lock:
             wheres = sorted(self._wheres)
-        counts = {w: int(self.registry.get_sample_value("slurmx_errors_total", {"where": w}) or 0) for w in wheres}
+        counts = {w: int(self.registry.get_sample_value("slurmxd_cycle_failures_total", {"where": w}) or 0)
+                  for w in wheres}
         return {w: n for w, n in counts.items() if n}
 
     def render(self) -> str:

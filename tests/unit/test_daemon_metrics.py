@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slurmx.core.config import SiteConfig
 from slurmx.daemon.endpoint import health_limit, serve_metrics
 from slurmx.daemon.errors import DaemonError
-from slurmx.daemon.metrics import ACTION_OUTCOMES, ERROR_WHERE, PHASES, Metrics, package_version
+from slurmx.daemon.metrics import ACTION_OUTCOMES, ERROR_WHERE, GROUP_STATES, PHASES, Metrics, package_version
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm.errors import SlurmUnavailable
@@ -41,16 +41,21 @@ def test_a_scrape_before_any_event_shows_every_known_series_at_zero() -> None:
     metrics = Metrics()
     for kind, outcomes in ACTION_OUTCOMES.items():
         for outcome in outcomes:
-            assert value(metrics, "slurmx_actions_total", type=kind, outcome=outcome) == 0.0
+            assert value(metrics, "slurmxd_actions_total", type=kind, outcome=outcome) == 0.0
     for where in ERROR_WHERE:
-        assert value(metrics, "slurmx_errors_total", where=where) == 0.0
+        assert value(metrics, "slurmxd_cycle_failures_total", where=where) == 0.0
     for phase in PHASES:
         assert value(metrics, "slurmxd_cycle_phase_seconds_count", phase=phase) == 0.0
-    assert value(metrics, "slurmx_preemptions_total") == 0.0
-    assert value(metrics, "slurmx_decision_seconds_count") == 0.0
-    assert value(metrics, "slurmx_build_info", version=package_version(), python=platform.python_version()) == 1.0
+    assert value(metrics, "slurmxd_preemptions_total") == 0.0
+    assert value(metrics, "slurmxd_decision_seconds_count") == 0.0
+    assert value(metrics, "slurmxd_cycle_seconds_count") == 0.0
+    assert value(metrics, "slurmxd_leases_expired_total") == 0.0
+    for state in GROUP_STATES:
+        assert value(metrics, "slurmxd_groups", state=state) == 0.0
+    assert value(metrics, "slurmxd_build_info", version=package_version(), python=platform.python_version()) == 1.0
     names = {name for name, _ in samples(metrics)}
     assert "process_cpu_seconds_total" in names and "python_info" in names  # process and platform collectors
+    assert not any(name.endswith("_created") for name in names)  # creation times double the series for nothing
 
 
 def test_events_move_their_series_and_only_theirs() -> None:
@@ -59,19 +64,26 @@ def test_events_move_their_series_and_only_theirs() -> None:
     metrics.action("preempt", "ok")
     metrics.action("preempt", "error")
     metrics.action("newkind", "ok")  # an action type not in the table still counts
-    metrics.decision(0.2)
-    metrics.phase("decide", 0.03)
-    metrics.gauge("pending", 3)
+    metrics.cycle(0.2)
+    metrics.decision(0.03)
+    metrics.phase("observe", 0.03)
+    metrics.groups("pending", 3)
+    metrics.leases_expired(2)
+    metrics.leases_expired(0)
     metrics.error("cycle")
-    assert value(metrics, "slurmx_actions_total", type="start", outcome="ok") == 1.0
-    assert value(metrics, "slurmx_actions_total", type="start", outcome="error") == 0.0
-    assert value(metrics, "slurmx_actions_total", type="newkind", outcome="ok") == 1.0
-    assert value(metrics, "slurmx_preemptions_total") == 1.0  # grace signals sent: the failed one is not
-    assert value(metrics, "slurmx_decision_seconds_bucket", le="0.1") == 0.0
-    assert value(metrics, "slurmx_decision_seconds_bucket", le="0.25") == 1.0
-    assert value(metrics, "slurmxd_cycle_phase_seconds_bucket", phase="decide", le="0.05") == 1.0
+    assert value(metrics, "slurmxd_actions_total", type="start", outcome="ok") == 1.0
+    assert value(metrics, "slurmxd_actions_total", type="start", outcome="error") == 0.0
+    assert value(metrics, "slurmxd_actions_total", type="newkind", outcome="ok") == 1.0
+    assert value(metrics, "slurmxd_preemptions_total") == 1.0  # grace signals sent: the failed one is not
+    assert value(metrics, "slurmxd_cycle_seconds_bucket", le="0.1") == 0.0
+    assert value(metrics, "slurmxd_cycle_seconds_bucket", le="0.25") == 1.0
+    assert value(metrics, "slurmxd_decision_seconds_bucket", le="0.01") == 0.0
+    assert value(metrics, "slurmxd_decision_seconds_bucket", le="0.05") == 1.0
+    assert value(metrics, "slurmxd_cycle_phase_seconds_bucket", phase="observe", le="0.05") == 1.0
     assert value(metrics, "slurmxd_cycle_phase_seconds_count", phase="enforce") == 0.0
-    assert value(metrics, "slurmx_queue", state="pending") == 3.0
+    assert value(metrics, "slurmxd_groups", state="pending") == 3.0
+    assert value(metrics, "slurmxd_groups", state="running") == 0.0
+    assert value(metrics, "slurmxd_leases_expired_total") == 2.0
     assert metrics.errors == {"cycle": 1}
 
 
@@ -135,7 +147,7 @@ def test_endpoint_serves_metrics_and_healthz_on_one_port(served: tuple[Metrics, 
     metrics.error("cycle")
     status, kind, body = _get(f"{base}/metrics")
     assert status == 200 and kind.startswith("text/plain")
-    assert 'slurmx_errors_total{where="cycle"} 1.0' in body
+    assert 'slurmxd_cycle_failures_total{where="cycle"} 1.0' in body
     status, kind, body = _get(f"{base}/healthz")
     assert (status, kind) == (503, "application/json")
     assert json.loads(body) == {"status": "unhealthy", "reason": "no successful cycle yet"}
@@ -170,10 +182,17 @@ def test_a_daemon_cycle_records_its_phases_success_and_slurm_up(tmp_path: Path) 
     metrics = daemon.metrics
     for phase in PHASES:
         assert value(metrics, "slurmxd_cycle_phase_seconds_count", phase=phase) == 1.0
-    assert value(metrics, "slurmx_decision_seconds_count") == 1.0
+    assert value(metrics, "slurmxd_decision_seconds_count") == 1.0
+    assert value(metrics, "slurmxd_cycle_seconds_count") == 1.0
+    cycle_s = value(metrics, "slurmxd_cycle_seconds_sum")
+    decision_s = value(metrics, "slurmxd_decision_seconds_sum")
+    assert cycle_s is not None and decision_s is not None and 0 < decision_s < cycle_s  # the decision is a part
+    assert value(metrics, "slurmxd_interval_seconds") == SITE.daemon.interval_s
+    assert value(metrics, "slurmxd_lease_seconds") == SITE.daemon.lease_s
+    assert value(metrics, "slurmxd_groups", state="pending") == 1.0  # as observed, before FIFO started it
     assert value(metrics, "slurmxd_last_cycle_timestamp_seconds") == 1234.0
     assert value(metrics, "slurmxd_slurm_up") == 1.0
-    assert value(metrics, "slurmx_actions_total", type="start", outcome="ok") == 1.0  # FIFO started group a
+    assert value(metrics, "slurmxd_actions_total", type="start", outcome="ok") == 1.0  # FIFO started group a
     assert metrics.health.check(1240.0, 45.0)[0]
 
 
@@ -253,4 +272,4 @@ def test_a_drained_cycle_keeps_the_daemon_healthy_without_claiming_slurm_up(tmp_
     assert value(daemon.metrics, "slurmxd_last_cycle_timestamp_seconds") == 500.0
     assert value(daemon.metrics, "slurmxd_slurm_up") == 0.0 and daemon.metrics.health.slurm_up is None
     assert daemon.metrics.health.check(510.0, 45.0) == (True, "last successful cycle 10 s ago")
-    assert value(daemon.metrics, "slurmxd_cycle_phase_seconds_count", phase="decide") == 0.0  # nothing decided
+    assert value(daemon.metrics, "slurmxd_decision_seconds_count") == 0.0  # nothing decided

@@ -241,7 +241,7 @@ def test_the_metrics_count_each_cycles_slurm_commands_and_lease_renewals(tmp_pat
     # c1 has 4 CPUs: FIFO starts groups 1-4, job 5 waits and its lease is renewed in both cycles (the starts that
     # time out in the second cycle are held again through the same begin-time push, but that is no renewal).
     assert fake.calls.count((f"StartTime=now+{LEASE}", (5,))) == 2
-    assert sample('slurmx_actions_total{outcome="ok",type="lease_renew"}') == 2
+    assert sample('slurmxd_actions_total{outcome="ok",type="lease_renew"}') == 2
 
 
 def test_a_variant_slurm_requeued_itself_is_not_started_before_its_restart_delay_ends() -> None:
@@ -275,3 +275,17 @@ def test_a_variant_the_daemon_released_is_not_taken_back_by_the_next_renewal() -
     slurm.hold([1])  # held again (a start that timed out): from now on renewed like any other
     fake.now += 400
     assert 1 in slurm.renew(slurm.jobs(), fake.now, [])
+
+
+def test_a_lease_found_run_out_at_its_renewal_is_counted_as_expired(tmp_path: Path) -> None:
+    # c1 has 4 CPUs: FIFO starts groups 1-4; group 5's lease ran out 50 s ago (slurmxd was away), so the daemon
+    # takes it back and counts it; the next cycle's renewal of the same lease is on time and counts nothing.
+    fake = BeginTimeSlurm([*(job(i, f"g{i}", begin=NOW + 100) for i in range(1, 5)), job(5, "g5", begin=NOW - 50)])
+    daemon = Daemon(site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}), clock=lambda: fake.now)  # type: ignore[arg-type]
+    daemon.cycle()
+    assert (f"StartTime=now+{LEASE}", (5,)) in fake.calls
+    assert daemon.metrics.registry.get_sample_value("slurmxd_leases_expired_total") == 1
+    fake.now += 400
+    daemon.cycle()
+    assert fake.calls.count((f"StartTime=now+{LEASE}", (5,))) == 2
+    assert daemon.metrics.registry.get_sample_value("slurmxd_leases_expired_total") == 1
