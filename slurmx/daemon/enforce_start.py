@@ -188,7 +188,9 @@ class StartSteps(EnforcerBase):
 
     def _cancel_siblings(self, obs: Observation) -> None:
         """Once a variant runs, cancel its active siblings (one `scancel` for all groups). If two ever run, the
-        one the open Start chose (else the lower job id) stays."""
+        one the open Start chose (else the lower job id) stays. Each is first set `MailType=NONE` (one
+        `scontrol update` for all): Slurm mails END for a cancelled job too, and only the variant that runs
+        may mail its user; a failed update (a sibling that just ended) never keeps the others from going."""
         doomed: list[tuple[str, int]] = []
         starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
         occupying = (VariantState.RUNNING, VariantState.COMPLETING)
@@ -208,6 +210,11 @@ class StartSteps(EnforcerBase):
                 continue
             doomed += [(group.group_id, j.job_id) for j in active if j.job_id != keep]
         if doomed:
+            try:
+                self.adapter.update([j for _, j in doomed], JobUpdate(mail_none=True))
+            except SlurmError as exc:
+                for group_id in dict.fromkeys(g for g, _ in doomed):
+                    self._audit(group_id, "cancel", f"MailType=NONE before cancelling siblings: {one_line(exc)}")
             self.adapter.cancel([j for _, j in doomed])
             for group_id, job_id in doomed:
                 self.on_action("cancel_sibling", "ok")

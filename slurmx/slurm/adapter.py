@@ -62,6 +62,7 @@ class JobUpdate:
     nodelist: str | None = None  # "" clears
     comment: str | None = None
     begin: str | None = None  # StartTime: "now", "now+600", an ISO time
+    mail_none: bool = False  # MailType=NONE: a sibling cancelled for the one that runs mails nobody (Slurm mails END)
 
     def assignments(self) -> list[str]:
         """`Key=value` words in the order Slurm accepts them one by one (partition before the GRES it allows)."""
@@ -82,6 +83,8 @@ class JobUpdate:
             words.append(f"Comment={self.comment}")
         if self.begin is not None:
             words.append(f"StartTime={self.begin}")
+        if self.mail_none:
+            words.append("MailType=NONE")
         return words
 
 

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmx.core import tag
+from slurmx.core.model import VariantState
 from slurmx.core.validation import ConfigError
+from slurmx.daemon.loop import Daemon
+from slurmx.daemon.store import Store
+from slurmx.policies.base import make_policy
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.errors import SlurmCommandError
 from slurmx.submit.begin import begin_at
 from slurmx.submit.render import render_with_sample, variant_options
 from slurmx.submit.spec import parse_spec
+from tests.unit.test_lease import NOW as LEASE_NOW
+from tests.unit.test_lease import BeginTimeSlurm, job
+from tests.unit.test_lease import site as lease_site
 from tests.unit.test_sbatch_options import site
 
 # 2026-11-28 10:30:15 UTC, a Saturday
@@ -122,3 +132,32 @@ def test_a_profiling_sample_never_mails_nor_waits_for_the_users_begin() -> None:
     sample_lines = [line for line in rendered.sample_script.splitlines() if line.startswith("#SBATCH")]
     assert sample_lines and not [line for line in sample_lines if "--mail" in line or "--begin" in line]
     assert "#SBATCH --mail-t=END" in rendered.script.splitlines()
+
+
+# ------------------------------------------------------------------ slurmxd silences the siblings it cancels
+
+def _daemon_after_one_runs(tmp_path: Path, fail_update: bool = False) -> BeginTimeSlurm:
+    fake = BeginTimeSlurm([job(1, "a", state=VariantState.RUNNING, begin=LEASE_NOW - 60), job(2, "a", "gpu"),
+                           job(3, "b"), job(4, "b", "gpu", state=VariantState.RUNNING, begin=LEASE_NOW - 60)])
+    if fail_update:
+        def refuse(job_ids: Iterable[int], change: JobUpdate) -> None:
+            fake.calls.append((" ".join(change.assignments()), tuple(job_ids)))
+            raise SlurmCommandError(["scontrol", "update"], 1, "Invalid job id specified")
+        fake.update = refuse  # type: ignore[method-assign]
+    daemon = Daemon(lease_site(tmp_path), fake, Store(":memory:"), make_policy("fifo", {}),  # type: ignore[arg-type]
+                    clock=lambda: fake.now)
+    daemon.cycle()
+    return fake
+
+
+def test_slurmxd_sets_mail_type_none_on_the_siblings_it_cancels_in_one_update(tmp_path: Path) -> None:
+    fake = _daemon_after_one_runs(tmp_path)
+    silenced = [ids for verb, ids in fake.calls if verb == "MailType=NONE"]
+    cancelled = [ids for verb, ids in fake.calls if verb == "cancel"]
+    assert silenced == [(2, 3)] and cancelled == [(2, 3)]  # one update for all, the running ones untouched
+    assert fake.calls.index(("MailType=NONE", (2, 3))) < fake.calls.index(("cancel", (2, 3)))
+
+
+def test_a_failed_mail_update_never_keeps_the_siblings_from_being_cancelled(tmp_path: Path) -> None:
+    fake = _daemon_after_one_runs(tmp_path, fail_update=True)
+    assert ("MailType=NONE", (2, 3)) in fake.calls and ("cancel", (2, 3)) in fake.calls
