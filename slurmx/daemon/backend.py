@@ -143,7 +143,8 @@ class SlurmBackend:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
         jobs, nodes, partitions = self.read_slurm()
         return build_view(self.site, jobs, nodes, partitions, now, owner_of=self.owners,
-                          facts=self.store.group_facts(), starts=start_marks(self.store), grace=grace_marks(self.store))
+                          facts=self.store.group_facts(), starts=start_marks(self.store), grace=grace_marks(self.store),
+                          user_nodes=self.store.user_nodes(()))
 
     def read_slurm(self) -> tuple[list[SlurmJob], list[Node], list[Partition]]:
         """One full read of Slurm (counted in `reads`)."""
@@ -169,7 +170,8 @@ class SlurmBackend:
         elif self._marks() != marks:  # only the store's marks moved (an intent settled): same snapshot, new marks
             obs = build_view(self.site, obs.jobs.values(), obs.view.nodes.values(), obs.view.partitions.values(),
                              now, owner_of=self.owners, facts=self.store.group_facts(),
-                             starts=start_marks(self.store), grace=grace_marks(self.store))
+                             starts=start_marks(self.store), grace=grace_marks(self.store),
+                             user_nodes=self.store.user_nodes(()))
         if self.profiling is not None:  # estimates into the view; groups still profiling stay out of it
             obs, profiled = self.profiling.cycle(obs, now, self.cycle)
             self.enforcer.log.extend(profiled)
@@ -178,11 +180,14 @@ class SlurmBackend:
 
     def renew_leases(self, now: float) -> list[int]:
         """After the plan is enforced: every managed variant still waiting stays the daemon's for one more lease
-        (the ones the plan started have their begin time at now on purpose and are left alone)."""
+        (the ones the plan started have their begin time at now on purpose and are left alone), except in groups
+        left to Slurm (`Observation.unplaced`)."""
         if self.enforcer.dry_run or self.obs is None:
             return []
         started = [int(i.data["job_id"]) for i in self.store.intents("start")]
-        trusted = [job for group in self.obs.groups.values() for job in group.jobs.values()]  # never a forgery
+        unplaced = self.obs.unplaced
+        trusted = [job for group in self.obs.groups.values() if group.group_id not in unplaced
+                   for job in group.jobs.values()]  # never a forgery
         return self.slurm.renew(trusted, now, started)
 
     def take_notes(self, plan: Plan, now: float) -> None:

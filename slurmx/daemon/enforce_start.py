@@ -85,10 +85,10 @@ class StartSteps(EnforcerBase):
 
     def _narrowed(self, group_id: str, job_id: int, nodes: tuple[str, ...], user: tuple[str, str]) \
             -> tuple[str, ...]:
-        """The nodes to steer the job to: the policy's, when they lie inside what the user asked for (`-w` and
-        `-x`, as first seen: `Store.user_nodes`); else none, said in one line: steering narrows the user's node
+        """The nodes to steer the job to: the policy's, when they narrow what the user asked for (`-w` and `-x`, as
+        first seen: `Store.user_nodes`; `_narrows`); else none, said in one line: steering narrows the user's node
         list, it never replaces it (Slurm then runs the job where the user asked)."""
-        if not nodes or _inside(nodes, *user):
+        if not nodes or _narrows(nodes, *user):
             return nodes
         asked = ", ".join(p for p in (f"-w {user[0]}" if user[0] else "", f"-x {user[1]}" if user[1] else "") if p)
         self._audit(group_id, "start", f"job {job_id}: the policy's nodes {','.join(nodes)} are outside what its "
@@ -169,8 +169,8 @@ class StartSteps(EnforcerBase):
         if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
             size = intent.data.get("size")
             nodes = tuple(intent.data.get("nodes", ()))
-            if nodes and not _inside(nodes, str(intent.data.get("user_nodes", "")),
-                                     str(intent.data.get("user_excluded", ""))):
+            if nodes and not _narrows(nodes, str(intent.data.get("user_nodes", "")),
+                                      str(intent.data.get("user_excluded", ""))):
                 nodes = ()  # said when it was decided; the user's list as it was then (the job may show ours now)
             self._release([_ToRelease(group, job_id, nodes, job.held, (int(size[0]), int(size[1])) if size else None)])
             return
@@ -261,9 +261,11 @@ def _ran(job: SlurmJob) -> bool:
     return job.state.is_finished and job.state is not VariantState.CANCELLED
 
 
-def _inside(nodes: tuple[str, ...], required: str, excluded: str) -> bool:
-    """Whether every node lies in the user's required list (when there is one) and none in the excluded one."""
+def _narrows(nodes: tuple[str, ...], required: str, excluded: str) -> bool:
+    """Whether steering to `nodes` (all the job's nodes: one, or N for `-N N`) keeps to what the user asked: every
+    node of `-w` among them (Slurm's `-w` is nodes the job must hold, with others added up to its node count,
+    so `-w c1 -N 2` may be steered to c1,c2) and none of `-x`."""
     chosen = set(nodes)
-    if required and not chosen <= set(expand_hostlist(required)):
+    if required and not set(expand_hostlist(required)) <= chosen:
         return False
     return not (excluded and chosen & set(expand_hostlist(excluded)))

@@ -8,20 +8,31 @@ Only active variants enter the view: a cancelled sibling must never look startab
 its `--dependency` enters once Slurm finds the dependency satisfied, and one whose user asked for a later
 `--begin` (`b=` in its tag: the begin time Slurm shows is the lease's) enters at that time; their leases are
 renewed meanwhile, never to a time before the user's (`lease.py`).
+
+Each variant carries where it may run (`core/placement.py`): its `--constraint`, `--exclusive` and the `-w`/`-x`
+lists *its user* gave. Those lists come from the store (`Store.user_nodes`: first seen, before slurmxd steered the
+job) when it has them, else from squeue: slurmxd records a job's lists before it first steers it, so a job the
+store does not know shows its user's own. A multi-node variant (`-N`) asks Slurm's totals spread evenly: `request`
+is per node. A group whose constraint (or node list) slurmx cannot read is left out of the view, so no policy
+places it wrongly: one reason line (`rejected`), and it is *left to Slurm* (`unplaced`: its leases are no longer
+renewed, so Slurm starts a variant where its own grammar allows, and the siblings are cancelled once one runs).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, Variant, VariantState
 from slurmx.core.ownership import OwnerLookup
+from slurmx.core.placement import ANYWHERE, ConstraintError, Placement
 from slurmx.core.resources import Resources
 from slurmx.core.tag import begin_floor
 from slurmx.daemon.store import GroupFact
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
+from slurmx.slurm.errors import SlurmParseError
 from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.parse import expand_hostlist
 from slurmx.slurm.records import SlurmJob
@@ -54,19 +65,44 @@ class Observation:
     groups: Mapping[str, TrustedGroup]  # every trusted group squeue shows, finished ones too
     rejected: tuple[Rejected, ...]
     jobs: Mapping[int, SlurmJob]  # every job squeue shows, by id
+    # Trusted groups left out of the view for Slurm to place (a placement slurmx cannot read): their leases are
+    # not renewed; each is also in `rejected`, with its reason.
+    unplaced: frozenset[str] = field(default=frozenset())
 
 
 _WAITING = (VariantState.PENDING, VariantState.REQUEUED)
 _NOT_STARTED = (VariantState.PENDING, VariantState.HELD)
 
 
-def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None) -> Variant:
+def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None,
+             user_nodes: Mapping[int, tuple[str, str]]) -> Variant:
+    """Raises ConstraintError or SlurmParseError when the job's placement cannot be read (`_placement`)."""
     state, started = job.state, job.start_time
-    return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=state, request=job.request,
+    count = job.node_count
+    asked = user_nodes.get(job.job_id)
+    required, excluded = asked if asked is not None else (job.required_nodes, job.excluded_nodes)
+    placement = ANYWHERE if not (job.features or required or excluded or job.exclusive) else \
+        _placement(job.features, required, excluded, job.exclusive)
+    return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=state,
+                   request=job.request if count == 1 else _per_node(job.request, count),
                    partition=job.partition, nodes=tuple(expand_hostlist(job.nodes)) if job.nodes else (),
                    estimate_s=estimate, priority=job.priority,
                    submit_time=float(job.submit_time) if job.submit_time else None,
-                   start_time=float(started) if started and state.is_active and state not in _NOT_STARTED else None)
+                   start_time=float(started) if started and state.is_active and state not in _NOT_STARTED else None,
+                   node_count=count, placement=placement)
+
+
+@functools.lru_cache(maxsize=4096)
+def _placement(constraint: str, required: str, excluded: str, exclusive: bool) -> Placement:
+    """One value per distinct placement (a queue holds few): the host lists expanded, the constraint parsed."""
+    return Placement(constraint, tuple(expand_hostlist(required)) if required else (),
+                     tuple(expand_hostlist(excluded)) if excluded else (), exclusive)
+
+
+def _per_node(total: Resources, count: int) -> Resources:
+    """Slurm's totals of an `-N count` job (squeue's tres_req_str) as what it takes on each node, rounded up."""
+    return Resources(-(-total.cpus // count), -(-total.mem_mb // count),
+                     {name: -(-n // count) for name, n in total.gres.items()})
 
 
 def fact_of(facts: Mapping[str, list[GroupFact]], tg: TrustedGroup) -> GroupFact | None:
@@ -80,18 +116,22 @@ def fact_of(facts: Mapping[str, list[GroupFact]], tg: TrustedGroup) -> GroupFact
 def build_view(site: SiteConfig, jobs: Iterable[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
                now: float, *, owner_of: OwnerLookup, facts: Mapping[str, list[GroupFact]] | None = None,
                starts: Mapping[str, StartMark] | None = None,
-               grace: Mapping[str, GraceMark] | None = None) -> Observation:
+               grace: Mapping[str, GraceMark] | None = None,
+               user_nodes: Mapping[int, tuple[str, str]] | None = None) -> Observation:
     """The policy's snapshot. `owner_of`: who owns a group's folder (`core/ownership.py`); `facts`: the store's
-    facts of open groups (original submit time, preemptions, last requeue)."""
+    facts of open groups (original submit time, preemptions, last requeue); `user_nodes`: job id -> the `-w`, `-x`
+    its user gave, first seen (`Store.user_nodes`), for the jobs slurmxd may have steered."""
     with collector_paused():  # tens of thousands of acyclic records (see collector_paused)
         return _build_view(site, list(jobs), nodes, partitions, now, owner_of, facts or {}, starts or {},
-                           grace or {})
+                           grace or {}, user_nodes or {})
 
 
 def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node], partitions: Iterable[Partition],
                 now: float, owner_of: OwnerLookup, facts: Mapping[str, list[GroupFact]],
-                starts: Mapping[str, StartMark], grace: Mapping[str, GraceMark]) -> Observation:
+                starts: Mapping[str, StartMark], grace: Mapping[str, GraceMark],
+                user_nodes: Mapping[int, tuple[str, str]]) -> Observation:
     trusted, rejected = sort_jobs(site, job_list, owner_of)
+    unplaced: set[str] = set()
     node_map = {n.name: n for n in nodes}
     order = {kind: i for i, kind in enumerate(site.kind_names())}
     reserved: dict[str, Resources] = {}
@@ -104,6 +144,7 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         mark = starts.get(group_id)
         done = False
         held_back: Resources | None = None  # the request of a released variant Slurm has not started yet
+        unreadable = ""
         for kind, job in tg.jobs.items():
             state = job.state
             if not state.is_active:
@@ -118,12 +159,22 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
                                                                   or 0) > now:
                 done = True  # the user's `--begin` is still ahead: as if not yet submitted
                 break
-            variant = _variant(group_id, kind, job, tg.estimates.get(kind))
+            try:
+                variant = _variant(group_id, kind, job, tg.estimates.get(kind), user_nodes)
+            except (ConstraintError, SlurmParseError) as exc:
+                unreadable = f"{kind} job {job.job_id}: {exc}"
+                break
             if mark is not None and mark.job_id == job.job_id and state in _WAITING:
                 # Released but not started: it will take these nodes; show it there so nothing else is put there.
                 variant = replace(variant, state=VariantState.RUNNING, nodes=mark.nodes, start_time=mark.released_at)
-                held_back = job.request
+                held_back = variant.request
             variants.append(variant)
+        if unreadable:
+            unplaced.add(group_id)
+            rejected.append(Rejected(group_id, tuple(j.job_id for j in tg.jobs.values()),
+                                     f"placement slurmx cannot read ({unreadable}): left to Slurm, which starts a "
+                                     "variant once its lease runs out; the others are cancelled when one runs"))
+            continue
         if done or not variants:
             continue
         if held_back is not None and mark is not None:
@@ -164,4 +215,5 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
     kinds = {name: kind.partition for name, kind in site.resources.items()}
     view = ClusterView(now=now, nodes=node_map, partitions={p.name: p for p in partitions}, groups=groups,
                        kinds=kinds)
-    return Observation(view, {g.group_id: g for g in trusted}, tuple(rejected), {j.job_id: j for j in job_list})
+    return Observation(view, {g.group_id: g for g in trusted}, tuple(rejected), {j.job_id: j for j in job_list},
+                       frozenset(unplaced))

@@ -50,7 +50,8 @@ class ShadowBackend(SlurmBackend):
         jobs, nodes, partitions = self.read_slurm()
         jobs, nodes, marks = as_if_managed(jobs, nodes, self.started, self.since)
         return build_view(self.site, jobs, nodes, partitions, now, owner_of=self.owners,
-                          facts=self.store.group_facts(), starts=marks, grace=grace_marks(self.store))
+                          facts=self.store.group_facts(), starts=marks, grace=grace_marks(self.store),
+                          user_nodes=self.store.user_nodes(()))
 
 
 @dataclass

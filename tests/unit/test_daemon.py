@@ -283,7 +283,7 @@ def _obs(fake: FakeSlurm, store: Store, now: float) -> Any:
 
     return build_view(SITE, fake.jobs(), NODES, PARTITIONS, now, owner_of=SpoolOwners(str(fake.spool)),
                       facts=store.group_facts(),
-                      starts=start_marks(store), grace=grace_marks(store))
+                      starts=start_marks(store), grace=grace_marks(store), user_nodes=store.user_nodes(()))
 
 
 def test_start_writes_intent_first_releases_in_one_call_then_cancels_siblings(tmp_path: Path) -> None:
@@ -394,17 +394,23 @@ def test_start_that_does_not_run_in_time_is_held_again_and_replay_releases_again
     assert store.intents() == [] and fake.table[1].state is VariantState.HELD
 
 
-@pytest.mark.parametrize(("required", "excluded", "steered"), [
-    ("", "", True), ("c1", "", True), ("g1", "", False), ("c[1-2]", "", True), ("", "c1", False), ("", "g1", True)])
+@pytest.mark.parametrize(("required", "excluded", "nodes", "steered"), [
+    ("", "", "c1", True), ("c1", "", "c1", True), ("g1", "", "c1", False), ("", "c1", "c1", False),
+    ("", "g1", "c1", True),
+    ("c[1-2]", "", "c1", False),  # -w c1,c2 is a 2-node job: both nodes, never one of them
+    ("c[1-2]", "", "c1,c2", True), ("c1", "", "c1,c2", True),  # -w c1 -N 2: c1 and one more
+    ("c1", "", "c2,g1", False), ("", "c2", "c1,c2", False), ("", "g[1-2]", "c1,c2", True)])
 def test_steering_narrows_the_users_node_list_and_never_replaces_it(
-        tmp_path: Path, required: str, excluded: str, steered: bool) -> None:
-    """`-w`/`-x` are the user's: slurmxd steers a job to the policy's node only inside them; outside, it releases
-    the job unsteered (Slurm runs it where the user asked) and says so."""
-    fake = FakeSlurm([replace(job(1, "a"), required_nodes=required, excluded_nodes=excluded)])
+        tmp_path: Path, required: str, excluded: str, nodes: str, steered: bool) -> None:
+    """`-w`/`-x` are the user's: slurmxd steers a job (one node, or N for a multi-node Start) to the policy's
+    nodes only when they hold every node of `-w` and none of `-x`; else it releases the job unsteered (Slurm runs it
+    where the user asked) and says so."""
+    count = nodes.count(",") + 1
+    fake = FakeSlurm([replace(job(1, "a"), required_nodes=required, excluded_nodes=excluded, node_count=count)])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
-    assert fake.verbs() == (["update_each 1:c1", "release"] if steered else ["release"])
+    enforcer.apply(Plan((Start("a", "cpu", tuple(nodes.split(","))),)), _obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ([f"update_each 1:{nodes}", "release"] if steered else ["release"])
     notes = [row[4] for row in enforcer.log if "outside what its user asked for" in row[4]]
     assert len(notes) == (0 if steered else 1)
 
@@ -424,14 +430,15 @@ def test_the_users_node_list_is_the_one_first_seen_not_slurmxds_own_steering(tmp
 
 
 def test_a_start_that_times_out_gives_the_user_their_own_node_list_back(tmp_path: Path) -> None:
-    fake = FakeSlurm([replace(job(1, "a"), required_nodes="c[1-2]")])
+    fake = FakeSlurm([replace(job(1, "a"), required_nodes="c1", node_count=2)])  # -w c1 -N 2
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
-    fake.table[1] = replace(fake.table[1], required_nodes="c1")  # as Slurm shows it once steered
+    enforcer.apply(Plan((Start("a", "cpu", ("c1", "c2")),)), _obs(fake, store, now[0]), now[0])
+    assert fake.verbs() == ["update_each 1:c1,c2", "release"]
+    fake.table[1] = replace(fake.table[1], required_nodes="c[1-2]")  # as Slurm shows it once steered
     now[0] += 31
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
-    assert fake.verbs()[-2:] == ["hold", "update nodelist=c[1-2]"]
+    assert fake.verbs()[-2:] == ["hold", "update nodelist=c1"]
 
 
 def test_preempt_signals_then_requeues_held_at_the_deadline_exactly_once(tmp_path: Path) -> None:
