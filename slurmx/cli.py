@@ -177,7 +177,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     """
     from slurmx.submit.directives import split_command_line
     from slurmx.submit.entry import build_submission
-    from slurmx.submit.submitter import array_specs, plan_group, submit_groups
+    from slurmx.submit.submitter import array_specs, fit_to_cluster, plan_group, submit_groups
 
     if scripts and not dry_run:
         raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
@@ -189,7 +189,9 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     submission = build_submission(path, options, args, site, only)
     spec, parsable, wait = submission.spec, parsable or submission.parsable, wait or submission.wait
     dry_run = dry_run or submission.test_only  # sbatch --test-only submits nothing
-    for note in submission.notes:
+    # The kinds whose nodes can satisfy the job's placement (one read of the nodes, only when it asks for one).
+    only, placed = fit_to_cluster(spec, site, ctx.adapter(), only=only, source=path, strict=not dry_run)
+    for note in [*submission.notes, *placed]:
         click.echo(f"slurmx: note: {note}", err=True)
     if dry_run:
         if spec.dependency:
@@ -201,7 +203,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
                 if scripts:  # tens of KB each (the hook is embedded): only on request
                     click.echo(variant.script)
         return
-    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path)
+    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path, fitted=True)
     for group in groups:
         if group.note:
             click.echo(f"slurmx: note: {group.note}", err=True)

@@ -9,8 +9,11 @@ a comment. Every option lands in one of five places:
   groups (submit/dependency.py) and `--array` makes one group per index (submit/array.py);
 - the submitting command's own: `--wait` (wait for the group), `--parsable` (print the group id) and
   `--test-only` (submit nothing: `--dry-run`);
+- placement and layout: `--constraint`, `--nodelist`, `--exclude`, `--exclusive`, `--nodes`, `--ntasks`,
+  `--ntasks-per-node` become spec fields too, applied to the kinds whose nodes can satisfy them
+  (submit/placement.py);
 - refused, in one line saying what to write instead: options whose meaning a group of variants cannot keep
-  (several tasks or nodes, per-GPU amounts);
+  (per-GPU amounts, node ranges);
 - dropped with a note: options each variant sets itself (output, signal, hold, GRES other than GPUs ...);
 - passed through: every other valid option.
 
@@ -27,6 +30,7 @@ from slurmx.core.units import UnitError, parse_mem, parse_time_limit
 from slurmx.core.validation import ConfigError
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
+from slurmx.submit.placement import check_constraint, check_nodelist, parse_count
 from slurmx.submit.signals import parse_signal
 
 __all__ = ["CLIENT_OPTIONS", "Directives", "canonical_long_option", "modelled_key", "parse_begin",
@@ -83,13 +87,17 @@ _SHORT: dict[str, str] = {
 # GRES belongs to the resource kind too, except GPUs (`--gres=gpu:2` is `--gpus=2`): a script's other GRES must not
 # follow it onto a variant of another kind.
 _VARIANT_OWNED = {"requeue", "no-requeue", "hold", "comment", "wrap", "gres"}
-# Options that become typed spec fields: option -> the key in `Directives.fields`. With one task on one node,
-# the GPUs per task and per node are the job's GPUs (and so is a `--gres=gpu:N`).
+# Options that become typed spec fields: option -> the key in `Directives.fields`. A variant asks for GPUs per node
+# (its kind's GRES): `--gpus` and `--gpus-per-task` mean that on one node and one task, and are refused beyond
+# (submit/entry.py); `--gpus-per-node` and `--gres=gpu:N` mean it always.
 _MODELLED = {"job-name": "job-name", "time": "time", "mem": "mem", "mem-per-cpu": "mem-per-cpu",
              "cpus-per-task": "cpus-per-task", "qos": "qos", "partition": "partition", "gpus": "gpus",
              "gpus-per-task": "gpus", "gpus-per-node": "gpus", "dependency": "dependency", "array": "array",
              "export": "export", "output": "output", "error": "error", "signal": "signal",
-             "begin": "begin"}
+             "begin": "begin", "constraint": "constraint", "nodelist": "nodelist", "exclude": "exclude",
+             "exclusive": "exclusive", "nodes": "nodes", "ntasks": "ntasks", "ntasks-per-node": "ntasks-per-node"}
+# Placement and layout options checked where written (`--exclusive` bare only: `=user|mcs|topo` passes on).
+_PLACEMENT = ("constraint", "nodelist", "exclude", "exclusive", "nodes", "ntasks", "ntasks-per-node")
 # Options of the submitting command itself, which `slurmx submit` applies to the whole group (`--test-only`
 # submits nothing: it is `--dry-run`).
 CLIENT_OPTIONS = ("wait", "parsable", "test-only")
@@ -97,17 +105,12 @@ CLIENT_OPTIONS = ("wait", "parsable", "test-only")
 _REFUSED = {
     "mem-per-gpu": "write the job's whole memory as --mem (mem: in a spec)",
     "cpus-per-gpu": "write the job's whole CPU count as --cpus-per-task (cpus: in a spec)",
-    "ntasks-per-gpu": "a variant is one task; ask for its GPUs with --gpus and its CPUs with --cpus-per-task",
+    "ntasks-per-gpu": "each kind has its own GPUs per node; ask for the tasks with --ntasks or --ntasks-per-node "
+                      "and the GPUs per node with --gpus-per-node",
+    "nodefile": "write the node names as --nodelist=c1,c2 (nodelist: in a spec), which slurmx checks against the "
+                "kinds' partitions",
     "gpus-per-socket": "write the job's GPUs as --gpus (gpus: in a spec)",
     "tres-per-task": "write --cpus-per-task and --gpus (cpus: and gpus: in a spec)",
-}
-# Options that only say "one": fine as 1 (what every variant is), refused above it.
-_ONE_ONLY = {
-    "ntasks": "a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and start the "
-              "processes inside the script",
-    "ntasks-per-node": "a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and start "
-                       "the processes inside the script",
-    "nodes": "a variant runs on one node; ask for what one node gives (--cpus-per-task, --mem, --gpus)",
 }
 _MEMORY = ("mem", "mem-per-cpu")
 # `slurmx submit`'s own options (cli.py), which must come before the first sbatch option.
@@ -118,8 +121,6 @@ def refusal(name: str, value: str | None) -> str | None:
     """Why option `--name[=value]` cannot be submitted as a group, and what to write instead; None if it can."""
     if name in _REFUSED:
         return f"--{name} is not supported: {_REFUSED[name]}"
-    if name in _ONE_ONLY and value is not None and value.strip() not in ("1", "1-1"):
-        return f"--{name}={value}: {_ONE_ONLY[name]}"
     return None
 
 
@@ -145,8 +146,11 @@ def release_refusal(name: str, value: str | None, release: str | None) -> str | 
     return None
 
 
-def modelled_key(name: str) -> str | None:
-    """The spec-field key option `name` becomes, or None when it is not modelled."""
+def modelled_key(name: str, value: str | None = None) -> str | None:
+    """The spec-field key option `name` (with `value`) becomes, or None when it is not modelled (`--exclusive=user`
+    is not: it passes on)."""
+    if name == "exclusive" and value is not None:
+        return None
     return _MODELLED.get(name)
 
 
@@ -172,6 +176,7 @@ class Directives:
     dropped: list[str] = field(default_factory=list)
     client: set[str] = field(default_factory=set)  # CLIENT_OPTIONS given
     places: dict[str, str] = field(default_factory=dict)  # field key -> where it was set (file:line)
+    given_as: dict[str, str] = field(default_factory=dict)  # field key -> the option that set it (`gpus-per-task`)
 
 
 def split_options(words: Sequence[str], where: str) -> list[tuple[str, str | None]]:
@@ -302,10 +307,13 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
         if problem is not None:
             raise ConfigError([f"{where}: {problem}"])
         key = _MODELLED.get(name)
+        given = name
         if name == "gres" and value is not None and _gpu_count(value) is not None:
             name, value, key = "gpus", _gpu_count(value), "gpus"  # one node: its GPUs are the job's
-        if key is not None and value is not None:
-            _check_value(key, value, where)
+        if name == "exclusive" and value is None:
+            value = ""  # a flag: whole nodes
+        if key is not None and value is not None and modelled_key(name, value or None) is not None:
+            value = _check_value(key, value, where)
             if key in _MEMORY:
                 other = _MEMORY[1 - _MEMORY.index(key)]
                 if other in result.fields:
@@ -313,6 +321,7 @@ def sort_options(options: Sequence[tuple[str, str | None]], into: Directives | N
                                        f"twice, and sbatch refuses the pair; keep one"])
             result.fields[key] = value
             result.places[key] = where
+            result.given_as[key] = given
         elif name in CLIENT_OPTIONS:
             result.client.add(name)
         elif name in _VARIANT_OWNED:
@@ -393,17 +402,33 @@ def _check_resource(key: str, value: str) -> None:
         raise ValueError(f"expected a whole number of CPUs, at least 1, like --cpus-per-task=4, got {value!r}")
 
 
-def _check_value(key: str, value: str, where: str) -> None:
+def _check_placement(key: str, value: str) -> str:
+    """A placement or layout value as the spec keeps it (a constraint without blanks, a count as digits)."""
+    if key == "constraint":
+        return check_constraint(value)
+    if key in ("nodelist", "exclude"):
+        return check_nodelist(value, key)
+    if key == "exclusive":
+        return value
+    return str(parse_count(value, key))
+
+
+def _check_value(key: str, value: str, where: str) -> str:
     """A modelled value is checked where it was written (`file:line` or the command line), so the error names the
-    place the user has to fix."""
+    place the user has to fix; returns it as the spec keeps it."""
     check = {"array": parse_array, "dependency": parse_dependency}.get(key)
     try:
+        if key in _PLACEMENT:
+            return _check_placement(key, value)
         if check is not None:
             check(value)
         else:
             _check_resource(key, value)
     except ValueError as exc:
-        raise ConfigError([f"{where}: --{key}={value}: {exc}"]) from None
+        # A constraint's own message quotes the value and names the character: the place is all it needs.
+        shown = "" if key == "constraint" else f"--{key}={value}: "
+        raise ConfigError([f"{where}: {shown}{exc}"]) from None
+    return value
 
 
 def parse_directives(text: str, source: str, release: str | None = None) -> Directives:

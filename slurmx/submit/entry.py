@@ -7,13 +7,14 @@ over the script's directives, exactly as with sbatch.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.validation import ConfigError, load_yaml
+from slurmx.slurm.hostlist import expand_hostlist
 from slurmx.submit.directives import Directives, parse_directives, sort_options, split_options
 from slurmx.submit.output import output_note
 from slurmx.submit.signals import grace_signal_clash, parse_signal
@@ -70,8 +71,11 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
     mapping = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "mem_per_cpu",
                "cpus-per-task": "cpus", "gpus": "gpus", "dependency": "dependency", "array": "array",
                "export": "export", "output": "output", "error": "error", "signal": "signal",
-               "begin": "begin"}
+               "begin": "begin", "constraint": "constraint", "nodelist": "nodelist", "exclude": "exclude",
+               "exclusive": "exclusive", "nodes": "nodes", "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node"}
     fields: dict[str, Any] = {mapping[k]: v for k, v in directives.fields.items() if k in mapping}
+    if "exclusive" in fields:
+        fields["exclusive"] = True  # `--exclusive` bare (`=user|mcs|topo` passes on)
     if "qos" in directives.fields:
         fields["class"] = _job_class(directives.fields["qos"], site, directives.places.get("qos", where))
     if "partition" in directives.fields:
@@ -83,6 +87,37 @@ def _fields(directives: Directives, site: SiteConfig, where: str) -> dict[str, A
         raise ConfigError([f"{directives.places.get('signal', where)}: --signal={fields['signal']}: "
                            f"{grace_signal_clash(site.preemption.signal)}"])
     return fields
+
+
+def _layout(fields: Mapping[str, Any], sources: Sequence[Directives]) -> None:
+    """Counts from the command line and the script taken together (the later source wins each one): refused in one
+    line naming where, when they cannot go together."""
+    def place(key: str) -> str:
+        return next((d.places[key] for d in reversed(sources) if key in d.places), "command line")
+
+    def given_as(key: str) -> str:
+        return next((d.given_as[key] for d in reversed(sources) if key in d.given_as), key)
+
+    nodes, ntasks = fields.get("nodes"), fields.get("ntasks")
+    per_node = fields.get("ntasks_per_node")
+    nodelist = fields.get("nodelist")
+    if nodes is not None and nodelist is not None:
+        listed = len(expand_hostlist(nodelist))
+        if int(nodes) > listed:
+            raise ConfigError([f"{place('nodes')}: --nodes={nodes} with --nodelist={nodelist} (at "
+                               f"{place('nodelist')}) naming {listed} node(s): slurmx places such a job only on the "
+                               f"listed nodes; list {nodes} nodes, or ask for --nodes={listed}"])
+    if nodes is not None and ntasks is not None and int(ntasks) < int(nodes):
+        raise ConfigError([f"{place('ntasks')}: --ntasks={ntasks} with --nodes={nodes}: every node runs at least one "
+                           f"task; ask for --ntasks={nodes} or more, or --nodes={ntasks}"])
+    gpus = fields.get("gpus")
+    option = given_as("gpus")
+    if gpus is not None and option == "gpus" and int(nodes or 1) > 1:
+        raise ConfigError([f"{place('gpus')}: --gpus={gpus} with --nodes={nodes}: slurmx asks for GPUs per node (each "
+                           f"kind's GRES); write the GPUs each node needs as --gpus-per-node"])
+    if gpus is not None and option == "gpus-per-task" and (int(ntasks or 1) > 1 or int(per_node or 1) > 1):
+        raise ConfigError([f"{place('gpus')}: --gpus-per-task={gpus} with several tasks: slurmx asks for GPUs per "
+                           "node (each kind's GRES); write the GPUs each node needs as --gpus-per-node"])
 
 
 def _output_notes(spec: JobSpec, site: SiteConfig, source: str) -> list[str]:
@@ -143,6 +178,7 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
         if not isinstance(data, dict):
             raise ConfigError([f"{path}: expected a mapping of keys at top level"])
         cli_fields = _fields(cli, site, "command line")
+        _layout(cli_fields, [cli])
         data = {**_without_other_memory(data, cli_fields), **cli_fields}
         if cli.passthrough:
             data["sbatch"] = [*data.get("sbatch", []), *cli.passthrough]
@@ -158,6 +194,7 @@ def build_submission(path: str, options: Sequence[str], args: Sequence[str], sit
     cli_fields = _fields(cli, site, "command line")
     script_fields = _without_other_memory(_fields(directives, site, path), cli_fields)
     fields = {"name": _name_from(file), **script_fields, **cli_fields}
+    _layout(fields, [directives, cli])
     data = {**fields, "script": text, "args": list(args), "sbatch": directives.passthrough + cli.passthrough}
     if variants:
         data["variants"] = list(variants)

@@ -30,6 +30,7 @@ from slurmx.profile.sampling import search_kind
 from slurmx.submit.begin import begin_at
 from slurmx.submit.directives import canonical_long_option, release_refusal, short_option
 from slurmx.submit.output import per_variant
+from slurmx.submit.placement import check_constraint, kind_constraint
 from slurmx.submit.signals import grace_signal_clash, parse_signal
 from slurmx.submit.spec import JobSpec, gpu_gres, gres_with_gpus
 
@@ -63,9 +64,17 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     and `p=` the hash of the variant's sample script (slurmxd submits only a script whose hash matches).
     """
     cfg = site.kind(kind)
-    cpus = spec.variant_field(kind, "cpus") or cfg.cpus
-    mem_mb = spec.variant_field(kind, "mem_mb") or (
-        spec.mem_per_cpu_mb * cpus if spec.mem_per_cpu_mb else cfg.mem_mb)  # --mem-per-cpu: per CPU of this kind
+    nodes, ntasks, per_node = (spec.variant_field(kind, name) for name in ("nodes", "ntasks", "ntasks_per_node"))
+    tasks = ntasks is not None or per_node is not None
+    # With tasks and no CPU count, one CPU per task (sbatch's default); the kind's CPUs are a one-task variant's.
+    cpus = spec.variant_field(kind, "cpus") or (1 if tasks else cfg.cpus)
+    # `--mem` is per node: --mem-per-cpu times the CPUs of the tasks on one node, where the counts say how many; else
+    # --mem-per-cpu itself, as sbatch takes it.
+    on_node = per_node or (-(-ntasks // (nodes or 1)) if ntasks is not None and nodes is not None else None) or \
+        (None if ntasks is not None else 1)
+    own_mem = spec.variant_field(kind, "mem_mb")
+    mem_mb = own_mem or (spec.mem_per_cpu_mb * cpus * on_node if spec.mem_per_cpu_mb and on_node else
+                         None if spec.mem_per_cpu_mb else cfg.mem_mb)
     gres = spec.variant_field(kind, "gres") or cfg.gres
     if spec.gpus is not None and not (spec.overrides.get(kind) and spec.overrides[kind].gres):
         if gpu_gres(cfg.gres) is None:
@@ -78,12 +87,16 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         f"--partition={cfg.partition}",
         f"--qos={site.qos_for(spec.job_class)}",
         f"--cpus-per-task={cpus}",
-        f"--mem={mem_mb}M",
+        f"--mem={mem_mb}M" if mem_mb is not None else f"--mem-per-cpu={spec.mem_per_cpu_mb}M",
     ]
     if gres:
         options.append(f"--gres={gres}")
     if time_s:
         options.append(f"--time={format_duration(time_s)}")
+    options += _layout(spec, kind, nodes, ntasks, per_node)
+    site_flags, constraint = _constraint(spec, site, kind, source)
+    if constraint:
+        options.append(f"--constraint={constraint}")
     # Slurm opens the output file before the script runs: it goes into the group folder, which `slurmx submit`
     # created owner-only before the first sbatch (never the shared spool root, where another user could plant it).
     # The user's `-o`/`-e` pattern is the user's own path, as with sbatch; each variant gets its own file. A
@@ -122,13 +135,15 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
         options.append(f"--export={spec.export}")
     if spec.dependency:  # in Slurm's terms once submitted (submitter.with_resolved_dependency); slurmxd waits too
         options.append(f"--dependency={spec.dependency}")
-    options += cfg.extra_flags
+    options += site_flags
     overrides = spec.overrides.get(kind)
     own = spec.sbatch + (overrides.sbatch if overrides is not None else ())
     _check_release(own, site.cluster.slurm_version, source)
     # A profiling sample is slurmx's measurement, not the job: it never mails (the variant that runs does).
     options += [flag for flag in own if not (sample and _is_mail_option(flag))]
     for option in options:
+        if option == f"--constraint={constraint}":
+            continue  # checked by check_constraint: features and & | , ( ) [ ], which sbatch reads as one word
         if not _SAFE_OPTION.fullmatch(option):
             raise ConfigError([f"{source}: sbatch option {option!r} holds characters slurmx will not put in an "
                                "#SBATCH line (spaces, quotes, shell metacharacters); simplify the value"])
@@ -156,6 +171,34 @@ def _is_mail_option(flag: str) -> bool:
     """`--mail-type=…`/`--mail-user=…`, or an unambiguous prefix of either (sbatch accepts `--mail-t=END`)."""
     name = flag.partition("=")[0]
     return name.startswith("--") and canonical_long_option(name[2:]) in ("mail-type", "mail-user")
+
+
+def _layout(spec: JobSpec, kind: str, nodes: int | None, ntasks: int | None, per_node: int | None) -> list[str]:
+    """Node and task counts and the nodes the variant may take, as sbatch options (srun inside runs on them)."""
+    options = [f"--{name}={value}" for name, value in (("nodes", nodes), ("ntasks", ntasks),
+                                                       ("ntasks-per-node", per_node)) if value is not None]
+    for field, option in (("nodelist", "--nodelist"), ("exclude", "--exclude")):
+        value = spec.variant_field(kind, field)
+        if value:
+            options.append(f"{option}={value}")
+    if spec.variant_field(kind, "exclusive"):
+        options.append("--exclusive")
+    return options
+
+
+def _constraint(spec: JobSpec, site: SiteConfig, kind: str, source: str) -> tuple[list[str], str | None]:
+    """(the kind's extra flags, the variant's constraint): a user's constraint and one the site gives the kind are
+    both needed (sbatch keeps only the last `--constraint`), so they become one."""
+    user = spec.variant_field(kind, "constraint")
+    flags = list(site.kind(kind).extra_flags)
+    own = kind_constraint(site, kind)
+    if not user or own is None:
+        return flags, user
+    flags = [f for f in flags if not f.startswith(("--constraint=", "-C"))]
+    try:
+        return flags, check_constraint(f"({own})&({user})")
+    except ValueError as exc:
+        raise ConfigError([f"{source}: site resources.{kind}.extra_flags: {exc}"]) from None
 
 
 def _check_release(flags: Sequence[str], release: str | None, source: str) -> None:

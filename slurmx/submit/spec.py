@@ -15,6 +15,9 @@ env: {DATA: /scratch/data}
 overrides:
   gpu: {command: python train.py --cuda, cpus: 4, mem: 16G, gres: "gpu:1", time: 1h}
 sbatch: ["--account=proj"]
+# constraint: nvlink                      # placement, per kind too: the kinds whose nodes can satisfy it run
+# nodelist: c[1-2]                        # (exclude:, exclusive: true); docs/submit.md "Placement"
+# nodes: 2                                # multi-node, multi-task (ntasks:, ntasks_per_node:): srun works inside
 ```
 
 docs/submit.md has what each sbatch option means to a group (and which are refused).
@@ -34,6 +37,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
+from slurmx.slurm.hostlist import expand_hostlist
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
 from slurmx.submit.directives import (
@@ -45,6 +49,7 @@ from slurmx.submit.directives import (
     refusal,
     short_option,
 )
+from slurmx.submit.placement import check_constraint, check_nodelist, parse_count
 from slurmx.submit.signals import parse_signal
 
 __all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
@@ -164,7 +169,32 @@ _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "m
              "cpus-per-task": "cpus", "qos": "class", "partition": "variants", "gpus": "gpus",
              "dependency": "dependency", "array": "array", "export": "export",
              "output": "output", "error": "error", "signal": "signal",
-             "begin": "begin"}
+             "begin": "begin", "constraint": "constraint", "nodelist": "nodelist", "exclude": "exclude",
+             "exclusive": "exclusive", "nodes": "nodes", "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node"}
+
+
+def _constraint(value: Any) -> Any:
+    return check_constraint(value) if isinstance(value, str) else value
+
+
+def _hosts(value: Any, option: str) -> Any:
+    return None if value is None else check_nodelist(value, option)
+
+
+def _count(value: Any, option: str) -> Any:
+    return None if value is None else parse_count(value, option)
+
+
+def _layout_problem(nodes: int | None, ntasks: int | None, nodelist: str | None, where: str = "") -> str | None:
+    """Node and task counts that cannot go together, with the fix (`where`: `overrides.gpu.` or '')."""
+    listed = len(expand_hostlist(nodelist)) if nodelist else None
+    if nodes is not None and listed is not None and nodes > listed:
+        return (f"{where}nodes: {nodes} with {where}nodelist {nodelist} naming {listed} node(s): slurmx places such "
+                f"a job only on the listed nodes; list {nodes} nodes, or ask for nodes: {listed}")
+    if ntasks is not None and nodes is not None and ntasks < nodes:
+        return (f"{where}ntasks: {ntasks} with {where}nodes: {nodes}: every node runs at least one task; ask for "
+                f"ntasks: {nodes} or more, or nodes: {ntasks}")
+    return None
 
 
 def _flags(value: Any) -> Any:
@@ -186,7 +216,7 @@ def _flags(value: Any) -> Any:
         problem = refusal(canonical, option_value)
         if problem is not None:
             raise ValueError(problem)
-        key = modelled_key(canonical)
+        key = modelled_key(canonical, option_value)
         if key is not None:
             shown = name if name.startswith("--") else name[:2]
             raise ValueError(f"{shown} is what the spec's '{_SPEC_KEY[key]}:' says; write {_SPEC_KEY[key]}: "
@@ -219,9 +249,24 @@ class VariantOverride(_Model):
     gres: str | None = None
     time_s: int | None = Field(None, validation_alias="time", gt=0)
     sbatch: tuple[str, ...] = ()
+    # where the variant may run and on how many nodes and tasks (submit/placement.py)
+    constraint: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
+    exclusive: bool | None = None
+    nodes: int | None = None
+    ntasks: int | None = None
+    ntasks_per_node: int | None = None
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
+    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: _constraint(v)))
+    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: _hosts(v, "nodelist")))
+    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: _hosts(v, "exclude")))
+    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _count(v, "nodes")))
+    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: _count(v, "ntasks")))
+    _v_per_node = field_validator("ntasks_per_node", mode="before")(
+        classmethod(lambda cls, v: _count(v, "ntasks-per-node")))
     _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
@@ -277,6 +322,15 @@ class JobSpec(_Model):
     error: str | None = None  # `-e`: the same for standard error
     signal: str | None = None  # `--signal`: [B:]SIG[@SECONDS], sent by the job script (submit/signals.py)
     begin: str | None = None  # `--begin`: every variant waits for it (race and pick mode)
+    # Where the variants may run and on how many nodes and tasks (submit/placement.py); per kind in `overrides`.
+    # Given here they apply to the kinds whose nodes can satisfy them (the others are left out, with a note).
+    constraint: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
+    exclusive: bool | None = None
+    nodes: int | None = None
+    ntasks: int | None = None
+    ntasks_per_node: int | None = None
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", "mem_per_cpu_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
@@ -284,6 +338,13 @@ class JobSpec(_Model):
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_grace = field_validator("grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
+    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: _constraint(v)))
+    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: _hosts(v, "nodelist")))
+    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: _hosts(v, "exclude")))
+    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _count(v, "nodes")))
+    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: _count(v, "ntasks")))
+    _v_per_node = field_validator("ntasks_per_node", mode="before")(
+        classmethod(lambda cls, v: _count(v, "ntasks-per-node")))
 
     @field_validator("dependency")
     @classmethod
@@ -361,6 +422,13 @@ class JobSpec(_Model):
             raise ValueError("give the payload: 'command' (one line) or 'script' (a body)")
         if self.mem_mb is not None and self.mem_per_cpu_mb is not None:
             raise ValueError("give one of 'mem' (the job's) or 'mem_per_cpu', not both (sbatch refuses the pair)")
+        problem = _layout_problem(self.nodes, self.ntasks, self.nodelist)
+        for kind, override in self.overrides.items():
+            if problem is None and (override.nodes, override.ntasks, override.nodelist) != (None, None, None):
+                problem = _layout_problem(override.nodes or self.nodes, override.ntasks or self.ntasks,
+                                          override.nodelist or self.nodelist, f"overrides.{kind}.")
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def variant_field(self, kind: str, name: str) -> Any:

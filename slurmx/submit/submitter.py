@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.spool import group_spool
@@ -19,12 +19,13 @@ from slurmx.slurm.adapter import FolderTaken, SpoolRootUnsafe
 from slurmx.submit.array import array_environment
 from slurmx.submit.dependency import resolve_dependency
 from slurmx.submit.groups import find_group
+from slurmx.submit.placement import fit_kinds, needs_cluster
 from slurmx.submit.render import RenderedVariant, render_with_sample
 from slurmx.submit.samples import plan_samples, queue_samples
 from slurmx.submit.spec import JobSpec, resolve_variants
 
-__all__ = ["SubmitError", "SubmittedGroup", "array_specs", "new_group_id", "plan_group", "submit_group",
-           "submit_groups"]
+__all__ = ["SubmitError", "SubmittedGroup", "array_specs", "fit_to_cluster", "new_group_id", "plan_group",
+           "submit_group", "submit_groups"]
 
 MODES = ("managed", "race", "pick")
 
@@ -94,19 +95,48 @@ def with_resolved_dependency(spec: JobSpec, site: SiteConfig, adapter: SlurmAdap
     return spec.model_copy(update={"dependency": resolved or None})
 
 
+def fit_to_cluster(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
+                   only: tuple[str, ...] | None = None, source: str = "<spec>",
+                   strict: bool = True) -> tuple[tuple[str, ...] | None, list[str]]:
+    """(the kinds to submit, a note per kind left out): the kinds whose nodes can satisfy the spec's placement and
+    node count (submit/placement.py), from one read of the nodes, made only when the spec asks for placement.
+
+    Slurm unreachable: a SubmitError in one line (`strict`), else a note and the kinds unfitted (`--dry-run`).
+    """
+    kinds = resolve_variants(spec, site, only, source)
+    if not needs_cluster(spec, kinds):
+        return only, []
+    try:
+        nodes = adapter.nodes()
+    except SlurmError as exc:
+        said = " ".join(str(exc).split())[:300]
+        if not strict:
+            return only, [f"Slurm unreachable ({said}): the placement was not checked against the nodes; each "
+                          "variant is shown with it"]
+        raise SubmitError(f"cannot read the cluster's nodes to place this job (its constraint, node list or node "
+                          f"count): {said}; nothing was submitted; retry when Slurm answers (sinfo)") from None
+    kept, notes = fit_kinds(spec, site, kinds, nodes, source)
+    return kept, notes
+
+
 def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                   pick: str | None = None, only: tuple[str, ...] | None = None,
-                  source: str = "<spec>") -> list[SubmittedGroup]:
+                  source: str = "<spec>", fitted: bool = False) -> list[SubmittedGroup]:
     """The spec's group, or one group per `--array` index: all of them or none (a refusal cancels the ones
-    already submitted)."""
+    already submitted). `fitted`: `only` already holds the kinds `fit_to_cluster` kept (the caller showed its
+    notes); else it is fitted here and its notes lead each group's `note`."""
+    notes: list[str] = []
+    if not fitted:
+        only, notes = fit_to_cluster(spec, site, adapter, only=only, source=source)
     resolved = with_resolved_dependency(spec, site, adapter, source)
     submitted: list[SubmittedGroup] = []
     for one in array_specs(resolved):
         try:
-            submitted.append(_submit_resolved(one, site, adapter, mode=mode, pick=pick, only=only, source=source))
+            group = _submit_resolved(one, site, adapter, mode=mode, pick=pick, only=only, source=source)
         except SubmitError as exc:
             earlier = [(str(g.group_id), job_id) for g in submitted for job_id in (*g.job_ids(), *g.samples)]
             raise SubmitError(f"{exc}{_roll_back(adapter, earlier)}" if earlier else str(exc)) from None
+        submitted.append(_with_notes(group, notes))
     return submitted
 
 
@@ -117,8 +147,16 @@ def submit_group(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode
     sbatch, as the submitting user, so a job finds them whichever variant starts first."""
     if spec.array is not None:
         raise ConfigError([f"{source}: array: one group per index: submit it with submit_groups"])
-    return _submit_resolved(with_resolved_dependency(spec, site, adapter, source), site, adapter, mode=mode, pick=pick,
-                            only=only, source=source, files=files)
+    only, notes = fit_to_cluster(spec, site, adapter, only=only, source=source)
+    return _with_notes(_submit_resolved(with_resolved_dependency(spec, site, adapter, source), site, adapter,
+                                        mode=mode, pick=pick, only=only, source=source, files=files), notes)
+
+
+def _with_notes(group: SubmittedGroup, notes: list[str]) -> SubmittedGroup:
+    """The group with `notes` (kinds left out by placement) before its own note, in its one line."""
+    if not notes:
+        return group
+    return replace(group, note="; ".join([*notes, group.note] if group.note else notes))
 
 
 def _submit_resolved(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None,

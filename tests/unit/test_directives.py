@@ -56,9 +56,9 @@ def test_short_and_long_forms_with_and_without_separate_values() -> None:
 
 
 def test_several_options_on_one_line() -> None:
-    got = parse("#!/bin/bash\n#SBATCH -c 2 --account=proj --exclusive -q te\n")
-    assert got.fields == {"cpus-per-task": "2", "qos": "te"}
-    assert got.passthrough == ["--account=proj", "--exclusive"]
+    got = parse("#!/bin/bash\n#SBATCH -c 2 --account=proj --exclusive -q te --exclusive=user\n")
+    assert got.fields == {"cpus-per-task": "2", "qos": "te", "exclusive": ""}  # whole nodes: a spec field
+    assert got.passthrough == ["--account=proj", "--exclusive=user"]  # shared with the user's own jobs: passed on
 
 
 def test_stops_at_the_first_command() -> None:
@@ -179,7 +179,7 @@ def test_build_spec_from_a_script_command_line_wins(tmp_path: Path) -> None:
     assert (spec.name, spec.cpus, spec.mem_mb, spec.time_s, spec.gpus) == ("train", 4, 2048, 3600, "2")
     assert spec.job_class is JobClass.TE
     assert spec.script == SCRIPT and spec.args == ("--epochs", "5") and spec.variants == ("gpu",)
-    assert spec.sbatch == ("--account=proj", "--exclusive")
+    assert spec.sbatch == ("--account=proj",) and spec.exclusive is True
     assert notes == ["--output=x.log: each variant is a job of its own and writes its own file: x.gpu.log (gpu); "
                      "the job's output is in the file of the variant that ran"]
 
@@ -220,7 +220,7 @@ def test_build_spec_from_yaml_with_command_line_options(tmp_path: Path) -> None:
     path.write_text("name: train\ncommand: python train.py\nsbatch: ['--account=proj']\n")
     spec, notes = build_spec(str(path), ["--time=30", "--exclusive", "-p", "cpu"], ["a b"], site(), ("gpu",))
     assert (spec.time_s, spec.args, spec.variants) == (1800, ("a b",), ("gpu",))
-    assert spec.sbatch == ("--account=proj", "--exclusive")
+    assert spec.sbatch == ("--account=proj",) and spec.exclusive is True
     assert notes == []  # -p cpu chose the cpu kind; --variants gpu, later and slurmx's own, chose gpu
 
 

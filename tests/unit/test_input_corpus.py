@@ -179,8 +179,10 @@ SBATCH_CASES: list[tuple[str, str, bytes, list[str], dict[str, list[str]] | str]
     ("gpus-2-not-on-cpu", "job.sh", b"#!/bin/bash\n#SBATCH --gpus=2\ntrue\n", [], {"gpu": ["--gres=gpu:2"]}),
     ("gpus-per-task", "job.sh", b"#!/bin/bash\ntrue\n", ["--gpus-per-task=2"], {"gpu": ["--gres=gpu:2"]}),
     ("ntasks-4", "job.sh", b"#!/bin/bash\n#SBATCH -n 4\ntrue\n", [],
-     "{path}:2: --ntasks=4: a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in a spec) and "
-     "start the processes inside the script"),
+     {"cpu": ["--ntasks=4", "--cpus-per-task=1"], "gpu": ["--ntasks=4"], "accel": ["--ntasks=4"]}),
+    ("nodes-range", "job.sh", b"#!/bin/bash\n#SBATCH -N 2-4\ntrue\n", [],
+     "{path}:2: --nodes=2-4: a node range lets Slurm choose the count when the job starts, which the policies "
+     "cannot plan; give one count (--nodes=2 or --nodes=4)"),
     ("partition-gpu-is-the-gpu-kind", "job.sh", b"#!/bin/bash\n#SBATCH -p gpu\ntrue\n", [], {"gpu": []}),
     ("partition-unknown", "job.yaml", b"name: j\ncommand: 'true'\n", ["-p", "debug"],
      "command line: --partition=debug: 'debug' is the partition of no resource kind; known partitions (kind): "

@@ -128,13 +128,14 @@ def option_names(options: tuple[str, ...]) -> list[str]:
     return [option.split("=", 1)[0] for option in options]
 
 
-def expected_names(kind: str, job_class: str, mode: str, extra: list[str]) -> list[str]:
+def expected_names(kind: str, job_class: str, mode: str, extra: list[str], layout: tuple[str, ...] = ()) \
+        -> list[str]:
     names = ["--job-name", "--partition", "--qos", "--cpus-per-task", "--mem"]
     if kind in ("gpu", "accel"):
         names.append("--gres")
     if kind == "gpu":
         names.append("--time")
-    names += ["--output", "--comment"]
+    names += [*layout, "--output", "--comment"]
     names += ["--signal", "--requeue"] if job_class == "be" else ["--no-requeue"]
     if mode == "managed":
         names.append("--begin")
@@ -145,10 +146,11 @@ def expected_names(kind: str, job_class: str, mode: str, extra: list[str]) -> li
 @pytest.mark.parametrize("job_class", ["te", "be"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_options_come_out_in_canonical_order(kind: str, job_class: str, mode: str) -> None:
-    job = spec(**{"class": job_class, "sbatch": ["--account=proj", "--exclusive"]})
+    job = spec(**{"class": job_class, "sbatch": ["--account=proj"], "exclusive": True, "nodes": 2, "ntasks": 4})
     options = variant_options(job, site(), kind, GID, mode, "job.yaml")
-    extra = (["--constraint"] if kind == "cpu" else []) + ["--account", "--exclusive"]
-    assert option_names(options) == expected_names(kind, job_class, mode, extra)
+    extra = (["--constraint"] if kind == "cpu" else []) + ["--account"]
+    layout = ("--nodes", "--ntasks", "--exclusive")
+    assert option_names(options) == expected_names(kind, job_class, mode, extra, layout)
     rendered = render_variant(job, site(), kind, GID, mode, "job.yaml")
     assert rendered.options == options
     lines = rendered.script.splitlines()

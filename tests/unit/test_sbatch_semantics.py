@@ -311,22 +311,35 @@ def test_a_partition_that_is_no_kind_s_names_the_known_ones(tmp_path: Path) -> N
 @pytest.mark.parametrize("line", ["#SBATCH -n 1", "#SBATCH --ntasks=1", "#SBATCH -N 1", "#SBATCH --nodes=1-1",
                                   "#SBATCH --ntasks-per-node=1"])
 def test_one_task_on_one_node_is_what_a_variant_is(tmp_path: Path, line: str) -> None:
-    assert list(_options(tmp_path, line)) == ["cpu", "gpu", "accel"]
+    got = _options(tmp_path, line)
+    assert list(got) == ["cpu", "gpu", "accel"]
+    name = line.split()[1].lstrip("-").split("=")[0]
+    long = {"n": "ntasks", "N": "nodes"}.get(name, name)
+    assert all(f"--{long}=1" in options for options in got.values())  # passed on as a count of one
 
 
 REFUSED = [
-    ("#SBATCH -n 4", "job.sh:2: --ntasks=4: a variant is one task; ask for its CPUs with --cpus-per-task (cpus: in "
-                     "a spec) and start the processes inside the script"),
-    ("#SBATCH --ntasks-per-node=2", "job.sh:2: --ntasks-per-node=2: a variant is one task; ask for its CPUs with "
-                                    "--cpus-per-task (cpus: in a spec) and start the processes inside the script"),
-    ("#SBATCH -N 2", "job.sh:2: --nodes=2: a variant runs on one node; ask for what one node gives "
-                     "(--cpus-per-task, --mem, --gpus)"),
+    ("#SBATCH -N 2-4", "job.sh:2: --nodes=2-4: a node range lets Slurm choose the count when the job starts, which "
+                       "the policies cannot plan; give one count (--nodes=2 or --nodes=4)"),
+    ("#SBATCH -N 2 -n 1", "job.sh:2: --ntasks=1 with --nodes=2: every node runs at least one task; ask for "
+                          "--ntasks=2 or more, or --nodes=1"),
+    ("#SBATCH -N 3 -w c[1-2]", "job.sh:2: --nodes=3 with --nodelist=c[1-2] (at job.sh:2) naming 2 node(s): slurmx "
+                               "places such a job only on the listed nodes; list 3 nodes, or ask for --nodes=2"),
+    ("#SBATCH -N 2 -G 2", "job.sh:2: --gpus=2 with --nodes=2: slurmx asks for GPUs per node (each kind's GRES); "
+                          "write the GPUs each node needs as --gpus-per-node"),
+    ("#SBATCH -C 'a*2'", "job.sh:2: constraint 'a*2': '*' at character 2: a feature count (name*N) is not "
+                         "supported; ask for the nodes with -N and the feature alone"),
+    ("#SBATCH -w /etc/nodes", "job.sh:2: --nodelist=/etc/nodes: '/etc/nodes' reads as a file of node names, which "
+                              "slurmx cannot check; write the names themselves (--nodelist=c1,c2)"),
+    ("#SBATCH -F nodes.txt", "job.sh:2: --nodefile is not supported: write the node names as --nodelist=c1,c2 "
+                             "(nodelist: in a spec), which slurmx checks against the kinds' partitions"),
     ("#SBATCH --mem-per-gpu=8G", "job.sh:2: --mem-per-gpu is not supported: write the job's whole memory as --mem "
                                  "(mem: in a spec)"),
     ("#SBATCH --cpus-per-gpu=4", "job.sh:2: --cpus-per-gpu is not supported: write the job's whole CPU count as "
                                  "--cpus-per-task (cpus: in a spec)"),
-    ("#SBATCH --ntasks-per-gpu=1", "job.sh:2: --ntasks-per-gpu is not supported: a variant is one task; ask for its "
-                                   "GPUs with --gpus and its CPUs with --cpus-per-task"),
+    ("#SBATCH --ntasks-per-gpu=1", "job.sh:2: --ntasks-per-gpu is not supported: each kind has its own GPUs per "
+                                   "node; ask for the tasks with --ntasks or --ntasks-per-node and the GPUs per node "
+                                   "with --gpus-per-node"),
     ("#SBATCH --gpus-per-socket=1", "job.sh:2: --gpus-per-socket is not supported: write the job's GPUs as --gpus "
                                     "(gpus: in a spec)"),
     ("#SBATCH --tres-per-task=cpu:2", "job.sh:2: --tres-per-task is not supported: write --cpus-per-task and --gpus "
@@ -377,8 +390,9 @@ def test_property_any_mix_of_resource_options_maps_or_is_refused_in_one_line(
         assert names.count("--mem") == 1 and "--mem-per-cpu" not in names and "--gpus" not in names
         assert not {"--array", "--mem-per-gpu"} & set(names)  # an array is groups; per-GPU memory refused
         assert {o for o in variant.options if o.startswith("--dependency")} <= {"--dependency=afterok:1"}
-        assert {o for o in variant.options if o.startswith(("--ntasks", "--nodes"))} <= {"--ntasks=1",
-                                                                                         "--ntasks-per-node=1"}
+        layout = {o for o in variant.options if o.startswith(("--ntasks", "--nodes"))}
+        assert layout <= {"--ntasks=1", "--ntasks=3", "--ntasks-per-node=1", "--nodes=2"}  # as asked, once each
+        assert len({o.split("=")[0] for o in layout}) == len(layout)
         if spec.gpus is not None:
             assert any(o.startswith("--gres=gpu:") for o in variant.options), variant.options
 

@@ -20,8 +20,9 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec, resolve_variants
 SRC = "job.yaml"
 SPEC_KEYS = ("name, command, script, args, variants, overrides, class, grace, checkpoint_dir, work, estimates, "
              "env, modules, cpus, mem, mem_per_cpu, gpus, time, workdir, sbatch, dependency, array, export, output, "
-             "error, signal, begin")
-OVERRIDE_KEYS = "command, script, env, modules, cpus, mem, gres, time, sbatch"
+             "error, signal, begin, constraint, nodelist, exclude, exclusive, nodes, ntasks, ntasks_per_node")
+OVERRIDE_KEYS = ("command, script, env, modules, cpus, mem, gres, time, sbatch, constraint, nodelist, exclude, "
+                 "exclusive, nodes, ntasks, ntasks_per_node")
 NAME = "job.yaml: name: expected letters, digits, '_', '.', '-' (at most 64), got {!r}"
 RESERVED = "job.yaml: sbatch: {} is set by slurmx (use the spec's own fields); remove it"
 MODELLED = "job.yaml: sbatch: {} is what the spec's '{}:' says; write {}: instead"
@@ -68,7 +69,7 @@ def test_full_spec_parses_into_typed_fields() -> None:
         "name": "train", "command": "python train.py --epochs 10", "variants": ["cpu", "gpu"], "class": "te",
         "grace": "2m", "work": 10000, "estimates": {"cpu": "2h", "gpu": "20m"}, "env": {"DATA": "/scratch", "N": 3},
         "modules": ["cuda/12.2", "gcc+ofed"], "cpus": 2, "mem": "4G", "time": "1:30:00",
-        "checkpoint_dir": "/ckpt", "workdir": "/work", "sbatch": ["--account=proj", "--exclusive"],
+        "checkpoint_dir": "/ckpt", "workdir": "/work", "sbatch": ["--account=proj", "--exclusive=user"],
         "overrides": {"gpu": {"command": "python train.py --cuda", "cpus": 4, "mem": "16G", "gres": "gpu:2",
                               "time": "1h", "env": {"CUDA": "1"}, "modules": ["cuda"],
                               "sbatch": ["--gpu-bind=closest"]}},
@@ -174,8 +175,26 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("sbatch-gpus", spec(sbatch=["-G2"]), MODELLED.format("-G", "gpus", "gpus")),
     ("sbatch-mem-per-cpu", spec(sbatch=["--mem-per-c=2G"]), MODELLED.format("--mem-per-c", "mem_per_cpu",
                                                                             "mem_per_cpu")),
-    ("sbatch-ntasks", spec(sbatch=["-n4"]), "job.yaml: sbatch: --ntasks=4: a variant is one task; ask for its CPUs "
-     "with --cpus-per-task (cpus: in a spec) and start the processes inside the script"),
+    ("sbatch-ntasks", spec(sbatch=["-n4"]), MODELLED.format("-n", "ntasks", "ntasks")),
+    ("sbatch-exclusive", spec(sbatch=["--exclusive"]), MODELLED.format("--exclusive", "exclusive", "exclusive")),
+    ("sbatch-constraint", spec(sbatch=["-Cnvlink"]), MODELLED.format("-C", "constraint", "constraint")),
+    ("constraint-count", spec(constraint="a*2"), "job.yaml: constraint: constraint 'a*2': '*' at character 2: a "
+     "feature count (name*N) is not supported; ask for the nodes with -N and the feature alone"),
+    ("override-constraint", spec(overrides={"gpu": {"constraint": "a|"}}), "job.yaml: overrides.gpu.constraint: "
+     "constraint 'a|' ends after an operator; name a feature after it"),
+    ("nodes-range", spec(nodes="2-4"), "job.yaml: nodes: a node range lets Slurm choose the count when the job "
+     "starts, which the policies cannot plan; give one count (--nodes=2 or --nodes=4)"),
+    ("nodes-zero", spec(nodes=0), "job.yaml: nodes: expected a whole number from 1 to 100000, like --nodes=2, got 0"),
+    ("ntasks-word", spec(ntasks="many"), "job.yaml: ntasks: expected a whole number from 1 to 100000, like "
+     "--ntasks=2, got 'many'"),
+    ("nodes-over-list", spec(nodes=3, nodelist=["c1", "c2"]), "job.yaml: nodes: 3 with nodelist c1,c2 naming 2 "
+     "node(s): slurmx places such a job only on the listed nodes; list 3 nodes, or ask for nodes: 2"),
+    ("override-tasks-under-nodes", spec(nodes=2, overrides={"cpu": {"ntasks": 1}}), "job.yaml: overrides.cpu.ntasks: "
+     "1 with overrides.cpu.nodes: 2: every node runs at least one task; ask for ntasks: 2 or more, or nodes: 1"),
+    ("nodelist-file", spec(nodelist="/etc/hosts"), "job.yaml: nodelist: '/etc/hosts' reads as a file of node names, "
+     "which slurmx cannot check; write the names themselves (--nodelist=c1,c2)"),
+    ("exclude-bad", spec(exclude="c[1-"), "job.yaml: exclude: expected node names like c1,c2 or c[1-2]: host list "
+     "'c[1-' has unbalanced brackets"),
     ("sbatch-array", spec(sbatch=["--array=1-3"]), "job.yaml: sbatch: --array is what the spec's 'array:' says; "
      "write array: instead"),
     ("array-throttle", spec(array="1-3%2"), "job.yaml: array: a throttle (%N) is not supported: each index is a group "
