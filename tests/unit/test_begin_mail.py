@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -161,3 +163,52 @@ def test_slurmxd_sets_mail_type_none_on_the_siblings_it_cancels_in_one_update(tm
 def test_a_failed_mail_update_never_keeps_the_siblings_from_being_cancelled(tmp_path: Path) -> None:
     fake = _daemon_after_one_runs(tmp_path, fail_update=True)
     assert ("MailType=NONE", (2, 3)) in fake.calls and ("cancel", (2, 3)) in fake.calls
+
+
+# ------------------------------------------------------------------ the job side silences before it cancels
+
+BASH = shutil.which("bash")
+_RECORDER = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
+
+
+def _run_variant(tmp_path: Path, mode: str, squeue_out: str, my_start: str = "") -> list[str]:
+    """Run the cpu variant's rendered script (job 11) with fake squeue, scontrol and scancel; what they were
+    asked. `squeue -j` answers `my_start`, any other squeue `squeue_out`."""
+    from tests.unit.test_submit_properties import GID
+    from tests.unit.test_submit_properties import site as spool_site
+
+    spec = parse_spec({"name": "m", "command": "true", "variants": ["cpu"], "sbatch": MAIL})
+    script = render_with_sample(spec, spool_site(str(tmp_path / "spool")), "cpu", GID, mode, "job.yaml").script
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "job.sh").write_text(script)
+    fakes, log = tmp_path / "bin", tmp_path / "calls.log"
+    fakes.mkdir()
+    for name in ("scontrol", "scancel"):
+        (fakes / name).write_text(_RECORDER.format(log=log))
+        (fakes / name).chmod(0o755)
+    (fakes / "squeue").write_text(f"#!/bin/sh\ncase \"$*\" in *-j*) echo '{my_start}'; exit 0;; esac\n"
+                                  f"cat <<'EOF'\n{squeue_out.format(g=GID)}EOF\n")
+    (fakes / "squeue").chmod(0o755)
+    env = {"PATH": f"{fakes}:/usr/bin:/bin", "SLURM_JOB_ID": "11", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    assert BASH is not None
+    subprocess.run([BASH, str(tmp_path / "job.sh")], cwd=tmp_path, env=env, capture_output=True, timeout=60,
+                   check=False)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_the_race_winner_silences_its_siblings_in_one_update_then_cancels_them(tmp_path: Path) -> None:
+    calls = _run_variant(tmp_path, "race", "11 slurmx:1:g={g},v=cpu\n12 slurmx:1:g={g},v=gpu\n"
+                                           "13 slurmx:1:g={g},v=accel\n14 slurmx:1:g=other,v=cpu\n")
+    assert calls == ["scontrol update JobId=12,13 MailType=NONE", "scancel 12 13"]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_a_managed_variant_that_loses_silences_itself_and_a_winner_its_waiting_siblings(tmp_path: Path) -> None:
+    # squeue -t all -o '%i %T %S %k': job 10 started first, so job 11 leaves without work
+    lost = _run_variant(tmp_path / "lost", "managed", "10 RUNNING 2026-01-01T00:00:01 slurmx:1:g={g},v=gpu\n",
+                        my_start="2026-01-01T00:00:05")
+    assert lost == ["scontrol update JobId=11 MailType=NONE", "scancel 11"]
+    won = _run_variant(tmp_path / "won", "managed", "12 PENDING N/A slurmx:1:g={g},v=gpu\n"
+                       "13 PENDING N/A slurmx-sample:g={g},v=gpu,s=0\n", my_start="2026-01-01T00:00:01")
+    assert won == ["scontrol update JobId=12,13 MailType=NONE", "scancel 12 13"]

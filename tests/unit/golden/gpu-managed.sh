@@ -108,6 +108,13 @@ export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 # variants (so may a bulk release): the one that started first (the lower job id on a tie) works, a later one
 # leaves without work, and a group that already completed never runs again. The winner cancels its waiting
 # siblings, so the group runs exactly once even if no daemon ever comes back.
+# Slurm mails END for a cancelled job too: a job cancelled here is first set MailType=NONE (the site guard lets
+# its owner do that on a tagged job), so only the variant that does the work mails its user.
+_slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one update; best effort
+  [ "$#" -gt 0 ] || return 0
+  local IFS=,
+  scontrol update JobId="$*" MailType=NONE >/dev/null 2>&1 || true
+}
 _slurmx_siblings() {  # "id state start v|s" of this group's other variants and samples; fails without squeue
   local _out
   _out=$(squeue -h -u "$(id -un)" -t all -o '%i %T %S %k' 2>/dev/null) || return 1
@@ -148,12 +155,13 @@ _slurmx_guard() {
   done <<< "$_list"
   if [ -n "$_lost" ]; then
     echo "slurmx: variant $SLURMX_VARIANT (job $SLURM_JOB_ID) leaves without work: sibling job $_lost" >&2
+    _slurmx_silence "$SLURM_JOB_ID"
     scancel "$SLURM_JOB_ID" 2>/dev/null
     exit 0
   fi
   _waiting=$(printf '%s\n' "$_list" | awk '$2 == "PENDING" {printf "%s ", $1}')  # variants and queued samples
   # shellcheck disable=SC2086  # job ids, one word each
-  [ -z "$_waiting" ] || scancel $_waiting 2>/dev/null || true
+  [ -z "$_waiting" ] || { _slurmx_silence $_waiting; scancel $_waiting 2>/dev/null || true; }
 }
 _slurmx_guard
 

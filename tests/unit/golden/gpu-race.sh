@@ -105,8 +105,16 @@ export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 # --- race mode: the first variant to start runs; siblings that start too exit without doing work --------
 _slurmx_race="$SLURMX_SPOOL_DIR/race"
 mkdir -p "$_slurmx_race"
+# Slurm mails END for a cancelled job too: a job cancelled here is first set MailType=NONE (the site guard lets
+# its owner do that on a tagged job), so only the variant that runs mails its user.
+_slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one update; best effort
+  [ "$#" -gt 0 ] || return 0
+  local IFS=,
+  scontrol update JobId="$*" MailType=NONE >/dev/null 2>&1 || true
+}
 _slurmx_lose() {
   echo "slurmx: variant $SLURMX_VARIANT (job $SLURM_JOB_ID) lost the race to job $1; no work done" >&2
+  _slurmx_silence "$SLURM_JOB_ID"
   scancel "$SLURM_JOB_ID" 2>/dev/null
   exit 0
 }
@@ -122,10 +130,10 @@ else
     _slurmx_winner=$(cat "$_slurmx_race/winner")
     [ "$_slurmx_winner" = "$SLURM_JOB_ID" ] || _slurmx_lose "$_slurmx_winner"
   fi
-  for _slurmx_sibling in $(squeue -h -u "$(id -un)" -o '%i %k' | awk -v tag="g=$SLURMX_GROUP," \
-      -v me="$SLURM_JOB_ID" 'index($2, tag) && $1 != me {print $1}'); do
-    scancel "$_slurmx_sibling" 2>/dev/null || true
-  done
+  _slurmx_siblings=$(squeue -h -u "$(id -un)" -o '%i %k' | awk -v tag="g=$SLURMX_GROUP," \
+      -v me="$SLURM_JOB_ID" 'index($2, tag) && $1 != me {print $1}')
+  # shellcheck disable=SC2086  # job ids, one word each
+  [ -z "$_slurmx_siblings" ] || { _slurmx_silence $_slurmx_siblings; scancel $_slurmx_siblings 2>/dev/null || true; }
 fi
 
 module load gcc/12
