@@ -21,13 +21,13 @@ import click
 from slurmx.core.config import SiteConfig
 from slurmx.core.userfiles import local_spool_root_problem
 from slurmx.daemon.checks import NotOperator, run_checks
-from slurmx.daemon.drain import drain, resume
+from slurmx.daemon.drain import DRAIN_MARKER, drain, resume
 from slurmx.daemon.endpoint import health_limit, serve_metrics
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_path
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
-from slurmx.slurm import adapter_from_config
+from slurmx.slurm import SlurmError, adapter_from_config
 from slurmx.slurm.versions import shape_for
 
 __all__ = ["JsonFormatter", "configure_logging", "run_daemon", "run_drain"]
@@ -173,6 +173,16 @@ def run_drain(site: SiteConfig, command: str) -> None:
         click.echo(f"slurmxd: resumed ({state_dir}); the next cycle takes every waiting managed variant back"
                    if was else f"slurmxd: {state_dir} was not drained; nothing to resume")
         return
-    released = drain(state_dir, adapter_from_config(site.transport))
+    try:
+        released = drain(state_dir, adapter_from_config(site.transport))
+    except OSError as exc:  # the marker could not be written: nothing changed
+        raise click.ClickException(f"{state_dir / DRAIN_MARKER}: drain marker not written ({exc.strerror or exc}); "
+                                   "nothing changed: fix the state directory's permissions and run it again") from exc
+    except SlurmError as exc:  # the marker is written first: say so, since the daemon already obeys it
+        first = " ".join(str(exc).split())
+        raise click.ClickException(
+            f"drain marker written ({state_dir / DRAIN_MARKER}): a running slurmxd now decides nothing; but Slurm "
+            f"did not answer ({first}), so no waiting managed variant was let go: their leases run out within "
+            "daemon.lease, or run `slurmxd drain` again once Slurm answers") from exc
     click.echo(f"slurmxd: drained ({state_dir}): {len(released)} waiting managed variant(s) may start now; Slurm "
                "runs one per group. A running slurmxd now decides nothing; `slurmxd resume` undoes this.")

@@ -36,3 +36,41 @@ def test_log_level_reaches_the_daemon(given: list[str], level: int | None, tmp_p
 def test_an_unknown_log_level_is_one_line_naming_the_choices() -> None:
     result = CliRunner().invoke(cli._daemon, ["--log-level", "loud"])
     assert result.exit_code == 2 and "'loud' is not one of 'debug', 'info', 'warning', 'error'" in result.output
+
+
+class _Unreachable:
+    def jobs(self) -> list[Any]:
+        from slurmx.slurm.errors import SlurmUnavailable
+
+        raise SlurmUnavailable(["squeue", "--json"], 1, "Unable to contact slurm controller (connect failure)")
+
+
+def _drain(state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    """`slurmxd drain` as run from the shell, Slurm unreachable: its one line on stderr (exit status 1)."""
+    monkeypatch.setattr("slurmx.core.config.load_site_config", lambda path: SITE)
+    monkeypatch.setattr("slurmx.daemon.main.adapter_from_config", lambda transport: _Unreachable())
+    monkeypatch.setattr("sys.argv", ["slurmxd", "--site", str(tmp_path / "s.yaml"), "--state-dir", str(state), "drain"])
+    with pytest.raises(SystemExit) as exited:
+        cli.daemon_main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_drain_with_slurm_unreachable_says_the_marker_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from slurmx.daemon.drain import DRAIN_MARKER, is_drained
+
+    state = tmp_path / "state"
+    line = _drain(state, tmp_path, monkeypatch, capsys)
+    assert is_drained(state) and line.startswith(f"slurmxd: drain marker written ({state / DRAIN_MARKER})")
+    assert "Unable to contact slurm controller" in line and "no waiting managed variant was let go" in line
+
+
+def test_drain_that_cannot_write_its_marker_says_nothing_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a-file").write_text("not a directory\n")
+    state = tmp_path / "a-file" / "state"
+    line = _drain(state, tmp_path, monkeypatch, capsys)
+    assert line.startswith(f"slurmxd: {state}/drained: drain marker not written") and "nothing changed" in line
