@@ -108,7 +108,8 @@ def kind_constraint(site: SiteConfig, kind: str) -> str | None:
 def _problem(spec: _Spec, site: SiteConfig, kind: str, nodes: Sequence[Node]) -> str | None:
     """Why no allocation of `kind`'s partition can satisfy the spec's placement and node count; None when one can."""
     partition = site.kind(kind).partition
-    members = [node for node in nodes if partition in node.partitions]
+    in_partition = [node for node in nodes if partition in node.partitions]
+    members = in_partition
     own = kind_constraint(site, kind)
     if own is not None:
         with contextlib.suppress(ConstraintError):  # the site's own flag: sbatch is the judge of it
@@ -119,9 +120,14 @@ def _problem(spec: _Spec, site: SiteConfig, kind: str, nodes: Sequence[Node]) ->
     count = spec.variant_field(kind, "nodes") or max(len(required), 1)
     by_name = {node.name: node for node in members}
     if required:
-        outside = [name for name in required if name not in by_name]
+        known = {node.name for node in in_partition}
+        outside = [name for name in required if name not in known]
         if outside:
             return f"{', '.join(outside[:3])} {'is' if len(outside) == 1 else 'are'} not in its partition {partition}"
+        lacking = [name for name in required if name not in by_name]
+        if lacking:
+            verb = "lacks" if len(lacking) == 1 else "lack"
+            return f"{', '.join(lacking[:3])} {verb} the kind's own --constraint={own} (site config)"
         barred = [name for name in required if name in excluded]
         if barred:
             return f"--exclude removes {', '.join(barred[:3])}, which --nodelist asks for"
