@@ -7,6 +7,7 @@ Each check names the flag, the path and the fix on one line. Writability is prob
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-__all__ = ["checked_output_dir", "checked_output_file", "console"]
+__all__ = ["checked_output_dir", "checked_output_file", "checked_plot_dir", "console"]
 
 PIPED_WIDTH = 200  # rich assumes 80 columns off a terminal, which folds every table of `sim`, `reproduce`, `status`
 
@@ -53,6 +54,14 @@ def checked_output_dir(path: str | Path, flag: str) -> Path:
         raise click.ClickException(f"{where}: {existing} is a file, not a folder; pass a folder path")
     _probe(existing, where)
     return out
+
+
+def checked_plot_dir(path: str | Path, flag: str = "--plot") -> Path:
+    """`checked_output_dir` for plots, and matplotlib installed: checked before the work, not after a long run."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise click.ClickException(f"{flag} {path}: plots need matplotlib, which is not installed: "
+                                   "pip install 'slurmx[plot]' (or leave out --plot)")
+    return checked_output_dir(path, flag)
 
 
 def _probe(folder: Path, where: str) -> None:

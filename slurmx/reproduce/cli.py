@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_output import checked_output_dir, checked_output_file, console
+from slurmx.cli_output import checked_output_file, checked_plot_dir, console
 from slurmx.reproduce import PAPERS, Reproduction, ReproOptions, UnknownPaper, run
 
 __all__ = ["render", "reproduce_command", "verdict"]
@@ -103,7 +103,7 @@ def reproduce_command(paper: str | None, list_papers: bool, quick: bool, seeds: 
     if json_path and json_path != "-":
         checked_output_file(json_path, "--json")
     if plot_dir:
-        checked_output_dir(plot_dir, "--plot")
+        checked_plot_dir(plot_dir)
     defaults = ReproOptions()
     options = ReproOptions(quick=quick, seeds=seeds, workers=workers or defaults.workers,
                            plot_dir=Path(plot_dir) if plot_dir else None,
