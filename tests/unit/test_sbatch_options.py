@@ -488,7 +488,8 @@ def test_a_begin_sbatch_would_refuse_names_where(tmp_path: Path) -> None:
 _SAMPLE = {"time": "30", "mem": "1G", "mem-per-cpu": "1G", "cpus-per-task": "2", "gpus": "1", "gpus-per-task": "1",
            "gpus-per-node": "1", "partition": "cpu", "qos": "short", "array": "1-2", "dependency": "afterany:1",
            "signal": "B:USR1@30", "begin": "now+1hour", "export": "NONE", "output": "o-%j", "error": "e-%j",
-           "ntasks": "1", "nodes": "1", "ntasks-per-node": "1", "gres": "gpu:1", "job-name": "j"}
+           "ntasks": "4", "nodes": "2", "ntasks-per-node": "2", "gres": "gpu:1", "job-name": "j",
+           "constraint": "nvlink|bigmem", "nodelist": "c[1-2]", "exclude": "g1"}
 
 
 def test_corpus_every_option_sbatch_knows_is_mapped_honoured_or_refused_in_one_line(tmp_path: Path) -> None:
@@ -502,7 +503,8 @@ def test_corpus_every_option_sbatch_knows_is_mapped_honoured_or_refused_in_one_l
     path = _script(tmp_path)
     the_site = site()
     fields = {"time_s", "mem_mb", "mem_per_cpu_mb", "cpus", "gpus", "variants", "job_class", "array", "dependency",
-              "signal", "begin", "export", "output", "error", "name"}
+              "signal", "begin", "export", "output", "error", "name", "constraint", "nodelist", "exclude",
+              "exclusive", "nodes", "ntasks", "ntasks_per_node"}
     for name, kind in sorted(_LONG.items()):
         option = f"--{name}" if kind != "arg" else f"--{name}={_SAMPLE.get(name, '1')}"
         try:
