@@ -147,14 +147,12 @@ def _problem(spec: _Spec, site: SiteConfig, kind: str, nodes: Sequence[Node]) ->
     return f"its partition {partition} has {len(fit)} node(s){what}{left}, and {count} are asked for"
 
 
-def _own(spec: _Spec, kind: str) -> str | None:
-    """The placement or node-count field `kind`'s own override sets (its problem is the spec's, not a reason to
+def _own(spec: _Spec, kind: str) -> list[str]:
+    """The placement and node-count fields `kind`'s own override sets (their problem is the spec's, not a reason to
     leave the kind out)."""
     override = spec.overrides.get(kind)
-    for name in (*PLACEMENT_FIELDS, "nodes"):
-        if override is not None and getattr(override, name, None) not in (None, ""):
-            return name
-    return None
+    return [f"overrides.{kind}.{name}" for name in (*PLACEMENT_FIELDS, "nodes")
+            if override is not None and getattr(override, name, None) not in (None, "")]
 
 
 def _features(site: SiteConfig, kinds: Sequence[str], nodes: Sequence[Node]) -> str:
@@ -192,9 +190,10 @@ def fit_kinds(spec: _Spec, site: SiteConfig, kinds: Sequence[str], nodes: Sequen
             kept.append(kind)
             continue
         own = _own(spec, kind)
-        if own is not None:
-            raise ConfigError([f"{source}: overrides.{kind}.{own}: kind {kind} cannot run it: {problem}; change "
-                               f"overrides.{kind}.{own} or leave it out"])
+        if own:
+            shown = ", ".join(own)
+            raise ConfigError([f"{source}: {shown}: kind {kind} cannot run {'it' if len(own) == 1 else 'them'}: "
+                               f"{problem}; change {shown} or leave {'it' if len(own) == 1 else 'them'} out"])
         problems[kind] = problem
         notes.append(f"variant {kind} left out: {problem}")
     if kept:

@@ -269,3 +269,18 @@ def test_property_any_constraint_either_parses_or_is_refused_in_one_line(text: s
     assert kept == "".join(text.split())
     job = spec(constraint=text)
     assert f"--constraint={kept}" in variant_options(job, site(), "cpu", "g", "race")  # safe in an #SBATCH line
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_examples_fit_the_test_cluster_and_render_their_layout() -> None:
+    placed = build_submission(str(EXAMPLES / "placed.yaml"), [], [], site()).spec
+    assert fit_kinds(placed, site(), ("cpu", "gpu"), CLUSTER) == (("cpu", "gpu"), [])
+    cpu = variant_options(placed, site(), "cpu", "g", "race")
+    assert {"--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1"} <= set(cpu)
+    assert {"--nodes=1", "--constraint=nvlink", "--exclusive"} <= set(variant_options(placed, site(), "gpu", "g",
+                                                                                      "race"))
+    mpi = build_submission(str(EXAMPLES / "mpi_hostname.sh"), [], [], site()).spec
+    assert fit_kinds(mpi, site(), KINDS, CLUSTER) == (("cpu", "gpu"), [
+        "variant accel left out: its partition accel has 1 node(s), and 2 are asked for"])
