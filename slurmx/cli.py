@@ -182,6 +182,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     if scripts and not dry_run:
         raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
     options, path, args = split_command_line(words)
+    _did_you_mean(options, [opt.lstrip("-") for param in submit.params for opt in param.opts if opt.startswith("--")])
     if path is None:
         raise click.UsageError("give a job spec (.yaml) or a batch script to submit")
     site = ctx.site()
@@ -222,6 +223,27 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
         from slurmx.submit.api import GroupHandle, wait_for
         for group in groups:
             click.echo(wait_for(GroupHandle(group, ctx.adapter())), err=True)
+
+
+# Option names the docs once used, and the option that does the job now.
+_RENAMED_SUBMIT_OPTIONS = {"kinds": "variants", "kind": "variants", "variant": "variants"}
+
+
+def _did_you_mean(options: list[str], own: list[str]) -> None:
+    """An option before the script that neither `slurmx submit` nor sbatch knows, but that looks like one of
+    submit's own, is a typo: say which it meant (sbatch's own typos are named by the sbatch check after this)."""
+    import difflib
+
+    from slurmx.submit.directives import canonical_long_option
+
+    for word in options:
+        name = word[2:].partition("=")[0] if word.startswith("--") else ""
+        if not name or name in own or canonical_long_option(name) is not None:
+            continue
+        guess = _RENAMED_SUBMIT_OPTIONS.get(name) or next(iter(difflib.get_close_matches(name, own, 1)), None)
+        if guess is not None:
+            raise click.UsageError(f"no such option --{name} (neither slurmx submit nor sbatch has it); did you "
+                                   f"mean --{guess}?")
 
 
 def _status_rows(groups: list[Any]) -> Table:
