@@ -82,7 +82,7 @@ def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None,
     asked = user_nodes.get(job.job_id)
     required, excluded = asked if asked is not None else (job.required_nodes, job.excluded_nodes)
     placement = ANYWHERE if not (job.features or required or excluded or job.exclusive) else \
-        _placement(job.features, required, excluded, job.exclusive)
+        _placement(job.features, required, excluded, job.exclusive, count)
     return Variant(group_id=group_id, kind=kind, job_id=job.job_id, state=state,
                    request=job.request if count == 1 else _per_node(job.request, count),
                    partition=job.partition, nodes=tuple(expand_hostlist(job.nodes)) if job.nodes else (),
@@ -93,10 +93,17 @@ def _variant(group_id: str, kind: str, job: SlurmJob, estimate: float | None,
 
 
 @functools.lru_cache(maxsize=4096)
-def _placement(constraint: str, required: str, excluded: str, exclusive: bool) -> Placement:
-    """One value per distinct placement (a queue holds few): the host lists expanded, the constraint parsed."""
-    return Placement(constraint, tuple(expand_hostlist(required)) if required else (),
-                     tuple(expand_hostlist(excluded)) if excluded else (), exclusive)
+def _placement(constraint: str, required: str, excluded: str, exclusive: bool, count: int) -> Placement:
+    """One value per distinct placement (a queue holds few): the host lists expanded, the constraint parsed.
+
+    A `-w` shorter than the node count (`-w c1 -N 2`: c1 and any other) is not given to the policy: `Placement`
+    reads `required` as the only nodes allowed, so no plan could ever start the job. Without it the policy places
+    the job on any N nodes; steering then keeps the user's c1 (`enforce_start._narrows`), or, when the plan left
+    it out, releases the job unsteered for Slurm to place where its user asked."""
+    nodes = tuple(expand_hostlist(required)) if required else ()
+    placement = Placement(constraint, nodes if len(nodes) >= count else (),
+                          tuple(expand_hostlist(excluded)) if excluded else (), exclusive)
+    return ANYWHERE if placement == ANYWHERE else placement  # the policies' fast path tests `is ANYWHERE`
 
 
 def _per_node(total: Resources, count: int) -> Resources:

@@ -42,6 +42,16 @@ def test_a_multi_node_variant_asks_per_node_what_slurm_shows_as_totals() -> None
     assert groups["b"].variants[0].request == Resources(2, 334)  # rounded up: never less than Slurm gives a node
 
 
+def test_a_node_list_shorter_than_the_node_count_is_left_to_steering() -> None:
+    """`-w c1 -N 2` holds c1 and any other node: as `Placement.required` (the only nodes allowed) no plan could
+    start it, so the policy places it anywhere and steering keeps c1 or leaves the job to Slurm."""
+    placement = _view([replace(job(1, "a"), required_nodes="c1", excluded_nodes="g1", node_count=2)]) \
+        .view.groups["a"].variants[0].placement
+    assert (placement.required, placement.excluded) == ((), ("g1",))
+    assert _view([replace(job(1, "a"), required_nodes="c[1-2]", node_count=2)]) \
+        .view.groups["a"].variants[0].placement.required == ("c1", "c2")
+
+
 def test_the_node_lists_are_the_users_first_seen_never_slurmxds_steering() -> None:
     """Once steered, squeue shows slurmxd's ReqNodeList (and a requeued job keeps it): the store's first-seen
     lists are the user's; a job the store does not know was never steered, so squeue's lists are the user's."""
