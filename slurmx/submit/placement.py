@@ -40,9 +40,9 @@ class _Spec(Protocol):
 
 def check_constraint(value: str) -> str:
     """A `--constraint` as one `#SBATCH` word (blanks dropped); ValueError with ConstraintError's one line."""
-    text = "".join(value.split())
+    text = "".join(value.split())  # once read: blanks only ever stand between tokens
     try:
-        parse_constraint(text)
+        parse_constraint(value)
     except ConstraintError as exc:
         raise ValueError(str(exc)) from None
     if not _CONSTRAINT_CHARS.fullmatch(text):  # pragma: no cover - parse_constraint admits no other character

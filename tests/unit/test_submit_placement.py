@@ -242,6 +242,12 @@ def test_a_node_count_beyond_the_listed_nodes_names_both_places(tmp_path: Path) 
                                "places such a job only on the listed nodes; list 2 nodes, or ask for --nodes=1")
 
 
+def test_blanks_in_a_constraint_separate_features_and_never_join_them() -> None:
+    assert check_constraint(" nvlink | bigmem ") == "nvlink|bigmem"
+    with pytest.raises(ValueError, match="unexpected 'b' at character 3"):
+        check_constraint("a b")
+
+
 def test_exclusive_with_a_value_passes_on_and_bare_is_the_field(tmp_path: Path) -> None:
     path = tmp_path / "job.sh"
     path.write_text("#!/bin/bash\n#SBATCH --exclusive=user\ntrue\n")
