@@ -3,16 +3,22 @@
 Each call is one slurmx group (one variant per resource kind, exactly one of which runs it); the call is pickled
 with cloudpickle into the group folder, and the job writes back its return value or its exception with the remote
 traceback. A callable object with a `checkpoint(*args, **kwargs)` method is checkpointed at the grace signal and
-requeued (by slurmxd, or by the job itself before Slurm's time limit, up to `max_requeues`). docs/executor.md.
+requeued (by slurmxd, or by the job itself before Slurm's time limit, up to `max_requeues`). `Executor(folder,
+kind="local")` and `kind="debug"` run calls on this machine with the same API and checkpoint protocol.
+docs/executor.md.
 """
 
 from typing import Any, NamedTuple
 
+from slurmx.executor.debug import DebugJob
 from slurmx.executor.executor import Executor
-from slurmx.executor.job import Job, JobError, RemoteTraceback
+from slurmx.executor.helpers import as_completed
+from slurmx.executor.job import Job, JobError, JobPaths, RemoteTraceback
+from slurmx.executor.local import LocalJob
 from slurmx.executor.payload import NotYours
 
-__all__ = ["Executor", "Job", "JobError", "NotYours", "RemoteTraceback", "Resume"]
+__all__ = ["DebugJob", "Executor", "Job", "JobError", "JobPaths", "LocalJob", "NotYours", "RemoteTraceback", "Resume",
+           "as_completed"]
 
 
 class Resume(NamedTuple):

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.executor.debug import DebugJob
 from slurmx.executor.job import Job
+from slurmx.executor.local import submit_local
 from slurmx.executor.params import ExecutorParams, job_name
 from slurmx.executor.payload import call_label, carries_bytecode, folder_files, job_script, pickle_call
 from slurmx.slurm import SlurmAdapter, adapter_from_config
@@ -23,32 +25,58 @@ from slurmx.submit.submitter import SubmittedGroup, submit_group
 __all__ = ["Executor"]
 
 
-class Executor:
-    """`Executor(site=..., folder=...)`; `update_parameters(...)`; `submit(fn, *args, **kwargs) -> Job`.
+_KINDS = ("slurm", "local", "debug")
 
-    `folder` (optional) is a local folder where each submitted job is recorded by group id, so that
-    `Job.attach(group_id, site, folder=folder)` finds its job ids without asking Slurm.
+
+class Executor:
+    """`Executor(folder, site=...)`; `update_parameters(...)`; `submit(fn, *args, **kwargs) -> Job`.
+
+    `folder` is where each submitted job is recorded by group id, so that `Job.attach(group_id, site,
+    folder=folder)` finds its job ids without asking Slurm (optional on Slurm). `kind="local"` runs each call as a
+    process on this machine and `kind="debug"` in this one (local.py, debug.py): no Slurm, no site, the same job
+    API and checkpoint protocol. `cluster=` is submitit's name for `kind` ("slurm", "local", "debug").
     """
 
-    def __init__(self, site: SiteConfig | str | Path | None = None, folder: str | Path | None = None, *,
-                 adapter: SlurmAdapter | None = None) -> None:
+    def __init__(self, folder: str | Path | SiteConfig | None = None, site: SiteConfig | str | Path | None = None,
+                 *, kind: str | None = None, cluster: str | None = None, adapter: SlurmAdapter | None = None) -> None:
+        if isinstance(folder, SiteConfig) and site is None:  # the site first, as before the folder came first
+            folder, site = None, folder
+        if folder is not None and not isinstance(folder, SiteConfig) and Path(folder).is_file():
+            raise ValueError(f"Executor: {folder} is a file: the first argument is the jobs folder (as submitit's); "
+                             "pass the site config as site=...")
+        self.kind = kind or cluster or "slurm"
+        if self.kind not in _KINDS or (kind is not None and cluster is not None and kind != cluster):
+            raise ValueError(f"Executor: kind={self.kind!r}: expected one of {', '.join(_KINDS)}")
+        self.folder = Path(folder) if isinstance(folder, str | Path) else None
+        self.params = ExecutorParams()
+        self.site: SiteConfig | None = None
+        if self.kind != "slurm":
+            if self.folder is None:
+                raise ValueError(f"Executor(kind={self.kind!r}) needs a folder for its jobs: Executor(folder, "
+                                 f"kind={self.kind!r})")
+            return
         if site is None:
             site = os.environ.get("SLURMX_SITE", "/etc/slurmx/site.yaml")
         self.site = site if isinstance(site, SiteConfig) else load_site_config(site)
-        self.folder = Path(folder) if folder is not None else None
         self.adapter = adapter or adapter_from_config(self.site.transport)
-        self.params = ExecutorParams()
 
     def update_parameters(self, **values: Any) -> None:
         """Spec keys (variants, overrides, class, grace, estimates, time, mem, cpus, gpus, env, ...), the
         executor's own (name, mode, pick, python, max_requeues, max_result_bytes, poll, setup) and submitit's
         names (timeout_min, mem_gb, slurm_partition, ...: aliases.py); checked now."""
-        partitions = {kind: resource.partition for kind, resource in self.site.resources.items()}
+        partitions = ({kind: resource.partition for kind, resource in self.site.resources.items()}
+                      if self.site is not None else None)
         self.params = self.params.updated(values, partitions)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
-        """Submit `fn(*args, **kwargs)` as one group; the Job's `result()` is its return value."""
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Submit `fn(*args, **kwargs)` as one group (a local process, a debug call); `result()` is its value."""
         params = self.params
+        if self.kind == "local" and self.folder is not None:
+            return submit_local(self.folder, params, fn, args, kwargs)
+        if self.kind == "debug" and self.folder is not None:
+            params.job_spec(job_name(fn), "true")  # what the other kinds check at submit time
+            return DebugJob(f"{params.name or job_name(fn)}-{secrets.token_hex(4)}", self.folder, fn, args, kwargs)
+        assert self.site is not None
         call = pickle_call(fn, args, kwargs)
         script = job_script(params.python, params.max_requeues, call_label(fn), carries_bytecode(call), params.setup)
         spec = params.job_spec(job_name(fn), script)
@@ -59,7 +87,7 @@ class Executor:
         return Job(submitted.group_id, self.site, self.adapter, submitted.variants,
                    params.max_result_bytes, params.poll)
 
-    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Job]:
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]:
         """One group per item (as `map(fn, *iterables)` pairs them): each item runs exactly once, on whichever
         variant starts first, which a job array per kind could not promise across kinds."""
         return [self.submit(fn, *items) for items in zip(*iterables, strict=False)]

@@ -16,17 +16,18 @@ import warnings
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.payload import caller_uid, read_outcome, read_own_output
+from slurmx.executor.payload import OUTCOME, caller_uid, read_outcome, read_own_output
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
-__all__ = ["Job", "JobError", "RemoteTraceback", "job_state", "outcome_exception", "raise_outcome", "ran_variant"]
+__all__ = ["Job", "JobAPI", "JobError", "JobPaths", "RemoteTraceback", "job_state", "outcome_exception",
+           "raise_outcome", "ran_variant"]
 
 OUTPUT_CAP = 16 << 20  # bytes of stdout / stderr returned (the last ones): a log, not a data channel
 RECORD_CAP = 1 << 20  # an executor record is a few hundred bytes
@@ -102,6 +103,49 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
     return outcome["value"]
 
 
+class JobPaths(NamedTuple):
+    """Where a job's files are (submitit's `job.paths`): its folder, the outcome pickle, and the call's stdout and
+    stderr (of its last run; None before one started)."""
+
+    folder: Path
+    result_pickle: Path
+    stdout: Path | None
+    stderr: Path | None
+
+
+class JobAPI:
+    """What every kind of job answers on top of its `wait()` and `done()`: the same calls, the same meaning."""
+
+    poll: float
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's return value; its exception re-raised (the remote traceback as its cause)."""
+        return raise_outcome(self.wait(timeout))
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception the call raised (waiting for it), whatever its type, or None when it returned; the
+        JobError of a job that ended without a result. Raises TimeoutError only when the wait times out."""
+        try:
+            outcome = self.wait(timeout)
+        except JobError as exc:
+            return exc
+        return outcome_exception(outcome)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._result_async().__await__()
+
+    async def _result_async(self) -> Any:
+        while not await asyncio.to_thread(self.done):
+            await asyncio.sleep(self.poll)
+        return await asyncio.to_thread(self.result)
+
+
 def _read_record(path: Path) -> dict[str, Any] | None:
     """The executor's record of a group (`Executor(folder=)`), or None when there is none to trust.
 
@@ -119,7 +163,7 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 
 
 @dataclass
-class Job:
+class Job(JobAPI):
     """A function call submitted as one group; `result()` waits for it."""
 
     group_id: str
@@ -191,6 +235,13 @@ class Job:
         status = self.status()
         return status is None or status.finished
 
+    @property
+    def paths(self) -> JobPaths:
+        folder = Path(self.folder)
+        ran = ran_variant(*self._both())
+        out, err = ((folder / f"fn-{ran[1]}.out", folder / f"fn-{ran[1]}.err") if ran is not None else (None, None))
+        return JobPaths(folder, folder / OUTCOME, out, err)
+
     def stdout(self) -> str | None:
         """What the call printed (every run of it, across requeues; the last 16 MiB of more), or None before it
         started. NotYours when the group folder or the file is not the caller's alone."""
@@ -228,27 +279,6 @@ class Job:
                 raise TimeoutError(f"group {self.group_id} still {status.state.value} after {timeout:.0f} s")
             time.sleep(self.poll)
 
-    def result(self, timeout: float | None = None) -> Any:
-        """The call's return value; its exception re-raised (the remote traceback as its cause)."""
-        return raise_outcome(self.wait(timeout))
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The exception the call raised (waiting for it), whatever its type, or None when it returned; the
-        JobError of a job that ended without a result. Raises TimeoutError only when the wait times out."""
-        try:
-            outcome = self.wait(timeout)
-        except JobError as exc:
-            return exc
-        return outcome_exception(outcome)
-
     def cancel(self) -> list[int]:
         status = self.status()
         return cancel_group(self.adapter, status) if status is not None else []
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self._result_async().__await__()
-
-    async def _result_async(self) -> Any:
-        while not await asyncio.to_thread(self.done):
-            await asyncio.sleep(self.poll)
-        return await asyncio.to_thread(self.result)

@@ -29,11 +29,12 @@ from slurmx.executor import jobside
 from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.transport import LocalTransport
 
-__all__ = ["OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "caller_uid", "carries_bytecode", "folder_files",
-           "job_script", "pickle_call", "read_outcome", "read_own_output"]
+__all__ = ["LOCAL_MODULE", "OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "caller_uid", "carries_bytecode",
+           "folder_files", "job_script", "pickle_call", "read_outcome", "read_own_output", "runtime_zip"]
 
 OUTCOME = jobside.OUTCOME
 RUNTIME_MODULE = "_slurmx_call"
+LOCAL_MODULE = "_slurmx_local"
 _CALL_B64 = "call.pkl.b64"
 _RUNTIME_B64 = "executor.zip.b64"
 
@@ -58,16 +59,24 @@ def carries_bytecode(call: bytes) -> bool:
 
 
 @functools.cache
-def _runtime_zip() -> str:
-    """base64 of a zip holding `_slurmx_call.py` (jobside) and the cloudpickle package this process uses."""
+def runtime_zip(local: bool = False) -> bytes:
+    """A zip holding `_slurmx_call.py` (jobside), the cloudpickle package this process uses and, for the local
+    executor, its supervisor `_slurmx_local.py` (localside)."""
+    modules = {RUNTIME_MODULE: "jobside.py", **({LOCAL_MODULE: "localside.py"} if local else {})}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(f"{RUNTIME_MODULE}.py", resources.files("slurmx.executor").joinpath("jobside.py")
-                         .read_text(encoding="utf-8"))
+        for module, source in modules.items():
+            archive.writestr(f"{module}.py", resources.files("slurmx.executor").joinpath(source)
+                             .read_text(encoding="utf-8"))
         package = Path(cloudpickle.__file__).parent
         for path in sorted(package.glob("*.py")):
             archive.writestr(f"cloudpickle/{path.name}", path.read_text(encoding="utf-8"))
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
+
+
+@functools.cache
+def _runtime_zip() -> str:
+    return base64.b64encode(runtime_zip()).decode("ascii")
 
 
 def folder_files(call: bytes) -> dict[str, str]:

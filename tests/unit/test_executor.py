@@ -330,7 +330,7 @@ def test_submit_writes_the_call_into_the_group_folder_before_the_first_sbatch(tm
     from tests.unit.test_submitter import ok, site, slurm
 
     adapter, transport = slurm({("sbatch",): [ok("101\n"), ok("102\n")]})
-    ex = Executor(site(), folder=tmp_path / "jobs", adapter=adapter)
+    ex = Executor(tmp_path / "jobs", site=site(), adapter=adapter)
     ex.update_parameters(mode="race", variants=["cpu", "gpu"], python="python3", time="5m")
     job = ex.submit(add, 2, b=3)
     assert job.job_ids == [101, 102] and job.folder == f"/shared/spool/{job.group_id}"

@@ -115,7 +115,7 @@ def test_submitted_scripts_carry_what_the_submitit_names_asked_for(tmp_path: Pat
     from tests.unit.test_submitter import ok, site, slurm
 
     adapter, transport = slurm({("sbatch",): [ok("201\n")]})
-    ex = Executor(site(), folder=tmp_path / "jobs", adapter=adapter)
+    ex = Executor(tmp_path / "jobs", site=site(), adapter=adapter)
     ex.update_parameters(mode="race", python="python3", timeout_min=5, mem_gb=2, cpus_per_task=1,
                          slurm_partition="gpu", slurm_additional_parameters={"mail_type": "END"},
                          slurm_setup=["export FOO=1"])
