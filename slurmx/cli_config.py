@@ -12,6 +12,7 @@ import click
 
 from slurmx.cli_context import Context, site_path_or_default
 from slurmx.daemon.site_check import check_site_file, site_json_schema
+from slurmx.slurm.versions import shape_for
 
 __all__ = ["config_group"]
 
@@ -30,6 +31,7 @@ def config_check(ctx: click.Context, paths: tuple[str, ...]) -> None:
     \b
     Without FILE: the site slurmx uses (--site, $SLURMX_SITE, /etc/slurmx/site.yaml).
     A problem reads FILE: KEY: what is wrong; how to fix it (on stderr); a good file prints FILE: ok.
+    A Slurm release slurmx was not tested on is a warning, not a problem.
     The exit status is 1 if any file has a problem.
     """
     if not paths:
@@ -45,6 +47,10 @@ def config_check(ctx: click.Context, paths: tuple[str, ...]) -> None:
             continue
         click.echo(f"{path}: ok ({len(site.resources)} resource kinds: {', '.join(site.kind_names())}; "
                    f"policy {site.policy.name}; transport {site.transport.kind})")
+        if site.cluster.slurm_version is not None:  # accepted, but not a release slurmx was tested on
+            warning = shape_for(site.cluster.slurm_version)[1]
+            if warning:
+                click.echo(f"{path}: cluster.slurm_version: warning: {warning}", err=True)
     if failed:
         raise click.ClickException(f"{failed} of {len(paths)} file(s) have problems; fix each line above")
 

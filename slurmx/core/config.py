@@ -115,8 +115,9 @@ class ClusterConfig(_Model):
         if value is None:
             return None
         match = re.fullmatch(r"(\d{2})\.(\d{2})", value)
-        if match is None:
-            raise ValueError(f"expected a Slurm release as YY.MM (e.g. '24.11'), got {value!r}")
+        if match is None or not 1 <= int(match.group(2)) <= 12:  # YY.MM: the release's year and month
+            raise ValueError(f"expected a Slurm release as YY.MM, the year and month it came out (e.g. '24.11'), "
+                             f"got {value!r}")
         if (int(match.group(1)), int(match.group(2))) < OLDEST_SLURM:
             raise ValueError(f"Slurm {value} is older than {OLDEST_SLURM[0]}.{OLDEST_SLURM[1]:02d}, the oldest "
                              "release slurmx reads")

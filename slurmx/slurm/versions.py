@@ -4,7 +4,8 @@ The parsers read both JSON shapes (22.05's openapi v0.0.38 with plain numbers; t
 releases with wrapped numbers and flag lists); what the version decides is the command for the nodes: `sinfo
 --json` before 23.02, `scontrol show nodes --json` from it. Recorded fixtures cover 22.05, 24.11 and 26.05. A
 release between two known shapes is read as the older one (23.11 as 23.02, 25.05 as 24.11), one newer than the
-newest as the newest with one warning, and one older than 22.05 is refused: nothing older was ever read.
+newest as the newest; either comes with one warning (at start-up, in `slurmx doctor` and `config check`), since
+only the TESTED releases were recorded. One older than 22.05 is refused: nothing older was ever read.
 """
 
 from __future__ import annotations
@@ -51,13 +52,22 @@ def version_key(version: str) -> tuple[int, int]:
 
 
 def shape_for(version: str) -> tuple[SlurmShape, str]:
-    """(the nearest known shape at or below `version`, a warning or ''); raises UnsupportedSlurm below 22.05."""
+    """(the nearest known shape at or below `version`, a warning or ''); raises UnsupportedSlurm below 22.05.
+
+    The warning is '' only for a release in TESTED: one between them is read by a shape whose output was never
+    recorded on it (warned, not refused: the shapes change rarely and the parsers skip what they cannot read),
+    one beyond the newest by a shape that may have changed since."""
     key = version_key(version)
     if key < version_key(OLDEST):
         raise UnsupportedSlurm(version)
     shape = [s for s in SHAPES if version_key(s.since) <= key][-1]
     newest = SHAPES[-1].since
-    warning = (f"Slurm {version} is newer than any release slurmx knows (newest {newest}); reading it as {newest}: "
-               "if squeue or scontrol output changed, jobs or nodes it cannot read are left out with a warning"
-               if key > version_key(newest) else "")
-    return shape, warning
+    consequence = ("if squeue or scontrol output changed, jobs or nodes it cannot read are left out with a warning; "
+                   "`slurmx doctor` shows what it reads")
+    if key > version_key(newest):
+        return shape, (f"Slurm {version} is newer than any release slurmx knows (newest {newest}, tested "
+                       f"{', '.join(TESTED)}); reading it as {newest}: {consequence}")
+    if key not in {version_key(t) for t in TESTED}:
+        return shape, (f"Slurm {version} lies between the releases slurmx is tested on ({', '.join(TESTED)}); "
+                       f"reading it as {shape.since}: {consequence}")
+    return shape, ""

@@ -294,8 +294,12 @@ def test_numbers_and_bounds() -> None:
         "site.yaml: cluster.slurm_version: Slurm 21.08 is older than 22.05, the oldest release slurmx reads"
     )
     assert str(_error(_with(cluster={"name": "t", "slurm_version": "24.11.5"}))) == (
-        "site.yaml: cluster.slurm_version: expected a Slurm release as YY.MM (e.g. '24.11'), got '24.11.5'"
+        "site.yaml: cluster.slurm_version: expected a Slurm release as YY.MM, the year and month it came out "
+        "(e.g. '24.11'), got '24.11.5'"
     )
+    for bad in ("24.13", "24.00", "2024.11", "24.1", "v24.11"):
+        assert str(_error(_with(cluster={"name": "t", "slurm_version": bad}))).startswith(
+            "site.yaml: cluster.slurm_version: expected a Slurm release as YY.MM"), bad
 
 
 def test_all_errors_kept_first_reported() -> None:

@@ -1,5 +1,5 @@
-"""Slurm versions: every release from 22.05 is read by the nearest known shape at or below it, a release newer
-than any known runs with one warning line, and one older than 22.05 is refused in one line."""
+"""Slurm versions: every release from 22.05 is read by the nearest known shape at or below it, a release between
+or beyond the tested ones runs with one warning line, and one older than 22.05 is refused in one line."""
 
 from __future__ import annotations
 
@@ -28,14 +28,20 @@ SCONTROL = ("scontrol", "show", "nodes", "--json")
 def test_a_known_or_in_between_release_is_read_by_the_nearest_shape_at_or_below(
         version: str, shape: str, nodes: tuple[str, ...]) -> None:
     found, warning = shape_for(version)
-    assert (found.since, found.nodes_argv, warning) == (shape, nodes, "")
+    assert (found.since, found.nodes_argv) == (shape, nodes)
+    if version in TESTED:
+        assert warning == ""
+    else:  # read, not refused, but never recorded: one warning line
+        assert warning.startswith(f"Slurm {version} lies between the releases slurmx is tested on (22.05, 24.11, "
+                                  f"26.05); reading it as {shape}: ")
+        assert "\n" not in warning
 
 
 def test_a_release_newer_than_any_known_runs_as_the_newest_with_one_warning_line() -> None:
     found, warning = shape_for("27.05")
     assert found is SHAPES[-1]
-    assert warning.startswith("Slurm 27.05 is newer than any release slurmx knows (newest 26.05); reading it as "
-                              "26.05")
+    assert warning.startswith("Slurm 27.05 is newer than any release slurmx knows (newest 26.05, tested 22.05, "
+                              "24.11, 26.05); reading it as 26.05")
     assert "\n" not in warning
 
 
@@ -98,12 +104,20 @@ def test_slurmxd_refuses_slurm_21_08_at_start_up(monkeypatch: pytest.MonkeyPatch
         _run_once(monkeypatch, tmp_path, "21.08")
 
 
-def test_slurmxd_runs_on_a_newer_slurm_with_one_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("version", "warned"), [("27.05", "is newer than any release slurmx knows"),
+                                                 ("25.05", "lies between the releases slurmx is tested on"),
+                                                 ("23.11", "lies between the releases slurmx is tested on"),
+                                                 ("24.11", None)])
+def test_slurmxd_runs_on_an_untested_slurm_with_one_warning(version: str, warned: str | None,
+                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     try:
-        _run_once(monkeypatch, tmp_path, "27.05")
+        _run_once(monkeypatch, tmp_path, version)
     finally:
         logging.getLogger("slurmxd").handlers.clear()  # the handler writes to this test's captured stderr
     out, err = capsys.readouterr()
-    assert len(err.splitlines()) == 1 and "slurm: Slurm 27.05 is newer than any release slurmx knows" in err
+    if warned is None:
+        assert err == ""
+    else:
+        assert len(err.splitlines()) == 1 and f"slurm: Slurm {version} {warned}" in err
     assert out.startswith("cycle 1:")  # and it ran its cycle
