@@ -164,7 +164,9 @@ def _managed_begin(spec: JobSpec, source: str) -> tuple[int, int] | None:
     if ahead > tag.MAX_BEGIN_AHEAD_S:
         raise ConfigError([f"{source}: --begin={spec.begin} is more than a year ahead; give a time within "
                            f"{tag.MAX_BEGIN_AHEAD_S // 86400} days, or submit nearer to it"])
-    return (math.ceil(at), ahead) if ahead > 0 else None
+    # The tag's time to the whole second down, as Slurm keeps `now+<s>` (sbatch's whole second plus <s>), so the
+    # begin time Slurm sets is never before it.
+    return (math.floor(at), ahead) if ahead > 0 else None
 
 
 def _is_mail_option(flag: str) -> bool:

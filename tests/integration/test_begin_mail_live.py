@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slurmx.core.tag import begin_floor
 from slurmx.daemon.store import Store
@@ -119,3 +120,26 @@ def test_only_the_variant_slurmxd_starts_keeps_its_mail(
     assert sorted(m for _, m in mail.values()) == ["END", "NONE"], mail
     assert all((state == "completed") is (m == "END") for state, m in mail.values()), mail
     assert "Traceback" not in daemon.text()
+
+
+def test_without_slurmxd_a_managed_group_runs_once_after_the_later_of_lease_and_begin(
+        cluster: Cluster, site_path: Path, slurm: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
+    """No daemon at all: the 60 s lease would let Slurm start the variants at 60 s; the user's `--begin=now+75`
+    holds them to 75 s, and the job-side guard lets exactly one do the work."""
+    site = yaml.safe_load(site_path.read_text())
+    site["daemon"] = {**site.get("daemon", {}), "lease": "60s"}
+    short = tmp_path / "site.yaml"
+    short.write_text(yaml.safe_dump(site))
+    marks = shared_folder(cluster, f"{tag}-marks")
+    gid = _submit(short, "--mode", "managed", "--variants", "cpu,gpu", "--begin=now+75", "--time=5",
+                  str(_script(cluster, tag, marks)))
+    group = find_group(slurm, gid, spool_dir=spool_dir())
+    assert group is not None
+    cleanup.extend(v.job_id for v in group.variants)
+    jobs = slurm.jobs(job_ids=[v.job_id for v in group.variants])
+    begin = max(begin_floor(j.comment, j.submit_time) or 0 for j in jobs)
+    assert all(j.begin_time is not None and j.begin_time >= begin for j in jobs), (begin, jobs)
+    done = wait_until(lambda: _finished(slurm, gid), 150, "the group to finish", every=2)
+    assert done.state.value == "completed", done
+    ran = [(path.name, int(line)) for path in marks.iterdir() for line in path.read_text().split()]
+    assert len(ran) == 1 and ran[0][1] >= begin, (ran, begin)

@@ -90,7 +90,7 @@ def test_a_managed_begin_rides_in_the_tag_and_holds_until_the_later_of_lease_and
     after = time.time()
     read = _tag(options)
     assert read.lease_s == 600 and read.begin is not None
-    assert before + 7200 <= read.begin <= after + 7201
+    assert int(before) + 7200 <= read.begin <= after + 7200
     assert [o for o in options if o.startswith("--begin")] == ["--begin=now+7200"]
     soon = _options({"begin": "now+60"})  # before the lease ends: the lease's begin, the tag still holds 60 s
     assert [o for o in soon if o.startswith("--begin")] == ["--begin=now+600"]
