@@ -64,7 +64,7 @@ _RESERVED = ("--partition", "--qos", "--gres", "--mem", "--cpus-per-task", "--jo
              # `export:` is the spec's (checked, and the job script made to work without the submitting
              # environment); a file of variables or a login environment slurmx cannot check.
              "--export-file", "--get-user-env",
-             # `begin:` is the spec's (a managed variant's begin time is its lease, daemon/lease.py).
+             # `begin:` is the spec's (managed: in the tag too, as the lease moves Slurm's begin time).
              "--begin",
              "-p", "-c", "-J", "-o", "-e", "-H", "-q", "-b")
 
@@ -321,7 +321,7 @@ class JobSpec(_Model):
     output: str | None = None  # `-o`: a file name pattern; each variant its own file (submit/output.py)
     error: str | None = None  # `-e`: the same for standard error
     signal: str | None = None  # `--signal`: [B:]SIG[@SECONDS], sent by the job script (submit/signals.py)
-    begin: str | None = None  # `--begin`: every variant waits for it (race and pick mode)
+    begin: str | None = None  # `--begin`: every variant waits for it (managed: leases too, render.py)
     # Where the variants may run and on how many nodes and tasks (submit/placement.py); per kind in `overrides`.
     # Given here they apply to the kinds whose nodes can satisfy them (the others are left out, with a note).
     constraint: str | None = None
