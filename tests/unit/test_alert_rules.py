@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurmx.daemon.metrics import Metrics
 from tests.unit.test_metrics_docs import registered
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,16 +50,32 @@ def _promtool_expected() -> bool:
     return "promtool:prometheus" in (ROOT / "Makefile").read_text()
 
 
-def test_promtool_test_rules_passes() -> None:
+def _promtool() -> str:
+    """promtool's path; a failure where the Makefile installs it, a reported skip elsewhere."""
     promtool = shutil.which("promtool")
     if promtool is None:
         if _promtool_expected():
             pytest.fail("promtool not found, though `make system-deps` installs it: run it (apt-get install "
                         "prometheus)")
         pytest.skip("promtool not installed (Debian: apt-get install prometheus); the alert rules are untested here")
+    return promtool
+
+
+def test_promtool_test_rules_passes() -> None:
+    promtool = _promtool()
     done = subprocess.run([promtool, "test", "rules", str(RULE_TESTS)], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     check = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60,
                            check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_promtool_finds_nothing_to_lint_in_a_scrape() -> None:
+    """Prometheus's own linter over the exposition: names, units, counters' `_total`, HELP texts."""
+    metrics = Metrics()
+    metrics.cycle(0.3)
+    metrics.groups("pending", 2)
+    done = subprocess.run([_promtool(), "check", "metrics"], input=metrics.render(), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), done.stdout + done.stderr
