@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from slurmx.core.model import GroupState, VariantState
 from slurmx.core.ownership import FolderOwner, members
 from slurmx.core.spool import spool_path
-from slurmx.core.tag import leased, readable_fields
+from slurmx.core.tag import begin_floor, leased, readable_fields
 from slurmx.profile.sampling import sample_fields
 from slurmx.slurm import SlurmAdapter
 from slurmx.slurm.records import AccountingRecord, SlurmJob
@@ -24,10 +24,13 @@ from slurmx.slurm.records import AccountingRecord, SlurmJob
 __all__ = ["GroupStatus", "VariantStatus", "cancel_group", "find_group", "list_groups"]
 
 _LEASE = "SlurmxLease"  # not Slurm's: a managed variant waiting under its lease (daemon/lease.py)
+_USER_BEGIN = "SlurmxBegin"  # not Slurm's: a managed variant whose user's --begin (`b=`) is still ahead
 _WAIT_REASONS = {
     "JobHeldUser": "held: waiting for slurmxd to choose this variant",
     _LEASE: "held: waiting for slurmxd to choose this variant (if slurmxd is gone, Slurm runs one variant of the "
             "group once the lease runs out)",
+    _USER_BEGIN: "held until its --begin; then slurmxd chooses one variant (if slurmxd is gone, Slurm runs one "
+                 "once both its --begin and the lease have passed)",
     "JobHeldAdmin": "held by an administrator",
     "Priority": "queued behind higher-priority jobs",
     "Resources": "waiting for resources",
@@ -134,7 +137,7 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord], adapter: SlurmAdapte
         variants = tuple(VariantStatus(
             kind=readable_fields(j.comment)["v"], job_id=j.job_id,
             state=VariantState.HELD if _leased_waiting(j, now) else j.state,
-            reason=_LEASE if _leased_waiting(j, now) else getattr(j, "reason", ""), nodes=j.nodes,
+            reason=_lease_reason(j, now) if _leased_waiting(j, now) else getattr(j, "reason", ""), nodes=j.nodes,
             partition=j.partition, restart_count=j.restart_count, exit_code=j.exit_code) for j in shown)
         tags = readable_fields(shown[0].comment)
         groups.append(GroupStatus(gid, _variant_name(shown[0].name), ",".join(sorted({j.user for j in shown})),
@@ -147,6 +150,12 @@ def _leased_waiting(job: SlurmJob | AccountingRecord, now: float) -> bool:
     """A managed variant whose lease still runs: it waits for slurmxd as a held one would."""
     begin = getattr(job, "begin_time", None)
     return job.state is VariantState.PENDING and begin is not None and begin > now and leased(job.comment)
+
+
+def _lease_reason(job: SlurmJob | AccountingRecord, now: float) -> str:
+    """Why a leased variant waits: its user's --begin still ahead (`b=`), else slurmxd's choice."""
+    floor = begin_floor(job.comment, job.submit_time) if "b=" in job.comment else None
+    return _USER_BEGIN if floor is not None and floor > now else _LEASE
 
 
 def list_groups(adapter: SlurmAdapter, user: str | None = None, *, spool_dir: str) -> list[GroupStatus]:

@@ -212,3 +212,22 @@ def test_a_managed_variant_that_loses_silences_itself_and_a_winner_its_waiting_s
     won = _run_variant(tmp_path / "won", "managed", "12 PENDING N/A slurmx:1:g={g},v=gpu\n"
                        "13 PENDING N/A slurmx-sample:g={g},v=gpu,s=0\n", my_start="2026-01-01T00:00:01")
     assert won == ["scontrol update JobId=12,13 MailType=NONE", "scancel 12 13"]
+
+
+def test_status_says_a_managed_variant_waits_for_its_begin_then_for_slurmxd(tmp_path: Path) -> None:
+    from dataclasses import replace as copy
+
+    from slurmx.submit.groups import _WAIT_REASONS, _from_jobs
+    from tests.unit.test_profile_daemon import variant_job
+    from tests.unit.test_submitter import _LocalFolders
+
+    now = time.time()
+    waiting = {"state": VariantState.PENDING, "held": False, "reason": "BeginTime", "submit_time": int(now),
+               "begin_time": int(now + 3600)}
+    ahead = copy(variant_job(51, "g-3", "cpu", f",l=600,b={int(now + 3600)}"), **waiting)  # type: ignore[arg-type]
+    passed = copy(variant_job(52, "g-3", "gpu", f",l=600,b={int(now - 5)}"), **waiting)  # type: ignore[arg-type]
+    (tmp_path / "g-3").mkdir()
+    [group] = _from_jobs([ahead, passed], _LocalFolders(), str(tmp_path))  # type: ignore[arg-type]
+    reasons = {v.kind: _WAIT_REASONS[v.reason] for v in group.variants}
+    assert reasons["cpu"].startswith("held until its --begin")
+    assert reasons["gpu"].startswith("held: waiting for slurmxd")
