@@ -209,3 +209,40 @@ def _past(marks: Path, restarts: int, step: int) -> bool:
     except (OSError, ValueError):
         return False
     return int(run) == restarts and int(done) >= step
+
+
+def test_submitit_code_runs_unchanged_its_names_setup_and_checkpointable_preempted(
+        site_path: Path, cluster: Cluster, admin: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
+    """submitit's parameter names (the partition as the site's kinds on it, setup lines) and a class whose
+    checkpoint() returns a DelayedSubmission, preempted by the protocol slurmxd runs: it resumes from its state."""
+    from slurmx.core.config import load_site_config
+    from slurmx.daemon.preemption import preempt_and_wait
+
+    partition = load_site_config(site_path).resources["cpu"].partition
+    ex = Executor(tmp_path / "jobs", site=site_path)
+    ex.update_parameters(name=tag, mode="race", slurm_python="python3", timeout_min=5, cpus_per_task=1,
+                         slurm_partition=partition, slurm_setup=["export SETUP_MARK=from-setup"],
+                         env=calls_env(calls))
+    folder = cluster.shared / f"{tag}-steps"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    marks = folder / "step"
+    job = ex.submit(calls.SubmititTrainer(40), str(marks))
+    wait_until(lambda: len(_steps(marks)) >= 5, 180, "run 0 past step 5")
+    ran = job.variant
+    job_id = dict(job.variants)[ran or ""]
+    outcome = preempt_and_wait(admin, job_id, 30, spool_dir=job.folder, reason="integration test", poll=0.5)
+    assert outcome.error is None, outcome.line()
+    out = job.result(timeout=300)
+    assert out["done"] == list(range(40)) and out["restarts"] == 1 and out["setup"] == "from-setup"
+    steps = _steps(marks)
+    assert sorted(step for _, step in steps) == list(range(40))  # every step once: resumed, not restarted
+    assert {run for run, _ in steps} == {0, 1}
+
+
+def _steps(marks: Path) -> list[tuple[int, int]]:
+    """(run, step) of each step the call logged."""
+    try:
+        return [(int(run), int(step)) for run, step in (line.split() for line in marks.read_text().splitlines())]
+    except (OSError, ValueError):
+        return []
