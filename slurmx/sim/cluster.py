@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurmx.core.model import Node, Partition
+from slurmx.core.placement import Placement
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
 
@@ -51,11 +52,16 @@ class SimulationInvariantError(SimulationError):
 
 @dataclass(frozen=True, slots=True)
 class NodeShape:
-    """`count` identical nodes named `prefix` + a zero-padded number."""
+    """`count` identical nodes named `prefix` + a zero-padded number, each with the node `features` a variant's
+    constraint asks for (Slurm's `Features=`)."""
 
     count: int
     capacity: Resources
     prefix: str
+    features: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", tuple(self.features))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +76,17 @@ class PartitionShape:
 class _SimNode:
     """Mutable allocation state of one node (its immutable `Node` view lives in `ModelCluster.node_views`)."""
 
-    __slots__ = ("allocated", "capacity", "capacity_res", "index", "name", "partition", "partitions")
+    __slots__ = ("allocated", "capacity", "capacity_res", "features", "index", "name", "partition", "partitions")
 
-    def __init__(self, index: int, name: str, partition: str, capacity: Vector, capacity_res: Resources) -> None:
+    def __init__(self, index: int, name: str, partition: str, capacity: Vector, capacity_res: Resources,
+                 features: tuple[str, ...] = ()) -> None:
         self.index = index
         self.name = name
         self.partition = partition
         self.partitions = (partition,)  # as its views show them
         self.capacity = capacity
         self.capacity_res = capacity_res  # what its every view shows: built once
+        self.features = features
         self.allocated: list[int] = [0] * len(capacity)
 
 
@@ -145,7 +153,7 @@ class ModelCluster:
                 if name in self.index:
                     raise SimulationError(f"cluster: node name {name!r} is used twice")
                 vec = self.vector(group.capacity)
-                node = _SimNode(len(self.nodes), name, shape.name, vec, self.resources(vec))
+                node = _SimNode(len(self.nodes), name, shape.name, vec, self.resources(vec), group.features)
                 self.index[name] = node.index
                 self.nodes.append(node)
                 names.append(name)
@@ -188,6 +196,13 @@ class ModelCluster:
             if len(self._res_cache) < 65_536:
                 self._res_cache[key] = res
         return res
+
+    def admitted(self, kind: str, placement: Placement, vec: Vector) -> list[int]:
+        """The nodes of `kind` (first-fit order) whose features and names `placement` admits and whose capacity
+        holds `vec`: those that could ever hold such a variant, whatever runs on them now."""
+        nodes = self.nodes
+        return [i for i in self.kind_nodes.get(kind, ()) if placement.admits(nodes[i].name, nodes[i].features)
+                and all(v <= c for v, c in zip(vec, nodes[i].capacity, strict=True))]
 
     def capacity(self, index: int) -> Vector:
         return self.nodes[index].capacity
@@ -301,7 +316,7 @@ class ModelCluster:
             state = "ALLOCATED"
         else:
             state = "MIXED"
-        view = Node(node.name, node.partitions, node.capacity_res, allocated, state)
+        view = Node(node.name, node.partitions, node.capacity_res, allocated, state, node.features)
         # The model knows what is free (never negative here) and that the node is up: fill Node's memo fields
         # with the shared Resources object instead of letting the first reader subtract.
         object.__setattr__(view, "_free", self.resources([c - a for c, a in zip(node.capacity, node.allocated,

@@ -25,9 +25,9 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from slurmx.core.config import PolicyConfig
 from slurmx.core.resources import Resources, parse_gres
@@ -97,6 +97,25 @@ class _Capacity(_Model):
         return _gres(value)
 
 
+def _features(value: Any) -> Any:
+    """`features: bigmem,x86` as Slurm's `Features=` writes them, or a YAML list."""
+    return tuple(f.strip() for f in value.split(",") if f.strip()) if isinstance(value, str) else value
+
+
+_FEATURE_NAME = r"^[A-Za-z0-9_.:+-]+$"  # what a constraint can name (core/placement.py)
+
+
+class _Featured(_Capacity):
+    """`features`: the node features a variant's constraint (`--constraint`) asks for."""
+
+    features: tuple[Annotated[str, StringConstraints(pattern=_FEATURE_NAME)], ...] = ()
+
+    @field_validator("features", mode="before")
+    @classmethod
+    def _parse_features(cls, value: Any) -> Any:
+        return _features(value)
+
+
 class NodeSpecConfig(_Capacity):
     """One node's capacity (`cpus`, `mem`, `gres`)."""
 
@@ -108,15 +127,16 @@ class NodeSpecConfig(_Capacity):
         return Resources(self.cpus, self.mem_mb, self.gres)
 
 
-class NodeGroupConfig(NodeSpecConfig):
-    """`nodes` identical nodes; names are `prefix` + a zero-padded number."""
+class NodeGroupConfig(NodeSpecConfig, _Featured):
+    """`nodes` identical nodes; names are `prefix` + a zero-padded number; `features` as Slurm's `Features=`."""
 
     nodes: int = Field(ge=1, le=MAX_NODES)
     prefix: str | None = None
 
 
-class PartitionConfig(_Capacity):
-    """A partition serving one kind: one homogeneous block (`nodes`, `cpus`, `mem`, `gres`) or a list of `groups`."""
+class PartitionConfig(_Featured):
+    """A partition serving one kind: one homogeneous block (`nodes`, `cpus`, `mem`, `gres`, `features`) or a list
+    of `groups`, each with its own features."""
 
     name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
     kind: str | None = None
@@ -130,8 +150,8 @@ class PartitionConfig(_Capacity):
     @model_validator(mode="after")
     def _one_shape(self) -> PartitionConfig:
         block = (self.nodes, self.cpus, self.mem_mb)
-        if self.groups and (any(v is not None for v in block) or self.gres):
-            raise ValueError("give either nodes/cpus/mem/gres or groups, not both")
+        if self.groups and (any(v is not None for v in block) or self.gres or self.features):
+            raise ValueError("give either nodes/cpus/mem/gres/features or groups, not both")
         if not self.groups and any(v is None for v in block):
             raise ValueError("needs nodes, cpus and mem (or a list of groups)")
         return self
@@ -139,10 +159,10 @@ class PartitionConfig(_Capacity):
     def shape(self) -> PartitionShape:
         prefix = self.prefix or self.name
         if self.groups:
-            shapes = tuple(NodeShape(g.nodes, g.capacity(), g.prefix or prefix) for g in self.groups)
+            shapes = tuple(NodeShape(g.nodes, g.capacity(), g.prefix or prefix, g.features) for g in self.groups)
         else:
             assert self.nodes is not None and self.cpus is not None and self.mem_mb is not None
-            shapes = (NodeShape(self.nodes, Resources(self.cpus, self.mem_mb, self.gres), prefix),)
+            shapes = (NodeShape(self.nodes, Resources(self.cpus, self.mem_mb, self.gres), prefix, self.features),)
         return PartitionShape(self.name, self.kind or self.name, shapes)
 
 

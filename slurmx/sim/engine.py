@@ -34,12 +34,13 @@ import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView
+from slurmx.core.placement import ANYWHERE
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
-from slurmx.policies.base import Policy, max_nodes, queue_window, waits_for_release
+from slurmx.policies.base import Policy, queue_window, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
@@ -146,6 +147,7 @@ class Engine(IsolationSteps, ViewSteps):
         self._util_cols = tuple((p, d) for p in cluster.partitions for d in cluster.dims)
         self._ran = False
         self._largest = {}
+        self._placeable = {}
         # A policy that waits for a release is not asked again while its last plan left groups waiting and the
         # instant brought only arrivals (no room given back, no group shown late, older than the queue's end).
         self._waits_for_release = waits_for_release(policy)
@@ -159,7 +161,6 @@ class Engine(IsolationSteps, ViewSteps):
         self._releases_seen = 0
         self._late_visible = False
         self._skipped_calls = 0
-        self._widest = max_nodes(policy)
         self._vectors: dict[tuple[str, Resources], Vector] = {}
         self._next_vid = 1
         self._error_rng = (np.random.default_rng([self.options.seed, 0x5E57])
@@ -178,25 +179,19 @@ class Engine(IsolationSteps, ViewSteps):
     # ---- set-up ----------------------------------------------------------------------------------------
 
     def _check_all(self, jobs: Iterable[SimJob]) -> None:
-        """Check every job of a sequence before the run starts (the checks a stream gets as each job is read),
-        and refuse at once a workload the policy can never serve whole."""
+        """Check every job of a sequence before the run starts (the checks a stream gets as each job is read)."""
         seen = self._seen_ids  # the run's set of ids read: filled here once for a sequence
-        too_wide: list[tuple[str, str, int]] = []  # (job, a kind, its nodes) of jobs the policy can never start
         for job in jobs:
-            wide = self._check(job, seen)[1]
-            if wide is not None:
-                too_wide.append(wide)
-        if too_wide:
-            raise self._too_wide_error(too_wide[0], len(too_wide))
+            self._check(job, seen)
 
-    def _check(self, job: SimJob, seen: set[str]) -> tuple[list[str], tuple[str, str, int] | None]:
+    def _check(self, job: SimJob, seen: set[str]) -> list[str]:
         """One job's checks: its id not in `seen` (then added), its variants against the cluster; returns the kinds
-        served and, when the policy can start it on none of them, (job, kind, nodes) for the refusal."""
+        served. A variant wider than the policy places is not refused: the cycle hands it over
+        (`cycle/handover.py`)."""
         if job.job_id in seen:
             raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
         seen.add(job.job_id)
-        kinds = self._served_kinds(job)
-        return kinds, self._too_wide(job, kinds)
+        return self._served_kinds(job)
 
     def _served_kinds(self, job: SimJob) -> list[str]:
         """The job's kinds this cluster serves, each variant checked against its partition's nodes."""
@@ -209,24 +204,13 @@ class Engine(IsolationSteps, ViewSteps):
                 self._vectors[key] = self._checked_vector(job, kind, variant.request)
             if variant.nodes != 1:
                 self._check_node_count(job, kind, variant.nodes)
+            if variant.placement is not ANYWHERE:
+                self._check_placement(job, kind, self._vectors[key], variant.nodes, variant.placement)
             kinds.append(kind)
         if not kinds:
             raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
                                   f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
         return kinds
-
-    def _too_wide(self, job: SimJob, kinds: list[str]) -> tuple[str, str, int] | None:
-        widest = self._widest
-        if widest is not None and all(job.variants[k].nodes > widest for k in kinds):
-            return job.job_id, kinds[0], job.variants[kinds[0]].nodes
-        return None
-
-    def _too_wide_error(self, first: tuple[str, str, int], count: int) -> SimulationError:
-        job_id, kind, nodes = first
-        return SimulationError(
-            f"policy {self.policy.name} starts a job on at most {self._widest} node(s); {count:,} jobs run "
-            f"only on more (first: job {job_id} variant {kind} on {nodes} nodes): replay them with fifo, or "
-            "leave the wide jobs out")
 
     def _error_factors(self, job: SimJob) -> dict[str, float] | None:
         """The estimate error model's factor per variant: one draw per variant, served or not, in job order, so
@@ -247,12 +231,7 @@ class Engine(IsolationSteps, ViewSteps):
                                   f"job read before it (t={self._last_submit:g}); a streamed workload must come "
                                   "in submit order")
         self._last_submit = job.submit_time
-        if self._total is None:
-            kinds, wide = self._check(job, self._seen_ids)
-            if wide is not None:
-                raise self._too_wide_error(wide, 1)
-        else:
-            kinds = self._served_kinds(job)
+        kinds = self._check(job, self._seen_ids) if self._total is None else self._served_kinds(job)
         j = JobState(self._read, job)
         self._read += 1
         factors = self._error_factors(job)
@@ -261,7 +240,7 @@ class Engine(IsolationSteps, ViewSteps):
             base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
             estimate = float(base * factors[kind]) if factors is not None else float(base)
             j.facts[kind] = KindFacts(variant.request, self._vectors[(kind, variant.request)], estimate,
-                                      self._next_vid, variant.nodes)
+                                      self._next_vid, variant.nodes, variant.placement)
             self._next_vid += 1
         j.kinds = tuple(kinds)
         self._jobs[j.idx] = j

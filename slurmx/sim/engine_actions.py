@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from slurmx.core.actions import Cancel, Hold, Preempt, Release, Resize, SetPriority, Start
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.cycle import Outcome
 from slurmx.cycle.log import REFUSED, REPEATED
@@ -52,8 +53,9 @@ class ActionSteps(EngineState):
 
     def _release(self, j: JobState, t: float) -> None:
         self._releases += 1
+        cluster = self.cluster
         for node in j.nodes:
-            self.cluster.release(node, j.alloc_vec, j.group_id, t)
+            cluster.release(node, cluster.nodes[node].capacity if j.whole else j.alloc_vec, j.group_id, t)
         self._alloc_changed = True
         self._busy -= 1
         j.nodes = ()
@@ -163,9 +165,12 @@ class ActionSteps(EngineState):
         request = facts.request
         alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
         vec = facts.vector if alloc is request else self.cluster.vector(alloc)
-        nodes = self._start_nodes(a, vec, facts.node_count, now)
-        for node in nodes:
-            self.cluster.allocate(node, vec, a.group_id, now)
+        placement = facts.placement
+        nodes = self._start_nodes(a, vec, facts.node_count, placement, now)
+        whole = placement.exclusive
+        for node in nodes:  # an exclusive variant holds the whole node (`Variant.taken_on`)
+            self.cluster.allocate(node, self.cluster.nodes[node].capacity if whole else vec, a.group_id, now)
+        j.whole = whole
         self._moves += 1
         speed = 1.0
         if j.job.speed is not None and alloc is not request:
@@ -212,9 +217,10 @@ class ActionSteps(EngineState):
         self._dirty[j.idx] = None
         return None
 
-    def _start_nodes(self, a: Start, vec: Vector, count: int, now: float) -> tuple[int, ...]:
-        """The nodes a start takes: the ones it names (exactly the variant's node count, distinct), or the
-        first `count` with room, as Slurm picks them for a job it is not told where to run."""
+    def _start_nodes(self, a: Start, vec: Vector, count: int, placement: Placement, now: float) -> tuple[int, ...]:
+        """The nodes a start takes: the ones it names (exactly the variant's node count, distinct, each one its
+        placement admits), or the first `count` with room it admits, as Slurm picks them for a job it is not told
+        where to run."""
         partition = self.cluster.kinds.get(a.kind)
         if partition is None:
             raise SimulationError(f"t={now:g}: Start {a.group_id}: no partition serves kind {a.kind!r}")
@@ -222,13 +228,31 @@ class ActionSteps(EngineState):
             if len(a.nodes) != count or len(set(a.nodes)) != count:
                 raise SimulationError(f"t={now:g}: Start {a.group_id}: names {len(a.nodes)} node(s) "
                                       f"({', '.join(a.nodes)}) for a variant that runs on {count} distinct nodes")
-            return tuple(self._named_node(a, name, partition, now) for name in a.nodes)
+            chosen = tuple(self._named_node(a, name, partition, now) for name in a.nodes)
+            if placement is not ANYWHERE:
+                for index in chosen:
+                    self._check_admits(a, index, placement, now)
+            return chosen
         found = self.cluster.fitting(a.kind, vec)
+        if placement is not ANYWHERE:
+            found = [i for i in found if self._admits(int(i), placement)]
         if len(found) < count:
             some = "no node" if count == 1 else f"{len(found)} of the {count} nodes needed"
             raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: {some} of partition {partition} has "
                                            f"room for {self.cluster.resources(vec)}; the policy over-allocates")
         return tuple(int(i) for i in found[:count])
+
+    def _admits(self, index: int, placement: Placement) -> bool:
+        node = self.cluster.nodes[index]
+        return placement.admits(node.name, node.features, not any(node.allocated))
+
+    def _check_admits(self, a: Start, index: int, placement: Placement, now: float) -> None:
+        """A policy that starts a variant on a node its placement does not admit breaks the model's rules."""
+        if not self._admits(index, placement):
+            node = self.cluster.nodes[index]
+            busy = " (not idle)" if any(node.allocated) else ""
+            raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: node {node.name}{busy} is not one its "
+                                           f"{a.kind} variant may run on ({placement.describe()})")
 
     def _named_node(self, a: Start, name: str, partition: str, now: float) -> int:
         index = self.cluster.index.get(name)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from slurmx.core.actions import Resize
 from slurmx.core.model import EndKey
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.sim.cluster import ModelCluster, SimulationError, Vector
 from slurmx.sim.config import EngineOptions
@@ -39,6 +40,7 @@ class KindFacts(NamedTuple):
     est_total: float  # the scheduler's estimate of the whole run there (s)
     vid: int  # the variant's id in the view
     node_count: int = 1  # nodes it takes at once, `request` on each
+    placement: Placement = ANYWHERE  # where it may run; exclusive: it holds each of its nodes whole
 
 
 class JobState:
@@ -48,7 +50,7 @@ class JobState:
         "alloc", "alloc_vec", "beneficiary", "complete_at", "done", "end_filed", "facts", "first_start",
         "grace_deadline", "group_id", "held", "idx", "job", "kind", "kinds", "listed", "marked_nodes", "nodes",
         "preempted_at", "preemptions", "priority", "productive", "rate", "requeue_time", "resize_to",
-        "run_estimate", "seg_start", "status", "version",
+        "run_estimate", "seg_start", "status", "version", "whole",
     )
 
     def __init__(self, idx: int, job: SimJob) -> None:
@@ -60,6 +62,7 @@ class JobState:
         self.facts: dict[str, KindFacts] = {}  # per kind it can run on: one small tuple, not four dicts per job
         self.kind: str | None = None
         self.nodes: tuple[int, ...] = ()  # where it runs: one node, or all of a multi-node job's
+        self.whole = False  # it runs exclusive: each of its nodes is held whole, whatever `alloc` says
         self.alloc: Resources = Resources()
         self.alloc_vec: Vector = ()
         self.rate = 0.0
@@ -105,6 +108,7 @@ class EngineState:
     _record_order: array[int]  # each record's job `idx`: the result lists records in submission order
     _alloc_changed: bool  # a sample of the allocation is due at the end of the instant
     _largest: dict[str, Vector]  # kind -> the largest node of its partition
+    _placeable: dict[tuple[str, Vector, Placement], int]  # how many nodes of the kind could ever hold such a variant
 
     def _push(self, t: float, prio: int, payload: int, version: int = 0) -> None:
         self._seq += 1
@@ -130,3 +134,16 @@ class EngineState:
         if count < 1 or count > have:
             raise SimulationError(f"job {job.job_id} variant {kind}: runs on {count} nodes; partition "
                                   f"{self.cluster.kinds[kind]} has {have}")
+
+    def _check_placement(self, job: SimJob, kind: str, vec: Vector, count: int, placement: Placement) -> None:
+        """A variant with a placement rule needs `count` nodes of its partition the rule admits, each large enough
+        for its request (set-up): else it could never run, and a replay would stall on it hours later."""
+        key = (kind, vec, placement)
+        have = self._placeable.get(key)
+        if have is None:
+            have = self._placeable[key] = len(self.cluster.admitted(kind, placement, vec))
+        if have < count:
+            some = "no node" if not have else f"only {have} node{'s' * (have != 1)}"
+            raise SimulationError(f"job {job.job_id} variant {kind}: its placement ({placement.describe()}) admits "
+                                  f"{some} of partition {self.cluster.kinds[kind]} that can hold "
+                                  f"{self.cluster.resources(vec)}; it runs on {count}")

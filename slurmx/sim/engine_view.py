@@ -246,7 +246,7 @@ class ViewSteps(EngineState):
             facts = j.facts
             variants = tuple(
                 Variant(j.group_id, k, facts[k].vid, state, facts[k].request, kinds[k], (), facts[k].est_total * share,
-                        j.priority, job.submit_time, node_count=facts[k].node_count)
+                        j.priority, job.submit_time, node_count=facts[k].node_count, placement=facts[k].placement)
                 for k in j.kinds)
         else:
             assert j.kind is not None
@@ -254,7 +254,7 @@ class ViewSteps(EngineState):
             ran = j.facts[j.kind]
             variants = (Variant(j.group_id, j.kind, ran.vid, VariantState.RUNNING, j.alloc, kinds[j.kind],
                                 tuple(nodes[n].name for n in j.nodes), j.run_estimate, j.priority, job.submit_time,
-                                j.seg_start, node_count=ran.node_count),)
+                                j.seg_start, node_count=ran.node_count, placement=ran.placement),)
         return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
                      preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
                      preempted_for=j.beneficiary, preempted_nodes=j.marked_nodes, requeue_time=j.requeue_time)

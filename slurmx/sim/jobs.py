@@ -1,9 +1,10 @@
 """The simulator's job model: the contract between workload generators / trace loaders and the engine.
 
 A job is one logical group with one variant per resource kind it can use. Each variant states what it
-requests and how long the work takes there (the truth), and optionally what the scheduler believes
-(the estimate). Paper-specific extras (tasks, deadlines, accuracy curves, sensitivity matrices) live in
-`meta` so the engine stays generic.
+requests and how long the work takes there (the truth), optionally what the scheduler believes (the
+estimate), on how many nodes it runs and where it may (`Placement`: features, -w/-x, whole nodes).
+Paper-specific extras (tasks, deadlines, accuracy curves, sensitivity matrices) live in `meta` so the
+engine stays generic.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from slurmx.core.model import JobClass
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 
 __all__ = ["SimJob", "SimVariant", "SpeedFunction"]
@@ -32,6 +34,7 @@ class SimVariant:
     duration_s: float
     estimate_s: float | None = None  # what the scheduler is told; None = the truth is known
     nodes: int = 1  # how many nodes it runs on, `request` on each, all at once (an HPC job's -N)
+    placement: Placement = ANYWHERE  # where it may run: node features, required/excluded nodes, whole nodes
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,18 +50,19 @@ def _keep_fitting(jobs: Sequence[SimJob], largest: Mapping[str, Sequence[Resourc
 
 
 def partitions_from_machines(machines: Sequence[tuple[str, Resources, str]], jobs: Sequence[SimJob]) -> SizedCluster:
-    """Partitions `gpu` (machines with GPUs) and `cpu` (the rest) from a trace's machine list."""
-    by_kind: dict[str, Counter[Resources]] = {"gpu": Counter(), "cpu": Counter()}
-    for _name, capacity, _model in machines:
+    """Partitions `gpu` (machines with GPUs) and `cpu` (the rest) from a trace's machine list; a machine's GPU
+    model is its node feature (what a pod's `gpu_spec` asks for, as a constraint)."""
+    by_kind: dict[str, Counter[tuple[Resources, str]]] = {"gpu": Counter(), "cpu": Counter()}
+    for _name, capacity, model in machines:
         kind = "gpu" if capacity.gres.get("gpu", 0) > 0 else "cpu"
         clean = Resources(capacity.cpus, capacity.mem_mb, {k: v for k, v in capacity.gres.items() if v > 0})
-        by_kind[kind][clean] += 1
+        by_kind[kind][(clean, model)] += 1
     partitions = []
     for kind, shapes in by_kind.items():
         if not shapes:
             continue
-        groups = tuple(NodeShape(count, cap, f"{kind[0]}{i}-")
-                       for i, (cap, count) in enumerate(sorted(shapes.items(), key=lambda kv: str(kv[0]))))
+        groups = tuple(NodeShape(count, cap, f"{kind[0]}{i}-", (model,) if model else ())
+                       for i, ((cap, model), count) in enumerate(sorted(shapes.items(), key=lambda kv: str(kv[0]))))
         partitions.append(PartitionShape(kind, kind, groups))
     largest = {p.kind: [g.capacity for g in p.nodes] for p in partitions}
     kept, skipped = _keep_fitting(jobs, largest)

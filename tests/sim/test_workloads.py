@@ -83,7 +83,7 @@ def test_generate_validates_names_and_keys() -> None:
         generate("gavel")
     with pytest.raises(ConfigError) as exc:
         generate("fitgpp", {"te_share": 0.5})
-    assert "te_share: unknown key; valid keys: n_jobs, te_fraction" in str(exc.value)
+    assert "te_share: unknown key; valid keys: placement, n_jobs, te_fraction" in str(exc.value)
     with pytest.raises(ConfigError, match="te_fraction: must be <= 1"):
         generate("fitgpp", {"te_fraction": 1.5})
     with pytest.raises(ValueError, match="takes FitgppParams"):

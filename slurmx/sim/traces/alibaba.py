@@ -4,6 +4,9 @@ Columns (upstream README): name, cpu_milli, memory_mib, num_gpu, gpu_milli (shar
 num_gpu = 1), gpu_spec, qos (LS, BE, Burstable, Guaranteed), pod_phase (Running, Succeeded, Failed, Pending),
 creation_time, deletion_time, scheduled_time (seconds). A pod becomes one job with one variant: `gpu` when it
 asks for GPUs, else `cpu`. The trace is what it is; every gap we fill is listed in `LoadedTrace.assumptions`.
+`gpu_spec` names the GPU models a pod accepts ("V100M16|V100M32"): with `gpu_spec="constraint"` it becomes the
+gpu variant's constraint, to run on the trace's own machines (`load_alibaba_nodes`), whose GPU model is each
+node's feature (`sizing.partitions_from_machines`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from slurmx.core.model import JobClass
+from slurmx.core.placement import ANYWHERE, ConstraintError, Placement
 from slurmx.core.resources import Resources
-from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, assemble
+from slurmx.sim.traces.common import CsvRows, JobRow, LoadedTrace, ResourceCache, Row, assemble
 from slurmx.sim.traces.options import checked_options
 
 __all__ = ["ALIBABA_COLUMNS", "TraceNode", "load_alibaba", "load_alibaba_nodes"]
@@ -36,19 +40,23 @@ def load_alibaba(
     te_qos: Collection[str] = ("LS", "Burstable", "Guaranteed"),
     gpu_share: Literal["whole", "milli"] = "whole",
     user: str = "alibaba",
+    gpu_spec: Literal["meta", "constraint"] = "meta",
 ) -> LoadedTrace:
     """Load an `openb_pod_list_*.csv`. `limit` keeps the first `limit` usable pods in file order.
 
     `gpu_share="whole"` gives a fractional-GPU pod a whole GPU (`gres gpu:1`); `"milli"` requests
     `gpu_milli:<num_gpu * gpu_milli>` instead, for a cluster model whose nodes count GPU thousandths.
     Pending pods never ran (no scheduled_time) and are skipped; the count is in `skipped`.
+    `gpu_spec="meta"` keeps a pod's GPU models in `meta` only; `"constraint"` also makes them its gpu variant's
+    constraint (a cluster without those node features then refuses such a pod at set-up, in one line).
     """
     qos_class = {q: JobClass.BE for q in be_qos} | {q: JobClass.TE for q in te_qos}
     expected_qos = ", ".join(sorted(qos_class))
     cache = ResourceCache()
     rows: list[JobRow] = []
     skipped = {"pending": 0, "zero_duration": 0}
-    fractional_cpu = fractional_gpu = censored = failed = 0
+    fractional_cpu = fractional_gpu = censored = failed = pinned = 0
+    placements: dict[str, Placement] = {}
     for row in CsvRows(path, ALIBABA_COLUMNS):
         if limit is not None and len(rows) >= limit:
             break
@@ -87,16 +95,22 @@ def load_alibaba(
             fractional_gpu += 0 < gpu_milli < 1000
         censored += phase == "Running"
         failed += phase == "Failed"
+        spec = row.text("gpu_spec") if "gpu_spec" in row.index else ""
+        placement = ANYWHERE
+        if spec and kind == "gpu" and gpu_spec == "constraint":
+            placement = placements.get(spec) or placements.setdefault(spec, _constraint(row, spec))
+            pinned += 1
         meta = {
             "qos": qos,
             "pod_phase": phase,
             "censored": phase == "Running",
             "cpu_milli": cpu_milli,
             "gpu_milli": gpu_milli,
-            "gpu_spec": row.text("gpu_spec") if "gpu_spec" in row.index else "",
+            "gpu_spec": spec,
             "wait_s": scheduled - created,
         }
-        rows.append(JobRow(created, name, user, kind, request, deleted - scheduled, None, qos_class[qos], meta))
+        rows.append(JobRow(created, name, user, kind, request, deleted - scheduled, None, qos_class[qos], meta,
+                           placement=placement))
     jobs, base = assemble(rows)
     assumptions = [
         "submit time = creation_time; duration = deletion_time - scheduled_time (the time the pod held its resources)",
@@ -116,11 +130,22 @@ def load_alibaba(
         )
     else:
         assumptions.append("GPU requests are in GPU thousandths: gres gpu_milli = num_gpu * gpu_milli")
+    if gpu_spec == "constraint":
+        assumptions.append(f"{pinned} GPU pods name the GPU models they accept (gpu_spec): each is its constraint, "
+                           "met by the nodes of those models")
     if skipped["pending"]:
         assumptions.append(f"{skipped['pending']} Pending pods never ran (no scheduled_time) and are skipped")
     if base:
         assumptions.append(f"submit times shifted by -{base:g} s so the first submission is at 0")
     return LoadedTrace(jobs, tuple(assumptions), f"alibaba:{path}", {k: v for k, v in skipped.items() if v})
+
+
+def _constraint(row: Row, spec: str) -> Placement:
+    """A pod's `gpu_spec` as a constraint ("V100M16|V100M32": any of these models); one line when unreadable."""
+    try:
+        return Placement(spec)
+    except ConstraintError as exc:
+        row.fail("gpu_spec", f"GPU models joined by | ({exc})", spec)
 
 
 class TraceNode(NamedTuple):

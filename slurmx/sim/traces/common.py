@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import IO, Any, NamedTuple, NoReturn
 
 from slurmx.core.model import JobClass
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.traces.errors import TraceError
@@ -213,6 +214,7 @@ class JobRow(NamedTuple):
     job_class: JobClass
     meta: dict[str, Any]
     nodes: int = 1  # `request` is per node on this many nodes (an HPC job's -N)
+    placement: Placement = ANYWHERE  # where it may run, when the trace says (a GPU model asked for)
 
 
 def assemble(rows: list[JobRow], *, rebase: bool = True) -> tuple[tuple[SimJob, ...], float]:
@@ -231,7 +233,8 @@ def job_of(row: JobRow, base: float) -> SimJob:
         job_id=row.job_id,
         user=row.user,
         submit_time=row.submit - base,
-        variants={row.kind: SimVariant(row.kind, row.request, row.duration_s, row.estimate_s, row.nodes)},
+        variants={row.kind: SimVariant(row.kind, row.request, row.duration_s, row.estimate_s, row.nodes,
+                                       row.placement)},
         job_class=row.job_class,
         meta=row.meta,
     )

@@ -4,6 +4,7 @@ Published header (HeliosData): job_id, user, vc, gpu_num, cpu_num, node_num, sta
 start_time, end_time, duration, queue; times are `YYYY-MM-DD HH:MM:SS` wall-clock strings, duration and
 queue are seconds. Helios records CPUs but not memory, so memory is `mem_per_cpu_mb` per CPU (default from
 the Helios node: 2 x Xeon Gold 6146, 48 hardware threads, 376 GB, i.e. about 8000 MB per thread).
+No column names a GPU model or node feature (`vc` is a tenant's quota, not a machine type): jobs run anywhere.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Neither format has CPU or memory requests, so each GPU brings `cpus_per_gpu` CPUs and `mem_per_gpu_mb` of
 memory; the defaults are Synergy's GPU-proportional share on the 8-GPU / 24-CPU / 500 GB servers it used for
 its Philly runs (3 CPUs and 62.5 GB per GPU, `../shared/papers/synergy.md` §1.1, §4.1). Philly has no job
-classes either: every job is best-effort unless `job_class` says otherwise.
+classes either: every job is best-effort unless `job_class` says otherwise. Neither names a GPU model or node
+feature (the raw log's machines are addresses): jobs run anywhere.
 """
 
 from __future__ import annotations

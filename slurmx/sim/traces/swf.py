@@ -12,6 +12,9 @@ processors than a node has runs on ceil(processors / node size) nodes, ceil(proc
 Slurm's `-n` on whole nodes. Memory fields are per processor by the format, but some logs write a job's or a
 node's total there (a 16-CPU METACENTRUM job would hold 418 GB): a per-processor value above
 `max_mem_per_cpu_mb` is read as the job's total instead, and how many jobs were read each way is stated.
+
+No field names a machine type or node feature (15 queue and 16 partition are numbers for the log's own queues),
+so every job runs anywhere in its partition: no constraint is read from an SWF log.
 """
 
 from __future__ import annotations

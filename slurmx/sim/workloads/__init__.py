@@ -2,7 +2,8 @@
 
 Every parameter lives in one frozen params model per paper (defaults from `../shared/papers/`, the rest
 documented in docs/workloads.md). `generate("fitgpp", {"te_fraction": 0.5}, seed=1)` is how a config file
-reaches them: unknown names or keys fail at once with the valid ones listed.
+reaches them: unknown names or keys fail at once with the valid ones listed. Every generator also takes
+`placement: {constrained_fraction, constraints, multi_node_fraction, multi_node_max}` (`workloads/placement.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from slurmx.sim.workloads.allox import AlloxParams, allox
 from slurmx.sim.workloads.common import WorkloadParams, offered_load, with_submit_times
 from slurmx.sim.workloads.fitgpp import FitgppParams, calibrated_horizon, fitgpp, fitgpp_capacity
 from slurmx.sim.workloads.mlfs import AccuracyCurve, MlfsParams, mlfs, mlfs_from_trace, task_graph
+from slurmx.sim.workloads.placement import with_placement
 from slurmx.sim.workloads.synergy import PHILLY_MULTI_GPU, SynergyParams, SynergySpeed, load_synergy_joblist, synergy
 from slurmx.sim.workloads.zhao import ZhaoParams, ZhaoWorkload, zhao, zhao_batches
 
@@ -44,6 +46,7 @@ __all__ = [
     "offered_load",
     "synergy",
     "task_graph",
+    "with_placement",
     "with_submit_times",
     "zhao",
     "zhao_batches",
@@ -74,4 +77,9 @@ def generate(name: str, params: Mapping[str, Any] | BaseModel | None = None, see
         chosen = params
     else:
         chosen = validate_model(model, dict(params or {}), f"workload {name}")
-    return generator(chosen, seed)
+    jobs = generator(chosen, seed)
+    mix = chosen.placement
+    if mix.any:
+        jobs = with_placement(jobs, seed, constrained_fraction=mix.constrained_fraction, constraints=mix.constraints,
+                              multi_node_fraction=mix.multi_node_fraction, multi_node_max=mix.multi_node_max)
+    return jobs

@@ -12,14 +12,16 @@ from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.special import ndtr, ndtri
 
+from slurmx.core.placement import ConstraintError, parse_constraint
 from slurmx.core.resources import Resources
 from slurmx.sim.jobs import SimJob
 
 __all__ = [
     "FloatArray",
+    "PlacementMix",
     "WorkloadParams",
     "gb_to_mb",
     "make_rng",
@@ -38,11 +40,40 @@ MAX_JOBS = 5_000_000
 before failing, so it is one line at once instead (a run of 1M jobs peaks near 2.5 GB today)."""
 
 
+class PlacementMix(BaseModel):
+    """`placement:` on every generator's params: a seeded share of the groups made constrained (`constraints`,
+    kind -> `--constraint` expression) or multi-node (2 to `multi_node_max` nodes); `workloads/placement.py`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    constrained_fraction: float = Field(0.0, ge=0, le=1)
+    constraints: dict[str, str] = Field(default_factory=dict)
+    multi_node_fraction: float = Field(0.0, ge=0, le=1)
+    multi_node_max: int = Field(4, ge=2, le=1024)
+
+    @property
+    def any(self) -> bool:
+        return self.constrained_fraction > 0 or self.multi_node_fraction > 0
+
+    @model_validator(mode="after")
+    def _readable(self) -> PlacementMix:
+        if self.constrained_fraction > 0 and not self.constraints:
+            raise ValueError("constrained_fraction needs constraints: the constraint per kind, e.g. {cpu: bigmem}")
+        for kind, text in self.constraints.items():
+            try:
+                parse_constraint(text)
+            except ConstraintError as exc:
+                raise ValueError(f"constraints.{kind}: {exc}") from None
+        return self
+
+
 class WorkloadParams(BaseModel):
     """Base of every generator's parameters: typed, frozen, unknown keys rejected (a typo is an error), no inf or
     NaN, and at most MAX_JOBS jobs planned."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    placement: PlacementMix = Field(default_factory=PlacementMix)  # constrained and multi-node groups; none
 
     def planned_jobs(self) -> int:
         """How many jobs these parameters make (generators override it)."""
