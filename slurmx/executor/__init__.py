@@ -16,9 +16,10 @@ from slurmx.executor.helpers import as_completed
 from slurmx.executor.job import Job, JobError, JobPaths, RemoteTraceback
 from slurmx.executor.local import LocalJob
 from slurmx.executor.payload import NotYours
+from slurmx.executor.sequence import FunctionSequence
 
-__all__ = ["DebugJob", "Executor", "Job", "JobError", "JobPaths", "LocalJob", "NotYours", "RemoteTraceback", "Resume",
-           "as_completed"]
+__all__ = ["DebugJob", "Executor", "FunctionSequence", "Job", "JobError", "JobPaths", "LocalJob", "NotYours",
+           "RemoteTraceback", "Resume", "as_completed"]
 
 
 class Resume(NamedTuple):

@@ -25,7 +25,7 @@ from typing import Any
 import cloudpickle
 
 from slurmx.core.userfiles import OverCap, UntrustedFile, read_own_file
-from slurmx.executor import jobside
+from slurmx.executor import jobside, sequence
 from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.transport import LocalTransport
 
@@ -33,6 +33,8 @@ __all__ = ["LOCAL_MODULE", "OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeErro
            "folder_files", "job_script", "pickle_call", "read_outcome", "read_own_output", "runtime_zip"]
 
 OUTCOME = jobside.OUTCOME
+# The nodes have the job side but not slurmx: the executor's own helpers travel by value (bytecode).
+cloudpickle.register_pickle_by_value(sequence)
 RUNTIME_MODULE = "_slurmx_call"
 LOCAL_MODULE = "_slurmx_local"
 _CALL_B64 = "call.pkl.b64"

@@ -186,3 +186,31 @@ def test_the_executor_says_in_one_line_what_it_needs(tmp_path: Path) -> None:
     ex = Executor(tmp_path, kind="local")
     ex.update_parameters(slurm_partition="gpu", timeout_min=5)  # Slurm-only names are left unused here
     assert ex.params.job_spec("f", "true").variants is None
+
+
+def mark_and_nap(marks: str, name: str, seconds: float) -> str:
+    with Path(marks, "runs").open("a") as log:
+        log.write(f"{name}\n")
+    time.sleep(seconds)
+    return name
+
+
+def test_a_function_sequence_keeps_what_it_did_across_a_preemption(local: Executor, tmp_path: Path) -> None:
+    """submitit's FunctionSequence: several calls in one job; after a requeue only those not done run again."""
+    from slurmx.executor import FunctionSequence
+    from slurmx.executor.payload import carries_bytecode, pickle_call
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    seq = FunctionSequence()
+    for name in "abcdef":
+        seq.add(mark_and_nap, str(marks), name, 0.4)
+    assert len(seq) == 6 and carries_bytecode(pickle_call(seq, (), {}))  # it travels by value
+    job = local.submit(seq)
+    wait_for(lambda: (marks / "runs").is_file() and "c" in (marks / "runs").read_text())
+    job.preempt(grace=20)
+    assert job.result(timeout=60) == list("abcdef") and job.restarts == 1
+    runs = (marks / "runs").read_text().split()
+    assert runs[:3] == ["a", "b", "c"] and sorted(set(runs)) == list("abcdef")
+    assert len(runs) <= 7  # at most the call that was cut runs twice
+    assert Executor(tmp_path, kind="debug").submit(seq).result() == list("abcdef")
