@@ -41,6 +41,7 @@ class DebugJob(JobAPI):
         self._error: BaseException | None = None
         self._running = False
         self._in_call = False  # the grace handler acts only while the call runs, never once it has returned
+        self._handled = False  # the handler is installed (main thread only): else a signal would end this process
         self.restarts = 0
 
     def __repr__(self) -> str:
@@ -95,8 +96,9 @@ class DebugJob(JobAPI):
 
     def preempt(self, grace: float = 0.0) -> None:
         """Preempt the call while it runs in the main thread (call this from another thread): it checkpoints and
-        is resumed from what `checkpoint()` returned, as after a requeue. No effect when it is not running."""
-        if self._running:
+        is resumed from what `checkpoint()` returned, as after a requeue. No effect when it is not running, or
+        runs in another thread (Python handles signals in the main thread only)."""
+        if self._running and self._handled:
             os.kill(os.getpid(), signal.SIGUSR2)
 
     def _run(self) -> None:
@@ -148,7 +150,9 @@ class _GraceHandler:
     def __enter__(self) -> None:
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGUSR2, self.job._checkpoint)
+            self.job._handled = True
 
     def __exit__(self, *exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGUSR2, self.previous)
+        if self.job._handled:
+            self.job._handled = False
+            signal.signal(signal.SIGUSR2, self.previous if self.previous is not None else signal.SIG_DFL)

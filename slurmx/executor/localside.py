@@ -97,7 +97,11 @@ def supervise(folder: Path) -> int:
         run = _Run(folder, config, restarts)
         runs.append(run.proc.pid)
         write_state(folder, state="RUNNING", pid=run.proc.pid, supervisor=os.getpid(), restarts=restarts, runs=runs)
-        ended = _watch(folder, run)
+        try:
+            ended = _watch(folder, run)
+        except BaseException:
+            run.kill()  # never leave the call running without its supervisor
+            raise
         if ended == "CANCELLED":
             write_state(folder, state="CANCELLED", supervisor=os.getpid(), restarts=restarts, runs=runs)
             return 0
@@ -121,7 +125,11 @@ def _watch(folder: Path, run: _Run) -> str | None:
             return "CANCELLED"
         request = _take(folder, "preempt")
         if request is not None and not run.preempted:
-            run.preempt(float(request.strip() or 0))
+            try:
+                grace = max(0.0, float(request.strip() or 0))
+            except ValueError:
+                grace = 0.0
+            run.preempt(grace)
         if run.signal_at is not None and now >= run.signal_at and not run.preempted:
             run.signal_at = None
             if run.handler.is_file():  # Slurm's --signal before the limit, which the job script forwards only to

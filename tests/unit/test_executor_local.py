@@ -214,3 +214,17 @@ def test_a_function_sequence_keeps_what_it_did_across_a_preemption(local: Execut
     assert runs[:3] == ["a", "b", "c"] and sorted(set(runs)) == list("abcdef")
     assert len(runs) <= 7  # at most the call that was cut runs twice
     assert Executor(tmp_path, kind="debug").submit(seq).result() == list("abcdef")
+
+
+def test_a_debug_call_outside_the_main_thread_is_not_preempted(tmp_path: Path) -> None:
+    """Python handles signals in the main thread only: there, preempt() must do nothing, not end this process."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = Executor(tmp_path, kind="debug").submit(Counter(30), str(marks))
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(job.result()))
+    worker.start()
+    wait_for(lambda: len(list(marks.iterdir())) >= 5)
+    job.preempt()
+    worker.join(30)
+    assert results == [30] and job.restarts == 0
