@@ -228,3 +228,19 @@ def test_a_debug_call_outside_the_main_thread_is_not_preempted(tmp_path: Path) -
     job.preempt()
     worker.join(30)
     assert results == [30] and job.restarts == 0
+
+
+def test_the_submitit_port_example_runs_locally_and_resumes_its_trainer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(repo / "examples" / "submitit_port.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["add: 12", "as completed: [0, 2, 4]", "trained: 20 steps; requeued 1 time(s)"]
+    (trainer,) = (tmp_path / "log_test").glob("Trainer-*")
+    printed = "".join(p.read_text() for p in sorted(trainer.glob("fn-local-*.out"), key=lambda p: p.stat().st_mtime))
+    assert sorted(printed.split("\n")[:-1], key=lambda line: int(line.split()[1])) == [
+        f"step {n}" for n in range(1, 21)]  # every step once, across the preemption
