@@ -17,6 +17,7 @@ from typing import Any
 from slurmx.core import tag
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import JobClass
+from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.cycle import DecisionLog, DecisionRecord
 from slurmx.daemon.loop import Daemon
@@ -47,8 +48,12 @@ class Runs:
     model: ModelSlurm
 
 
-def model_cluster(kinds: Sequence[str], per_kind: int = 2) -> ModelCluster:
-    return ModelCluster([PartitionShape(k, k, (NodeShape(per_kind, NODE_SHAPES[k], k[0]),)) for k in kinds])
+def model_cluster(kinds: Sequence[str], per_kind: int = 2, features: Sequence[tuple[str, ...]] = ()) -> ModelCluster:
+    """`per_kind` nodes per kind; with `features`, node i of each kind has `features[i]` (one node per shape)."""
+    if not features:
+        return ModelCluster([PartitionShape(k, k, (NodeShape(per_kind, NODE_SHAPES[k], k[0]),)) for k in kinds])
+    return ModelCluster([PartitionShape(k, k, tuple(NodeShape(1, NODE_SHAPES[k], f"{k[0]}{i}-", f)
+                                                    for i, f in enumerate(features))) for k in kinds])
 
 
 def site_config(kinds: Sequence[str], policy: str, params: Mapping[str, Any], state: Path) -> SiteConfig:
@@ -65,23 +70,25 @@ def site_config(kinds: Sequence[str], policy: str, params: Mapping[str, Any], st
 
 
 def job(job_id: str, submit: int, durations: Mapping[str, int], cpus: int = 1, mem_mb: int = 500,
-        job_class: JobClass = JobClass.BE) -> SimJob:
+        job_class: JobClass = JobClass.BE, nodes: int = 1, placement: Placement = ANYWHERE) -> SimJob:
     """A group submitted `submit` s after `EPOCH`, one variant per kind in `durations` (in the site's kind
-    order); estimates exact."""
-    variants = {k: SimVariant(k, Resources(cpus, mem_mb, {GRES[k].split(":")[0]: 1} if k in GRES else {}), d, d)
+    order), each on `nodes` nodes where `placement` admits; estimates exact."""
+    variants = {k: SimVariant(k, Resources(cpus, mem_mb, {GRES[k].split(":")[0]: 1} if k in GRES else {}), d, d,
+                              nodes, placement)
                 for k, d in durations.items()}
     return SimJob(job_id, "alice", float(EPOCH + submit), variants, job_class=job_class, grace_s=GRACE_S)
 
 
 def run_both(policy: str, jobs: Sequence[SimJob], kinds: Sequence[str], state: Path,
-             params: Mapping[str, Any] | None = None, options: EngineOptions | None = None) -> Runs:
+             params: Mapping[str, Any] | None = None, options: EngineOptions | None = None,
+             cluster: ModelCluster | None = None) -> Runs:
     params = dict(params or {})
     options = options or EngineOptions(checkpoint="lose")
     sim_log = DecisionLog(digest_views=True, keep_views=True)
-    cluster = model_cluster(kinds)
+    cluster = cluster or model_cluster(kinds)
     Engine(cluster, make_policy(policy, params), jobs, options, decisions=sim_log).run()
-    model = ModelSlurm([ModelNode(n.name, n.partition, cluster.resources(n.capacity)) for n in cluster.nodes],
-                       keep=options.checkpoint == "keep")
+    model = ModelSlurm([ModelNode(n.name, n.partition, cluster.resources(n.capacity), n.features)
+                        for n in cluster.nodes], keep=options.checkpoint == "keep")
     site = site_config(kinds, policy, params, state)
     now = [0.0]
     slurm_log = DecisionLog(digest_views=True, keep_views=True)
@@ -108,7 +115,7 @@ def _submit(model: ModelSlurm, site: SiteConfig, sim_job: SimJob) -> None:
         comment = tag.encode(tag.GroupTag(sim_job.job_id, kind, sim_job.job_class.value, grace_s=sim_job.grace_s,
                                           estimate_s=variant.estimate_s))
         model.add(f"{sim_job.job_id}@{kind}", kind, site.qos_for(sim_job.job_class), comment, variant.request,
-                  variant.duration_s, int(sim_job.submit_time))
+                  variant.duration_s, int(sim_job.submit_time), variant.nodes, variant.placement)
 
 
 def differences(runs: Runs) -> list[str]:

@@ -6,7 +6,9 @@ offer (the integration tests run the real one). Every answer is a record recorde
 parser, adapter and transport seam it uses on a cluster.
 
 The model is slurmctld with zero latency: a released job that fits starts at once (on its ReqNodeList, else the
-first node of its partition with room, in node order); a running job completes `duration` after it started; a
+first nodes of its partition with room, in node order, as many as it asks, each one its features, excluded nodes
+and `--exclusive` admit; an exclusive job holds its nodes whole); a running job completes `duration` after it
+started; a
 signalled job stops making progress (it checkpointed and waits, `on_signal: wait`) until the daemon requeues it;
 `requeuehold` brings it back held with its remaining work, all of it if `keep` is False.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurmx.core.placement import Placement
 from slurmx.core.resources import Resources
 from slurmx.slurm.transport import CommandResult
 
@@ -39,6 +42,7 @@ class ModelNode:
     name: str
     partition: str
     capacity: Resources
+    features: tuple[str, ...] = ()
 
 
 @dataclass
@@ -60,10 +64,21 @@ class ModelJob:
     restarts: int = 0
     priority: int = 0
     signalled_at: float | None = None
+    features: str = ""  # the job's --constraint
+    excluded: str = ""
+    exclusive: bool = False
+    node_count: int = 1  # `request` on each (sbatch -N with per-node sizes)
 
     def tres(self) -> str:
-        gres = "".join(f",gres/{k}={v}" for k, v in sorted(self.request.gres.items()))
-        return f"cpu={self.request.cpus},mem={self.request.mem_mb}M,node=1,billing={self.request.cpus}{gres}"
+        """The job's totals over its nodes, as 24.11 writes them (`cpu=2,mem=1000M,node=2` for two 1-CPU nodes)."""
+        n = self.node_count
+        gres = "".join(f",gres/{k}={v * n}" for k, v in sorted(self.request.gres.items()))
+        cpus = self.request.cpus * n
+        return f"cpu={cpus},mem={self.request.mem_mb * n}M,node={n},billing={cpus}{gres}"
+
+    def placement(self) -> Placement:
+        return Placement(self.features, tuple(n for n in self.required.split(",") if n),
+                         tuple(n for n in self.excluded.split(",") if n), self.exclusive)
 
 
 @dataclass
@@ -85,10 +100,14 @@ class ModelSlurm:
     # ---- the world --------------------------------------------------------------------------------------
 
     def add(self, name: str, partition: str, qos: str, comment: str, request: Resources, duration: float,
-            submit: int) -> int:
-        """A held job, as `slurmx submit` leaves a managed variant."""
+            submit: int, node_count: int = 1, placement: Placement | None = None) -> int:
+        """A held job, as `slurmx submit` leaves a managed variant (with its -N, -C, -w, -x, --exclusive)."""
         self._next_id += 1
-        self.jobs[self._next_id] = ModelJob(self._next_id, name, partition, qos, comment, request, duration, submit)
+        job = ModelJob(self._next_id, name, partition, qos, comment, request, duration, submit, node_count=node_count)
+        if placement is not None:
+            job.features, job.exclusive = placement.constraint, placement.exclusive
+            job.required, job.excluded = ",".join(placement.required), ",".join(placement.excluded)
+        self.jobs[self._next_id] = job
         return self._next_id
 
     def advance(self, t: float) -> None:
@@ -100,26 +119,27 @@ class ModelSlurm:
         self.now = t
         self._schedule()
 
-    def _used(self, node: str) -> Resources:
+    def _used(self, node: ModelNode) -> Resources:
         used = Resources()
         for job in self.jobs.values():
-            if job.state == "RUNNING" and job.nodes == node:
-                used = used + job.request
+            if job.state == "RUNNING" and node.name in job.nodes.split(","):
+                used = used + (node.capacity if job.exclusive else job.request)
         return used
 
-    def _fits(self, node: ModelNode, request: Resources) -> bool:
-        free = node.capacity - self._used(node.name)
-        return request.fits_in(free)
+    def _fits(self, node: ModelNode, job: ModelJob, placement: Placement) -> bool:
+        used = self._used(node)
+        if not placement.admits(node.name, node.features, not used.cpus and not used.mem_mb):
+            return False
+        return (node.capacity if job.exclusive else job.request).fits_in(node.capacity - used)
 
     def _schedule(self) -> None:
         for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
             if job.state != "PENDING" or job.held:
                 continue
-            candidates = [n for n in self.nodes if n.partition == job.partition
-                          and (not job.required or n.name == job.required)]
-            node = next((n for n in candidates if self._fits(n, job.request)), None)
-            if node is not None:
-                job.state, job.nodes, job.start, job.end = "RUNNING", node.name, self.now, None
+            placement = job.placement()
+            found = [n.name for n in self.nodes if n.partition == job.partition and self._fits(n, job, placement)]
+            if len(found) >= job.node_count:
+                job.state, job.nodes, job.start, job.end = "RUNNING", ",".join(found[:job.node_count]), self.now, None
 
     # ---- the transport ----------------------------------------------------------------------------------
 
@@ -211,6 +231,8 @@ class ModelSlurm:
                 "qos": job.qos, "comment": job.comment, "nodes": job.nodes, "required_nodes": job.required,
                 "tres_req_str": job.tres(), "tres_alloc_str": job.tres() if job.state == "RUNNING" else "",
                 "restart_cnt": job.restarts, "time_limit": {"set": False, "infinite": True, "number": 0},
+                "features": job.features, "excluded_nodes": job.excluded, "node_count": _number(job.node_count),
+                "shared": ["none"] if job.exclusive else [],
                 "submit_time": _number(job.submit), "start_time": _number(int(job.start or 0)),
                 "end_time": _number(int(job.end or 0)),
             })
@@ -221,14 +243,15 @@ class ModelSlurm:
         template = _NODES["nodes"][0]
         nodes = []
         for node in self.nodes:
-            used = self._used(node.name)
+            used = self._used(node)
             record = copy.deepcopy(template)
             gres = ",".join(f"{k}:{v}" for k, v in sorted(node.capacity.gres.items()))
             gres_used = ",".join(f"{k}:{used.gres.get(k, 0)}" for k in sorted(node.capacity.gres))
             record.update({"name": node.name, "partitions": [node.partition], "cpus": node.capacity.cpus,
                            "real_memory": node.capacity.mem_mb, "gres": gres, "gres_used": gres_used,
                            "alloc_cpus": used.cpus, "alloc_memory": used.mem_mb,
-                           "state": ["MIXED" if used.cpus else "IDLE"], "features": [], "active_features": []})
+                           "state": ["MIXED" if used.cpus else "IDLE"], "features": list(node.features),
+                           "active_features": list(node.features)})
             nodes.append(record)
         return json.dumps({**_NODES, "nodes": nodes})
 

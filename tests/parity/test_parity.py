@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from slurmx.core.model import JobClass
+from slurmx.core.placement import Placement
 from slurmx.policies import available_policies
+from slurmx.sim.cluster import SimulationError
 from slurmx.sim.jobs import SimJob
-from tests.parity.harness import differences, job, run_both
+from tests.parity.harness import differences, job, model_cluster, run_both
 
 
 def _trace(kinds: tuple[str, ...]) -> list[SimJob]:
@@ -31,3 +33,37 @@ def test_the_daemon_decides_as_the_simulator(policy: str, tmp_path: Path) -> Non
 
 
 ACCEL = {"accel_batch", "mmi", "lrtp", "sct", "jsq_plus", "rand"}
+
+
+FEATURES = (("a",), ("a", "b"), ("b",))  # node i of each kind: c0-001 a, c1-001 a+b, c2-001 b (and g*, a*)
+
+
+def _placed_trace(kinds: tuple[str, ...]) -> list[SimJob]:
+    """Twelve groups on three nodes per kind: plain ones, and ones on two nodes, pinned to feature b, kept off
+    the first node of each kind, holding whole nodes, and two nodes with feature b."""
+    jobs = _trace(kinds)[:6]
+    every = dict.fromkeys(kinds, 90)
+    off_first = tuple(f"{k[0]}0-001" for k in kinds)
+    jobs += [job("wide", 15, every, cpus=2, nodes=2), job("pinned", 25, every, cpus=3, placement=Placement("b")),
+             job("off", 35, every, cpus=2, placement=Placement(excluded=off_first)),
+             job("whole", 45, every, placement=Placement(exclusive=True)),
+             job("wideb", 55, every, cpus=1, nodes=2, placement=Placement("b")),
+             job("te2", 95, dict.fromkeys(kinds, 60), cpus=2, job_class=JobClass.TE, nodes=2)]
+    return jobs
+
+
+# Synergy renews the lease of every running group, handed-over ones too, on one node of its choosing, ignoring
+# their node count and placement (policies/synergy/policy.py reads `view.running_groups()`): the simulator refuses
+# its plan, as it should.
+RELEASES_HANDED_OVER = {"synergy"}
+
+
+@pytest.mark.parametrize("policy", [pytest.param(name, marks=pytest.mark.xfail(
+    strict=True, raises=SimulationError, reason="re-places handed-over running groups where they cannot run"))
+    if name in RELEASES_HANDED_OVER else name for name in available_policies()])
+def test_constrained_and_multi_node_groups_decide_alike(policy: str, tmp_path: Path) -> None:
+    kinds = ("cpu", "gpu", "accel") if policy in ACCEL else ("cpu", "gpu")
+    runs = run_both(policy, _placed_trace(kinds), kinds, tmp_path, cluster=model_cluster(kinds, features=FEATURES))
+    started = {r.group_id for r in runs.sim.records if r.action == "Start"}
+    assert {"wide", "pinned", "off", "whole", "wideb"} <= started, "a constrained or wide group never started"
+    assert differences(runs) == []
