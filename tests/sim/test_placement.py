@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from slurmx.cli import cli
 from slurmx.core.actions import Start
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
@@ -281,3 +283,23 @@ def test_alibaba_gpu_models_become_a_constraint_met_by_the_machines_of_that_mode
     result, _ = checked(sized.jobs, make_policy("fifo", {"backfill": "easy"}), model)
     ran_on = {r.job_id: r.kind for r in result.jobs}
     assert ran_on["openb-pod-0035"] == "gpu"
+
+
+def test_a_run_config_with_node_features_and_a_placement_mix_runs_from_the_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "cluster:\n  partitions:\n"
+        "    - {name: cpu, groups: [{nodes: 1, cpus: 32, mem: 64G, prefix: c, features: x86},\n"
+        "                           {nodes: 3, cpus: 32, mem: 64G, prefix: d, features: 'x86,bigmem'}]}\n"
+        "    - {name: gpu, nodes: 3, cpus: 8, mem: 64G, gres: 'gpu:4'}\n"
+        "workload:\n  generator: allox\n  params: {n_users: 2, jobs_per_user: 10, placement: {\n"
+        "    constrained_fraction: 0.5, constraints: {cpu: bigmem}, multi_node_fraction: 0.3, multi_node_max: 3}}\n"
+        "policy: {name: allox}\n", encoding="utf-8")
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert '"completed": 20' in out.read_text(encoding="utf-8")
+    config.write_text(config.read_text(encoding="utf-8").replace("bigmem}", "gpu}"), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["sim", "run", str(config), "--json", str(out)])
+    assert result.exit_code != 0
+    assert "variant cpu: its placement (features gpu) admits no node of partition cpu" in result.output
