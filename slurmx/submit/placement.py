@@ -22,8 +22,8 @@ from slurmx.core.validation import ConfigError
 from slurmx.slurm.errors import SlurmParseError
 from slurmx.slurm.hostlist import expand_hostlist
 
-__all__ = ["COUNT_FIELDS", "PLACEMENT_FIELDS", "check_constraint", "check_nodelist", "fit_kinds", "kind_constraint",
-           "needs_cluster", "parse_count"]
+__all__ = ["COUNT_FIELDS", "PLACEMENT_FIELDS", "check_constraint", "check_nodelist", "constraint_field", "count_field",
+           "fit_kinds", "hosts_field", "kind_constraint", "layout_problem", "needs_cluster", "parse_count"]
 
 PLACEMENT_FIELDS = ("constraint", "nodelist", "exclude")  # the fields that need the cluster's nodes to fit
 COUNT_FIELDS = ("nodes", "ntasks", "ntasks_per_node")
@@ -86,6 +86,33 @@ def parse_count(value: Any, option: str) -> int:
         raise ValueError(f"a node range lets Slurm choose the count when the job starts, which the policies cannot "
                          f"plan; give one count (--nodes={low} or --nodes={high})")
     raise ValueError(f"expected a whole number from 1 to 100000, like --{option}=2, got {given!r}")
+
+
+def constraint_field(value: Any) -> Any:
+    """A spec's `constraint:` (pydantic's before-validator)."""
+    return check_constraint(value) if isinstance(value, str) else value
+
+
+def hosts_field(value: Any, option: str) -> Any:
+    """A spec's `nodelist:`/`exclude:` (a host list or a list of names)."""
+    return None if value is None else check_nodelist(value, option)
+
+
+def count_field(value: Any, option: str) -> Any:
+    """A spec's `nodes:`, `ntasks:`, `ntasks_per_node:`."""
+    return None if value is None else parse_count(value, option)
+
+
+def layout_problem(nodes: int | None, ntasks: int | None, nodelist: str | None, where: str = "") -> str | None:
+    """Node and task counts that cannot go together, with the fix (`where`: `overrides.gpu.` or '')."""
+    listed = len(expand_hostlist(nodelist)) if nodelist else None
+    if nodes is not None and listed is not None and nodes > listed:
+        return (f"{where}nodes: {nodes} with {where}nodelist {nodelist} naming {listed} node(s): slurmx places such "
+                f"a job only on the listed nodes; list {nodes} nodes, or ask for nodes: {listed}")
+    if ntasks is not None and nodes is not None and ntasks < nodes:
+        return (f"{where}ntasks: {ntasks} with {where}nodes: {nodes}: every node runs at least one task; ask for "
+                f"ntasks: {nodes} or more, or nodes: {ntasks}")
+    return None
 
 
 def needs_cluster(spec: _Spec, kinds: Sequence[str]) -> bool:

@@ -70,8 +70,8 @@ def variant_options(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, m
     cpus = spec.variant_field(kind, "cpus") or (1 if tasks else cfg.cpus)
     # `--mem` is per node: --mem-per-cpu times the CPUs of the tasks on one node, where the counts say how many; else
     # --mem-per-cpu itself, as sbatch takes it.
-    on_node = per_node or (-(-ntasks // (nodes or 1)) if ntasks is not None and nodes is not None else None) or \
-        (None if ntasks is not None else 1)
+    on_node = per_node or (-(-ntasks // nodes) if ntasks is not None and nodes is not None else None) or \
+        (1 if ntasks in (None, 1) else None)
     own_mem = spec.variant_field(kind, "mem_mb")
     mem_mb = own_mem or (spec.mem_per_cpu_mb * cpus * on_node if spec.mem_per_cpu_mb and on_node else
                          None if spec.mem_per_cpu_mb else cfg.mem_mb)

@@ -37,7 +37,6 @@ from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
-from slurmx.slurm.hostlist import expand_hostlist
 from slurmx.submit.array import parse_array
 from slurmx.submit.dependency import parse_dependency
 from slurmx.submit.directives import (
@@ -49,7 +48,7 @@ from slurmx.submit.directives import (
     refusal,
     short_option,
 )
-from slurmx.submit.placement import check_constraint, check_nodelist, parse_count
+from slurmx.submit.placement import constraint_field, count_field, hosts_field, layout_problem
 from slurmx.submit.signals import parse_signal
 
 __all__ = ["JobSpec", "VariantOverride", "gpu_gres", "gres_with_gpus", "load_spec", "parse_spec",
@@ -173,30 +172,6 @@ _SPEC_KEY = {"job-name": "name", "time": "time", "mem": "mem", "mem-per-cpu": "m
              "exclusive": "exclusive", "nodes": "nodes", "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node"}
 
 
-def _constraint(value: Any) -> Any:
-    return check_constraint(value) if isinstance(value, str) else value
-
-
-def _hosts(value: Any, option: str) -> Any:
-    return None if value is None else check_nodelist(value, option)
-
-
-def _count(value: Any, option: str) -> Any:
-    return None if value is None else parse_count(value, option)
-
-
-def _layout_problem(nodes: int | None, ntasks: int | None, nodelist: str | None, where: str = "") -> str | None:
-    """Node and task counts that cannot go together, with the fix (`where`: `overrides.gpu.` or '')."""
-    listed = len(expand_hostlist(nodelist)) if nodelist else None
-    if nodes is not None and listed is not None and nodes > listed:
-        return (f"{where}nodes: {nodes} with {where}nodelist {nodelist} naming {listed} node(s): slurmx places such "
-                f"a job only on the listed nodes; list {nodes} nodes, or ask for nodes: {listed}")
-    if ntasks is not None and nodes is not None and ntasks < nodes:
-        return (f"{where}ntasks: {ntasks} with {where}nodes: {nodes}: every node runs at least one task; ask for "
-                f"ntasks: {nodes} or more, or nodes: {ntasks}")
-    return None
-
-
 def _flags(value: Any) -> Any:
     if not isinstance(value, list | tuple):
         return value
@@ -260,13 +235,13 @@ class VariantOverride(_Model):
 
     _v_env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env(v)))
     _v_mem = field_validator("mem_mb", mode="before")(classmethod(lambda cls, v: _mem(v)))
-    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: _constraint(v)))
-    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: _hosts(v, "nodelist")))
-    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: _hosts(v, "exclude")))
-    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _count(v, "nodes")))
-    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: _count(v, "ntasks")))
+    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: constraint_field(v)))
+    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: hosts_field(v, "nodelist")))
+    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: hosts_field(v, "exclude")))
+    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: count_field(v, "nodes")))
+    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: count_field(v, "ntasks")))
     _v_per_node = field_validator("ntasks_per_node", mode="before")(
-        classmethod(lambda cls, v: _count(v, "ntasks-per-node")))
+        classmethod(lambda cls, v: count_field(v, "ntasks-per-node")))
     _v_gres = field_validator("gres", mode="before")(classmethod(lambda cls, v: _gres(v)))
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
@@ -338,13 +313,13 @@ class JobSpec(_Model):
     _v_time = field_validator("time_s", mode="before")(classmethod(lambda cls, v: _time_limit(v)))
     _v_grace = field_validator("grace_s", mode="before")(classmethod(lambda cls, v: _duration(v)))
     _v_flags = field_validator("sbatch", mode="before")(classmethod(lambda cls, v: _flags(v)))
-    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: _constraint(v)))
-    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: _hosts(v, "nodelist")))
-    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: _hosts(v, "exclude")))
-    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _count(v, "nodes")))
-    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: _count(v, "ntasks")))
+    _v_constraint = field_validator("constraint", mode="before")(classmethod(lambda cls, v: constraint_field(v)))
+    _v_nodelist = field_validator("nodelist", mode="before")(classmethod(lambda cls, v: hosts_field(v, "nodelist")))
+    _v_exclude = field_validator("exclude", mode="before")(classmethod(lambda cls, v: hosts_field(v, "exclude")))
+    _v_nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: count_field(v, "nodes")))
+    _v_ntasks = field_validator("ntasks", mode="before")(classmethod(lambda cls, v: count_field(v, "ntasks")))
     _v_per_node = field_validator("ntasks_per_node", mode="before")(
-        classmethod(lambda cls, v: _count(v, "ntasks-per-node")))
+        classmethod(lambda cls, v: count_field(v, "ntasks-per-node")))
 
     @field_validator("dependency")
     @classmethod
@@ -422,10 +397,10 @@ class JobSpec(_Model):
             raise ValueError("give the payload: 'command' (one line) or 'script' (a body)")
         if self.mem_mb is not None and self.mem_per_cpu_mb is not None:
             raise ValueError("give one of 'mem' (the job's) or 'mem_per_cpu', not both (sbatch refuses the pair)")
-        problem = _layout_problem(self.nodes, self.ntasks, self.nodelist)
+        problem = layout_problem(self.nodes, self.ntasks, self.nodelist)
         for kind, override in self.overrides.items():
             if problem is None and (override.nodes, override.ntasks, override.nodelist) != (None, None, None):
-                problem = _layout_problem(override.nodes or self.nodes, override.ntasks or self.ntasks,
+                problem = layout_problem(override.nodes or self.nodes, override.ntasks or self.ntasks,
                                           override.nodelist or self.nodelist, f"overrides.{kind}.")
         if problem is not None:
             raise ValueError(problem)

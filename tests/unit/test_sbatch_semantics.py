@@ -387,7 +387,11 @@ def test_property_any_mix_of_resource_options_maps_or_is_refused_in_one_line(
         return
     for variant in rendered:
         names = [o.split("=")[0] for o in variant.options]
-        assert names.count("--mem") == 1 and "--mem-per-cpu" not in names and "--gpus" not in names
+        # --mem per node; --mem-per-cpu only where the tasks per node are Slurm's to choose (-n3 without -N)
+        spread = spec.ntasks is not None and spec.ntasks > 1 and spec.nodes is None and spec.ntasks_per_node is None
+        memory = "--mem-per-cpu" if spread and spec.mem_per_cpu_mb else "--mem"
+        assert names.count(memory) == 1 and names.count("--mem") + names.count("--mem-per-cpu") == 1
+        assert "--gpus" not in names
         assert not {"--array", "--mem-per-gpu"} & set(names)  # an array is groups; per-GPU memory refused
         assert {o for o in variant.options if o.startswith("--dependency")} <= {"--dependency=afterok:1"}
         layout = {o for o in variant.options if o.startswith(("--ntasks", "--nodes"))}
