@@ -290,3 +290,19 @@ def test_the_examples_fit_the_test_cluster_and_render_their_layout() -> None:
     mpi = build_submission(str(EXAMPLES / "mpi_hostname.sh"), [], [], site()).spec
     assert fit_kinds(mpi, site(), KINDS, CLUSTER) == (("cpu", "gpu"), [
         "variant accel left out: its partition accel has 1 node(s), and 2 are asked for"])
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.sampled_from(["nodes", "ntasks", "ntasks-per-node"]),
+       st.text(st.sampled_from("0123456789-kK, x"), min_size=1, max_size=7))
+def test_property_a_count_is_rendered_as_one_number_or_refused_in_one_line_naming_the_command_line(
+        option: str, value: str) -> None:
+    hello = str(EXAMPLES / "hello.yaml")
+    try:
+        job = build_submission(hello, [f"--{option}={value}"], [], site()).spec
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(f"command line: --{option}={value}: "), str(exc)
+        return
+    count = getattr(job, option.replace("-", "_"))
+    assert isinstance(count, int) and count >= 1
+    assert f"--{option}={count}" in variant_options(job, site(), "cpu", "g", "race")
