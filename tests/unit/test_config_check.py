@@ -241,7 +241,7 @@ def test_a_sweep_param_misspelling_a_run_config_key_is_not_a_workload_param() ->
     assert str(info.value) == ("--param polcy: not a run config key; did you mean policy? (a bare key is a workload "
                                "parameter: write workload.params.polcy to mean that)")
     with pytest.raises(ConfigError, match=r"^--param n_job: neither a run config key nor a parameter of workload "
-                                          r"fitgpp; did you mean n_jobs\? its parameters: n_jobs, "):
+                                          r"fitgpp; did you mean n_jobs\? its parameters: placement, n_jobs, "):
         expand_grid(base, [("n_job", [5])])
     assert expand_grid(base, [("n_jobs", [5])])[0].document["workload"]["params"] == {"n_jobs": 5}
 
