@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from slurmx.core.arrays import folder_group
 from slurmx.core.spool import spool_path
 
 __all__ = ["FolderOwner", "OwnerLookup", "SpoolOwners", "folder_owner", "local_folder_owners", "members"]
@@ -100,7 +101,8 @@ class SpoolOwners:
         return owner
 
     def keep(self, group_ids: Iterable[str]) -> None:
-        wanted = set(group_ids)
+        """Forget the owners of groups not in `group_ids`; an index group keeps its array's (`core/arrays.py`)."""
+        wanted = {folder_group(g) for g in group_ids}
         if len(wanted) < len(self._known):
             self._known = {g: o for g, o in self._known.items() if g in wanted}
 

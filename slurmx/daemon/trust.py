@@ -10,6 +10,10 @@ must then share one class-bearing QOS, be site kinds in their kinds' partitions,
 kind; otherwise the group is left alone and reported once, never acted on. A tag this daemon cannot read (a newer
 version, a malformed field) sets its job aside the same way, named.
 
+A Slurm job array is one group per index (`core/arrays.py`): the tasks of index i of the kind arrays carrying
+tag `g` form group `g[i]` (the index is Slurm's `array_task_id`, which no user can change), owned by the owner of
+`g`'s folder and checked as any group is; each task is keyed by its `task_key`.
+
 Every number of a tag is the user's: a group's grace period (the `gr=` of its earliest job, what its `--signal`
 was rendered from) is clamped to the site's `preemption.max_grace`, and an estimate (`e=`) to the job's own time
 limit (Slurm ends the job there whatever it claims) and to `MAX_ESTIMATE_S`.
@@ -21,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slurmx.core import tag
+from slurmx.core.arrays import folder_group, index_group, job_text
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.core.ownership import FolderOwner, OwnerLookup
@@ -46,6 +51,7 @@ class TrustedGroup:
     grace_s: int | None = None  # the group's own grace period (`gr=`), clamped; None: the site's default
     first_job_id: int = 0  # the owner's earliest job of the group: with the group and the owner, what the store's
     # facts are keyed by (a group id reused after the group closed starts afresh)
+    throttle: int = 0  # an index group's: the smallest `%N` of its kind arrays, to hold across kinds; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +87,11 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
             tags = tag.fields(comment)
             estimate, grace = _estimate(tags.get("e"), job), _grace(tags.get("gr"), max_grace)
         except Exception as exc:  # TagError, or any bug a crafted comment finds: that job is set aside, named
-            rejected.append(Rejected(f"job{job.job_id}", (job.job_id,), f"unreadable group tag: {exc}"))
+            rejected.append(Rejected(f"job{job_text(job.job_id)}", (job.job_id,), f"unreadable group tag: {exc}"))
             continue
         group_id, kind = tags["g"], tags["v"]  # the grammar requires both, each a plain name (core/tag.py)
+        if job.array_task_id is not None:
+            group_id = index_group(group_id, job.array_task_id)  # Slurm's index: a name no tag can write
         members = by_group.get(group_id)
         if members is not None:
             members.append((kind, job))
@@ -100,7 +108,7 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
                 members.reverse()
         elif len(members) > 2:
             members.sort(key=_job_id_of)
-        owner = owner_of(group_id)
+        owner = owner_of(folder_group(group_id))  # an index group's owner is its array's folder's
         if owner is None or any(j.user_id != owner.uid for _, j in members):
             members, set_aside = _split_foreign(site, group_id, members, owner)
             if set_aside is not None:
@@ -115,7 +123,8 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
         by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
         trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
                                     {kind: estimates[job.job_id] for kind, job in by_kind.items()},
-                                    graces[first.job_id], min(job.job_id for job in by_kind.values())))
+                                    graces[first.job_id], min(job.job_id for job in by_kind.values()),
+                                    _throttle(by_kind.values()) if first.array_job_id else 0))
     return trusted, rejected
 
 
@@ -134,14 +143,19 @@ def _split_foreign(site: SiteConfig, group_id: str, members: list[tuple[str, Slu
         return own, None
     ids = tuple(j.job_id for j in foreign)
     if owner is None:
-        folder = group_spool(site, group_id)
+        folder = group_spool(site, folder_group(group_id))
         return own, Rejected(group_id, ids, f"no group folder {folder} (or not a plain folder): the group's owner "
                              "cannot be verified, so none of its jobs is acted on; submit with `slurmx submit`, "
                              "which creates it")
     forgers = ", ".join(sorted({f"{j.user or '?'}({j.user_id})" for j in foreign}))
-    return own, Rejected(group_id, ids, f"job(s) {', '.join(map(str, ids))} of {forgers} carry the tag of group "
+    return own, Rejected(group_id, ids, f"job(s) {', '.join(map(job_text, ids))} of {forgers} carry the tag of group "
                          f"{group_id}, whose folder belongs to uid {owner.uid}: set aside and never acted on; the "
                          "group goes on without them")
+
+
+def _throttle(jobs: Iterable[SlurmJob]) -> int:
+    """The smallest `%N` among an index group's kind arrays (0: none): the bound slurmxd holds across kinds."""
+    return min((job.array_throttle for job in jobs if job.array_throttle > 0), default=0)
 
 
 def _job_id_of(member: tuple[str, SlurmJob]) -> int:
@@ -193,11 +207,12 @@ def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass
     for kind, job in members:
         partition = partitions.get(kind)
         if partition is None:
-            return f"job {job.job_id}: variant {kind!r} is not a resource kind of this site"
+            return f"job {job_text(job.job_id)}: variant {kind!r} is not a resource kind of this site"
         if job.partition and job.partition != partition:
-            return f"job {job.job_id}: variant {kind} is in partition {job.partition}, not {partition}"
+            return f"job {job_text(job.job_id)}: variant {kind} is in partition {job.partition}, not {partition}"
         if job.state.is_active:
             if kind in active:
-                return f"two active jobs ({active[kind]}, {job.job_id}) claim variant {kind}"
+                return (f"two active jobs ({job_text(active[kind])}, {job_text(job.job_id)}) claim variant "
+                        f"{kind}")
             active[kind] = job.job_id
     return ""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from slurmx.core.arrays import job_text, task_key
 from slurmx.core.model import Node, Partition
 from slurmx.core.ownership import FolderOwner
 from slurmx.core.userfiles import missing_spool_root, spool_root_problem
@@ -44,7 +45,7 @@ _UNAVAILABLE = re.compile(
 )
 _NEVER_SENT = re.compile(r"Unable to contact slurm controller \(connect failure\)|Connection refused", re.I)
 _INVALID_JOB = re.compile(r"Invalid job id|Invalid job ID|Job has already finished|does not exist", re.I)
-_NAMED_JOB = re.compile(r"\bjob (\d+)\b", re.I)  # 24.11: "Invalid node name specified for job 7"
+_NAMED_JOB = re.compile(r"\bjob (\d+(?:_\d+)?)\b", re.I)  # 24.11: "Invalid node name specified for job 7"
 _FEW_JOBS = 100  # up to this many ids are named to squeue; more read the whole queue (argv stays short)
 _STDIN_WORD = re.compile(r"[^\s\"'#\\]+")  # what may go on one of scontrol's stdin lines as it is
 
@@ -149,8 +150,14 @@ class SlurmAdapter(Protocol):
 
 
 def _ids(job_ids: Iterable[int]) -> list[str]:
-    """Distinct ids in first-seen order, as Slurm wants them."""
-    return [str(j) for j in dict.fromkeys(int(j) for j in job_ids)]
+    """Distinct ids in first-seen order, as Slurm wants them: an array task's key as `A_i` (`core/arrays.py`)."""
+    return [job_text(j) for j in dict.fromkeys(int(j) for j in job_ids)]
+
+
+def _key(text: str) -> int:
+    """The id `_ids` wrote as `text`, back."""
+    array_job_id, sep, task_id = text.partition("_")
+    return task_key(int(array_job_id), int(task_id)) if sep else int(text)
 
 
 class CliSlurm:
@@ -399,7 +406,7 @@ class CliSlurm:
         """
         by_change: dict[JobUpdate, list[str]] = {}
         for job_id, change in changes:
-            by_change.setdefault(change, []).append(str(int(job_id)))
+            by_change.setdefault(change, []).append(job_text(int(job_id)))
         lines: list[tuple[str, list[str]]] = []  # (line, its jobs)
         failed: dict[int, SlurmError] = {}
         for change, ids in by_change.items():
@@ -408,11 +415,11 @@ class CliSlurm:
             if not all(_STDIN_WORD.fullmatch(w) for w in [*words, f"ReqNodeList={change.nodelist or ''}"]):
                 for one in ids:
                     try:
-                        self.update([int(one)], change)
+                        self.update([_key(one)], change)
                     except SlurmUnavailable:
                         raise
                     except SlurmError as exc:
-                        failed[int(one)] = exc
+                        failed[_key(one)] = exc
                 continue
             lines += [(f"update JobId={','.join(ids)} {word}", ids) for word in words]
             if change.nodelist is not None:
@@ -434,7 +441,7 @@ class CliSlurm:
             named = [j for j in _NAMED_JOB.findall(text) if j in ours]
             for job_id in named:
                 one = CommandResult(tuple(argv), result.returncode, "", text)
-                failed.setdefault(int(job_id), self._classify(["scontrol", "update", f"JobId={job_id}"], one))
+                failed.setdefault(_key(job_id), self._classify(["scontrol", "update", f"JobId={job_id}"], one))
             untold = untold or (not named and bool(text.strip()))
         if failed and not untold:
             return failed
@@ -443,7 +450,7 @@ class CliSlurm:
             again = self._call(["scontrol", *words], check=False)
             if again.returncode != 0:
                 for job_id in ids:
-                    failed.setdefault(int(job_id), self._classify(["scontrol", *words], again))
+                    failed.setdefault(_key(job_id), self._classify(["scontrol", *words], again))
         return failed
 
     def ping(self) -> bool:

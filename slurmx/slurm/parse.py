@@ -24,9 +24,11 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
+from slurmx.core.arrays import task_key
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
+from slurmx.slurm.array_tasks import expand_pending, parse_task_string
 from slurmx.slurm.errors import SlurmError, SlurmParseError, command_text
 from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.hostlist import check_hostlist, expand_hostlist
@@ -333,6 +335,11 @@ class _SqueueJob(msgspec.Struct, gc=False):
     # `--exclusive`: 22.05 writes "none" (or "shared", "user", "mcs", null), 24.11 a list of flags (["none"]);
     # 26.05 writes [] always (the field is "removed" in data_parser v0.0.45 and nothing replaces it in squeue).
     shared: str | list[str] | _I64 | None = None
+    # Job arrays (core/arrays.py): the same names in 22.05 (plain numbers, null for unset) and 24.11+ (wrapped).
+    array_job_id: _Num = None
+    array_task_id: _Num = None  # unset on an array's pending record, which lists its indices in the task string
+    array_max_tasks: _Num = None  # the throttle (`%N`); 0: none
+    array_task_string: str = ""
 
 
 class _SqueueAnswer(msgspec.Struct):
@@ -436,6 +443,28 @@ def _job(job: _SqueueJob) -> SlurmJob:
     )
 
 
+def _jobs_of(job: _SqueueJob) -> list[SlurmJob]:
+    """A record as slurmx reads it: one job, or one per index of an array's pending record (`array_tasks.py`)."""
+    array_job_id = _num(job.array_job_id)
+    if not array_job_id:
+        return [_job(job)]
+    out = _job(job)
+    task_id = _num(job.array_task_id)
+    if task_id is not None and task_id >= _NO_VAL32:
+        task_id = None  # 22.05 may write NO_VAL for "unset"
+    throttle = _num(job.array_max_tasks) or 0
+    out.array_job_id, out.array_throttle = array_job_id, throttle if 0 < throttle < _NO_VAL32 else 0
+    if task_id is not None:  # a task of its own: keyed by its index, whatever job id Slurm gave it
+        out.job_id, out.array_task_id = task_key(array_job_id, task_id), task_id
+        return [out]
+    if not job.array_task_string:
+        raise ValueError(f"array {array_job_id}: a record with neither a task id nor a task string")
+    indices, throttle = parse_task_string(job.array_task_string)
+    if throttle:
+        out.array_throttle = throttle
+    return expand_pending(out, indices)
+
+
 def _node_count(value: _Num) -> int:
     """Nodes the job asks for (or holds): 1 when Slurm does not say, or says something no job could ask for."""
     count = _num(value)
@@ -463,11 +492,27 @@ def parse_jobs(text: str | bytes, argv: Sequence[str] = ("squeue", "--json")) ->
         else:
             _raise_reported_errors(answer.errors, argv)
             try:
-                jobs = [_job(job) for job in answer.jobs]  # the common case: every job readable
+                jobs = _all_jobs(answer.jobs)  # the common case: every job readable
             except _BAD_RECORD:
-                jobs = _each(answer.jobs, _job, lambda job: f"job {job.job_id}", argv, "job")
+                jobs = _flat(_each(answer.jobs, _jobs_of, lambda job: f"job {job.job_id}", argv, "job"))
         _note_replaced(jobs, text, argv)
         return jobs
+
+
+def _all_jobs(records: list[_SqueueJob]) -> list[SlurmJob]:
+    """Every record read; an array's pending record expands to its indices (`_jobs_of`), the others are one job."""
+    jobs: list[SlurmJob] = []
+    append = jobs.append
+    for record in records:
+        if record.array_task_string or _num(record.array_job_id):
+            jobs += _jobs_of(record)
+        else:
+            append(_job(record))
+    return jobs
+
+
+def _flat(lists: list[list[SlurmJob]]) -> list[SlurmJob]:
+    return [job for jobs in lists for job in jobs]
 
 
 def _jobs_one_by_one(text: str | bytes, argv: Sequence[str]) -> list[SlurmJob]:
@@ -478,7 +523,7 @@ def _jobs_one_by_one(text: str | bytes, argv: Sequence[str]) -> list[SlurmJob]:
         load_json(text, argv)  # not an object, or Slurm reported an error: its one-line message
         raise SlurmParseError(argv, 0, f"unexpected squeue answer: {exc}") from None
     _raise_reported_errors(answer.errors, argv)
-    return _each(answer.jobs, lambda raw: _job(_JOB_DECODER.decode(raw)), _raw_job_label, argv, "job")
+    return _flat(_each(answer.jobs, lambda raw: _jobs_of(_JOB_DECODER.decode(raw)), _raw_job_label, argv, "job"))
 
 
 def _raw_job_label(raw: msgspec.Raw) -> str | None:

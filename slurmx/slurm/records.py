@@ -16,7 +16,7 @@ class SlurmJob:
     """One job as squeue shows it. Times are epoch seconds (None when Slurm has not set them).
 
     Read-only by convention (change one with `dataclasses.replace`): not `frozen`, because a frozen dataclass
-    sets each of these 26 fields through `object.__setattr__`, and building 20,000 of them that way was two
+    sets each of these fields through `object.__setattr__`, and building 20,000 of them that way was two
     thirds of the time it takes to parse a 20,000-job `squeue --json`.
     """
 
@@ -54,6 +54,12 @@ class SlurmJob:
     features: str = ""  # the job's `--constraint`, as squeue shows it
     node_count: int = 1  # nodes asked for (`-N`) while pending; held once running
     exclusive: bool = False  # `--exclusive`: whole nodes (Slurm 26.05's squeue does not say: always False there)
+    # Job arrays (`core/arrays.py`): the array's job id (0: not an array task) and the task's index. An index task
+    # is keyed by `arrays.task_key(array_job_id, array_task_id)` in `job_id`, before and after Slurm splits it off
+    # the array's pending record; `arrays.job_text(job_id)` is how Slurm's commands name it (`A_i`).
+    array_job_id: int = 0
+    array_task_id: int | None = None
+    array_throttle: int = 0  # the array's `%N` (0: none); Slurm counts it per array
 
     @property
     def waits_on_dependency(self) -> bool:
