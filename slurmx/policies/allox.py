@@ -281,12 +281,14 @@ def user_progress(view: ClusterView, cluster: Cluster | None = None) -> dict[str
     return progress
 
 
-def select_users(jobs: Sequence[Job], progress: Mapping[str, float], alpha: float, population: int) -> set[str]:
+def select_users(jobs: Sequence[Job], progress: Mapping[str, float], alpha: float, population: int,
+                 ties: Literal["earliest_waiting", "by_name"] = "earliest_waiting") -> set[str]:
     """The max(1, ceil(α · population)) waiting users with the lowest progress (ties: the user waiting
-    longest, then name). α = 0 means strict fairness: one user (the paper's ⌈0·n⌉ = 0 is read that way)."""
+    longest, then name; or by name alone). α = 0 means strict fairness: one user (the paper's ⌈0·n⌉ = 0 is
+    read that way)."""
     first: dict[str, float] = {}
     for job in jobs:
-        first[job.user] = min(first.get(job.user, math.inf), job.group.submit_time)
+        first[job.user] = 0.0 if ties == "by_name" else min(first.get(job.user, math.inf), job.group.submit_time)
     ranked = sorted(first, key=lambda u: (progress.get(u, 0.0), first[u], u))
     count = max(1, math.ceil(alpha * population - 1e-9))
     return set(ranked[:count])
@@ -344,11 +346,14 @@ class AlphaArgs(PolicyArgs):
     - `alpha_over`: what α is a fraction of: users with waiting jobs (authors' simulator, default) or all
       users in the view (their Kubernetes scheduler).
     - `widen_alpha`: double α while nothing can start, until α = 1 (§4.4; not reset within a decision).
+    - `ties`: users with equal progress go by who has waited longest ("earliest_waiting"), or by name
+      ("by_name": the authors' simulator, its queue order; an artifact, off by default).
     """
 
     alpha: float = Field(0.1, ge=0.0, le=1.0)
     alpha_over: Literal["waiting", "all"] = "waiting"
     widen_alpha: bool = True
+    ties: Literal["earliest_waiting", "by_name"] = "earliest_waiting"
 
 
 def _population(view: ClusterView, cluster: Cluster, over: str) -> int:
@@ -387,7 +392,8 @@ class AlphaRounds(Generic[AA]):
         alpha = self.args.alpha
         while cluster.jobs and cluster.idle():
             population = _population(view, cluster, self.args.alpha_over)
-            choices = self.pick(cluster, select_users(cluster.jobs, progress, alpha, population), alpha, now)
+            users = select_users(cluster.jobs, progress, alpha, population, self.args.ties)
+            choices = self.pick(cluster, users, alpha, now)
             if not choices:
                 if not self.args.widen_alpha or alpha >= 1.0:
                     break

@@ -19,7 +19,7 @@ FIFO is `baselines.fifo`. "Waiting" users and ties follow `allox`: accelerators 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Literal, TypeVar
 
@@ -121,12 +121,18 @@ def _start_in_order(cluster: Cluster, pairs: Iterable[tuple[Job, str]], reason: 
     return actions
 
 
-def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick: Pick, tag: str) -> list[Start]:
+Ties = Literal["earliest_waiting", "by_name"]
+
+
+def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick: Pick, tag: str,
+                         ties: Ties = "earliest_waiting") -> list[Start]:
     """Online DRF: the waiting user with the least share picks a (job, kind); stop when it cannot start."""
     usage = _usage(view, cluster)
     actions: list[Start] = []
     while cluster.jobs and cluster.idle():
         first = _first_submit(cluster.jobs)
+        if ties == "by_name":
+            first = dict.fromkeys(first, 0.0)
         user = min(first, key=lambda u: (share(usage.get(u, {})), first[u], u))
         choice = pick(user)
         idle = cluster.idle(choice[1]) if choice is not None else []
@@ -154,9 +160,14 @@ def _drf_share(cluster: Cluster) -> Share:
 
 class DrffArgs(PolicyArgs):
     """`config`: "accelerator" always takes the first accelerator variant a job has (the authors' DRFF);
-    "first" takes the variant the user listed first (her stated preference)."""
+    "first" takes the variant the user listed first (her stated preference).
+
+    `ties`: who goes first among users with equal shares (frequent: every job is one machine of 20).
+    "earliest_waiting": the user whose oldest waiting job arrived first, then by name. "by_name": the first
+    user by name, as in the authors' simulator (its lowest queue index; an artifact, off by default)."""
 
     config: Literal["accelerator", "first"] = "accelerator"
+    ties: Ties = "earliest_waiting"
 
 
 class Drff(_OnMachines[DrffArgs]):
@@ -174,11 +185,17 @@ class Drff(_OnMachines[DrffArgs]):
                 return job, listed[0]
             return job, min(job.estimates, key=cluster.kinds.index)
 
-        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drff")
+        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drff", self.args.ties)
 
 
 class DrfsArgs(PolicyArgs):
-    """No knobs: SJF by the best estimate within a user, on the faster kind."""
+    """SJF by the best estimate within a user, on the faster kind.
+
+    `ties`: who goes first among users with equal shares (frequent: every job is one machine of 20).
+    "earliest_waiting": the user whose oldest waiting job arrived first, then by name. "by_name": the first
+    user by name, as in the authors' simulator (its lowest queue index; an artifact, off by default)."""
+
+    ties: Ties = "earliest_waiting"
 
 
 class Drfs(_OnMachines[DrfsArgs]):
@@ -192,15 +209,20 @@ class Drfs(_OnMachines[DrfsArgs]):
             job = min((j for j in cluster.jobs if j.user == user), key=lambda j: (min(j.estimates.values()), _fcfs(j)))
             return job, favoured(job.estimates, cluster.kinds)
 
-        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drfs")
+        return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drfs", self.args.ties)
 
 
 class DrfaArgs(PolicyArgs):
     """`beta`: machines of the base kind one machine of each kind is worth (the base kind, the first kind
     without GRES, is 1). None: the mean over the view's jobs with estimates on both of base time / kind
-    time, i.e. the average speedup (the authors average over the whole workload, known in advance)."""
+    time, i.e. the average speedup (the authors average over the whole workload, known in advance).
+
+    `ties`: who goes first among users with equal shares (frequent: every job is one machine of 20).
+    "earliest_waiting": the user whose oldest waiting job arrived first, then by name. "by_name": the first
+    user by name, as in the authors' simulator (its lowest queue index; an artifact, off by default)."""
 
     beta: dict[str, float] | None = None
+    ties: Ties = "earliest_waiting"
 
 
 class Drfa(_OnMachines[DrfaArgs]):
@@ -223,7 +245,7 @@ class Drfa(_OnMachines[DrfaArgs]):
                     return min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind
             return None
 
-        return _progressive_filling(view, cluster, share, pick, "drfa")
+        return _progressive_filling(view, cluster, share, pick, "drfa", self.args.ties)
 
 
 def _average_speedups(view: ClusterView, cluster: Cluster) -> dict[str, float]:
@@ -255,11 +277,18 @@ class EqualShareArgs(PolicyArgs):
     simulator as stored in their IRFsim repository, `EqualShareScheduler.onlineEqualShare`: kinds in turn,
     accelerators first, the waiting user holding the fewest machines of the kind starts her job shortest on
     it, until the kind has no idle machine; no per-user cap, so it is work-conserving). `order` and `users`
-    apply to "static" only."""
+    apply to "static" only.
+
+    `base_blocks_accelerators` (order "sjf", static split; off by default: an artifact): as in the authors'
+    simulator (IRFsim's `EqualShareScheduler`, whose accelerator pass is given a CPU share of 0 and then
+    subtracts the user's CPU use), a user holding any machine of a kind without GRES gets no accelerator pass;
+    her accelerator share is filled only in the base-kind pass, where her jobs go in order of base-kind
+    time, each to an accelerator of her share when she has room there, else to the base kind."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
     users: tuple[str, ...] | None = None
     split: Literal["static", "online"] = "static"
+    base_blocks_accelerators: bool = False
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):
@@ -294,7 +323,9 @@ class EqualShare(_OnMachines[EqualShareArgs]):
             mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
             return True
 
-        if self.args.order == "sjf":
+        if self.args.order == "sjf" and self.args.base_blocks_accelerators:
+            _es_blocked_passes(cluster, users, usage, room, take)
+        elif self.args.order == "sjf":
             for kind in cluster.kinds:
                 for user in users:
                     while room(user, kind):
@@ -308,6 +339,30 @@ class EqualShare(_OnMachines[EqualShareArgs]):
                     if not any(room(user, k) and take(job, k, "fcfs, favourite first") for k in kinds):
                         break
         return actions
+
+
+def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[str, Usage],
+                       room: Callable[[str, str], bool], take: Callable[[Job, str, str], bool]) -> None:
+    """ES's passes as the authors' simulator runs them (`EqualShareArgs.base_blocks_accelerators`): per user,
+    the accelerator passes unless she holds a base-kind machine, then the base-kind pass in base-kind-time
+    order, each job to an accelerator of her share first, else to the base kind; a job that fits neither ends
+    her pass."""
+    base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
+    accelerators = [k for k in cluster.kinds if k not in base]
+    for user in users:
+        holds_base = any(usage.get(user, {}).get(k, 0.0) > 0 for k in base)
+        for kind in [] if holds_base else accelerators:
+            while room(user, kind):
+                mine = [j for j in cluster.jobs if j.user == user and kind in j.estimates]
+                if not mine or not take(min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind, "sjf"):
+                    break
+        for kind in base:
+            mine = sorted((j for j in cluster.jobs if j.user == user and kind in j.estimates),
+                          key=lambda j: (j.estimates[kind], _fcfs(j)))
+            for job in mine:
+                target = next((k for k in (*accelerators, kind) if k in job.estimates and room(user, k)), None)
+                if target is None or not take(job, target, f"sjf by {kind} time (base use blocks accelerators)"):
+                    break
 
 
 def _online_equal_share(view: ClusterView, cluster: Cluster) -> list[Start]:

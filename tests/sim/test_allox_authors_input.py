@@ -24,7 +24,7 @@ def test_each_job_becomes_a_cpu_and_a_gpu_variant_with_the_files_errors(tmp_path
     path = tmp_path / "jobs.txt"
     path.write_text(TWO_JOBS)
     first, second = authors_jobs(path)
-    assert (first.job_id, first.user, first.submit_time) == ("allox-0", "user3", 0.0)
+    assert (first.job_id, first.user, first.submit_time) == ("allox-00000", "user3", 0.0)
     assert (second.submit_time, second.user) == (7 * 60.0, "user0")
     cpu, gpu = first.variants["cpu"], first.variants["gpu"]
     assert (cpu.request.cpus, cpu.request.mem_mb, cpu.duration_s) == (32, 14 * 1024, 97 * 60.0)

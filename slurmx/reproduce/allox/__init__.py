@@ -9,6 +9,9 @@ Four experiments, selectable with `--only`:
 - `error`: estimation error σ = 0 ... 0.6 for ES, AlloX, SRPT (Fig. 17);
 - `overhead`: profiling overhead 0 ... 15% for DRFF, ES, AlloX, SRPT (Fig. 18).
 
+`authors` runs the main comparison on the authors' own input file; `authors-sim` (only when named) runs their
+Java simulator beside ours on it and compares job by job (`authors_sim`; needs their pack and a JDK).
+
 Every run is one `RunSpec`; the experiments share identical runs (AlloX at α = 0.1, σ = 0.1, 3% is one run
 for all four), and the distinct ones go through `parallel_map`. Times are reported in the workload's time
 unit (60 s; the authors' plots call it "mins").
@@ -16,6 +19,7 @@ unit (60 s; the authors' plots call it "mins").
 
 from __future__ import annotations
 
+from slurmx.reproduce.allox import authors_sim
 from slurmx.reproduce.allox.experiment import EXPERIMENTS, run_all, scale_of, selected
 from slurmx.reproduce.allox.report import TITLE, report
 from slurmx.reproduce.base import Reproduction, ReproOptions
@@ -30,4 +34,11 @@ def reproduce(options: ReproOptions, jobs_per_user: int | None = None) -> Reprod
     scale = scale_of(options, jobs_per_user)
     seeds = range(scale.seeds)
     results = run_all(only, scale, seeds, options.workers, options.progress)
-    return report(results, only, scale, seeds, options.quick, options.plot_dir)
+    rep = report(results, only, scale, seeds, options.quick, options.plot_dir)
+    if "authors-sim" in only:
+        compared = authors_sim.compare(options.workers, options.progress)
+        rep.conditions.append(compared.skipped or f"authors-sim: their simulator from {compared.peer} "
+                              f"({authors_sim.PEER_ENV}), run with its run.sh in a temporary directory")
+        rep.tables += authors_sim.tables(compared)
+        rep.data["authors-sim"] = authors_sim.as_data(compared)
+    return rep

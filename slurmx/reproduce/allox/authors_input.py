@@ -23,11 +23,17 @@ from slurmx.reproduce import UnknownPaper
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.workloads.allox import AlloxParams
 
-__all__ = ["AUTHORS_INPUT", "authors_jobs"]
+__all__ = ["AUTHORS_INPUT", "authors_jobs", "job_name"]
 
 AUTHORS_INPUT = Path(__file__).resolve().parents[4] / "shared" / "traces" / "allox_sim_inputs" / \
     "jobs_input_10_Google_m1.txt"
 _CLAMP = 0.99
+
+
+def job_name(number: int) -> str:
+    """Our id of their job `number`, zero-padded so that the policies' tie-break on the id (FCFS among jobs
+    that arrive together) keeps the file's order, as their queues do ("allox-13" would sort before "allox-3")."""
+    return f"allox-{number:05d}"
 
 
 def _estimate(truth: float, error: float, with_errors: bool) -> float | None:
@@ -63,7 +69,7 @@ def authors_jobs(path: Path = AUTHORS_INPUT, with_errors: bool = True) -> tuple[
         cpu_request = Resources(int(cores), round(mem_gb * 1024))
         cpu = SimVariant("cpu", cpu_request, cpu_s, _estimate(cpu_s, e_cpu, with_errors))
         gpu = SimVariant("gpu", gpu_request, gpu_s, _estimate(gpu_s, e_gpu, with_errors))
-        jobs.append(SimJob(job_id=f"allox-{job_id}", user=f"user{user}", submit_time=arrival * unit,
+        jobs.append(SimJob(job_id=job_name(job_id), user=f"user{user}", submit_time=arrival * unit,
                            variants={"cpu": cpu, "gpu": gpu},
                            meta={"speedup": cpu_s / gpu_s, "user_index": int(user)}))
         number += 4

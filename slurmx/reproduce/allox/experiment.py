@@ -24,12 +24,15 @@ from slurmx.sim.parallel import parallel_map
 from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.allox import AlloxParams, allox
 
-__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "CPU_NODE_CORES", "DEFAULT_ALPHA", "DEFAULT_ERROR", "DEFAULT_OVERHEAD",
-           "EXPERIMENTS", "FULL", "MAIN_POLICIES", "QUICK", "STORED_CODE", "STORED_DRFA_BETA_CORES", "UNIT_S",
-           "Results", "RunOutcome", "RunSpec", "Scale", "average_speedup", "experiment_specs", "progress_spread",
-           "run_all", "run_one", "scale_of", "selected"]
+__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "AS_AUTHORS_SIM", "AUTHORS_SIM_OPTIONS", "CPU_NODE_CORES", "DEFAULT_ALPHA",
+           "DEFAULT_ERROR", "DEFAULT_OVERHEAD", "EXPERIMENTS", "FULL", "MAIN_POLICIES", "ON_REQUEST", "QUICK",
+           "STORED_CODE", "STORED_DRFA_BETA_CORES", "UNIT_S", "Results", "RunOutcome", "RunSpec", "Scale",
+           "authors_sim_options", "average_speedup", "experiment_specs", "progress_spread", "run_all", "run_one",
+           "scale_of", "selected"]
 
 EXPERIMENTS = ("authors", "main", "alpha", "error", "overhead")
+# Run only when named: the authors' own simulator beside ours (`authors_sim`; needs their pack and a JDK).
+ON_REQUEST = ("authors-sim",)
 
 UNIT_S = 60.0  # the workload's time unit (AlloxParams.time_unit_s)
 GPU_NODE = {"nodes": 20, "cpus": 4, "mem": "61G", "gres": "gpu:1"}  # EC2 p2.xlarge: 1 K80, 4 cores, 61 GB
@@ -43,6 +46,16 @@ ALLOX_PLUS_TIMEOUT_UNITS = 500.0  # ALLOX_TIME_OUT in the authors' simulator
 # DRFExtScheduler sets β = 69 cores per GPU; EqualShareScheduler runs onlineEqualShare (work-conserving).
 STORED_DRFA_BETA_CORES = 69.0
 STORED_CODE = "stored_code"  # RunSpec.variant of the runs that follow the stored code, not the paper's text
+# Behaviours of the authors' simulator (IRFsim at the paper's commit) that move the numbers, as named policy
+# options of ours: option name -> policy -> params. RunSpec.variant AS_AUTHORS_SIM turns them all on,
+# AS_AUTHORS_SIM + ":" + name one of them (the ablation). All are artifacts: off in our defaults.
+AS_AUTHORS_SIM = "authors_sim"
+AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "drf_ties": {p: {"ties": "by_name"} for p in ("drff", "drfs", "drfa")},  # equal shares: lowest queue index
+    "es_gpu_pass": {"es": {"base_blocks_accelerators": True}},  # a user on CPU gets no GPU pass
+    "allox_ties": {"allox": {"ties": "by_name"}},  # equal progress: lowest queue index
+    "allox_nmax": {"allox": {"n_max": 50}},  # MAX_N_JOB_AlloX: the matching sees at most 50 jobs
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +88,8 @@ class RunSpec:
     error_sd: float = DEFAULT_ERROR
     overhead: float = DEFAULT_OVERHEAD
     source: str = "generator"  # "generator": the stand-in workload; "authors": their simulator's input file
-    variant: str = ""  # STORED_CODE: ES or DRFA as the authors' stored simulator runs them (a sensitivity run)
+    variant: str = ""  # STORED_CODE: ES or DRFA as the authors' stored simulator runs them (a sensitivity run);
+    # AS_AUTHORS_SIM[:option]: the options that follow the authors' simulator (`authors_sim_options`)
 
     @staticmethod
     def make(policy: str, seed: int, scale: Scale, alpha: float = DEFAULT_ALPHA, error_sd: float = DEFAULT_ERROR,
@@ -101,6 +115,8 @@ class RunSpec:
             params["alpha"] = self.alpha
         if self.policy == "allox_plus":
             params["timeout_s"] = ALLOX_PLUS_TIMEOUT_UNITS * UNIT_S
+        for option in authors_sim_options(self.variant):
+            params.update(AUTHORS_SIM_OPTIONS[option].get(self.policy, {}))
         return parse_sim_config({
             "seed": self.seed,
             "cluster": {"partitions": [{"name": "gpu", "kind": "gpu", **GPU_NODE},
@@ -125,6 +141,17 @@ class RunOutcome:
     top1_jct: float
     spread: float | None
     wall_s: float
+
+
+def authors_sim_options(variant: str) -> tuple[str, ...]:
+    """The authors'-simulator options a RunSpec.variant turns on: all for AS_AUTHORS_SIM, one for
+    "AS_AUTHORS_SIM:name", none otherwise."""
+    if variant == AS_AUTHORS_SIM:
+        return tuple(AUTHORS_SIM_OPTIONS)
+    head, _, name = variant.partition(":")
+    if head == AS_AUTHORS_SIM and name in AUTHORS_SIM_OPTIONS:
+        return (name,)
+    return ()
 
 
 def run_one(spec: RunSpec) -> RunOutcome:
@@ -224,10 +251,12 @@ def scale_of(options: ReproOptions, jobs_per_user: int | None = None) -> Scale:
 
 
 def selected(options: ReproOptions) -> tuple[str, ...]:
-    """The experiments `--only` names (all by default); an unknown name is a one-line error."""
-    unknown = sorted(set(options.only) - set(EXPERIMENTS))
+    """The experiments `--only` names (all of EXPERIMENTS by default, ON_REQUEST only when named); an unknown
+    name is a one-line error."""
+    unknown = sorted(set(options.only) - set(EXPERIMENTS) - set(ON_REQUEST))
     if unknown:
-        raise UnknownPaper(f"allox: unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
+        raise UnknownPaper(f"allox: unknown experiment(s) {', '.join(unknown)}; choose from "
+                           f"{', '.join(EXPERIMENTS + ON_REQUEST)}")
     return options.only or EXPERIMENTS
 
 

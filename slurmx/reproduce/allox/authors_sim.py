@@ -1,0 +1,275 @@
+"""`slurmx reproduce allox --only authors-sim`: the AlloX authors' own simulator (IRFsim) beside our engine.
+
+The authors' Java simulator is not part of this project (it has no licence): a reference pack of it, with its
+build and one-method run scripts and its input, lives outside the repository, by default in
+`../shared/peers/allox-irfsim` (set `SLURMX_ALLOX_PEER` to another folder). When that folder and a JDK are
+present, this copies the pack to a temporary directory, builds it, runs the selected methods with the paper's
+settings (its `run.sh`), runs ours on the same input file with the same settings (the `authors` experiment's
+runs), and compares the two per method (average JCT) and per job (start, end, machine kind): the share of jobs
+whose times match within `TOLERANCE_UNITS`, and the first job, in their start order, where the two differ.
+
+Their times are in steps of one unit (their plots call it a minute; ours is 60 s). Their per-job CSV gives the
+run time but sets the device only for some methods, so the device is read off the run time: the job's true CPU
+time is a CPU node, its true GPU time a GPU, anything else ("other") is neither (DRFExt's CPU fallback runs a
+job for another job's time).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slurmx.reproduce import UnknownPaper
+from slurmx.reproduce.allox.authors_input import authors_jobs, job_name
+from slurmx.reproduce.allox.experiment import AS_AUTHORS_SIM, AUTHORS_SIM_OPTIONS, FULL, UNIT_S, RunSpec
+from slurmx.reproduce.base import ResultTable
+from slurmx.sim.jobs import SimJob
+from slurmx.sim.parallel import parallel_map
+from slurmx.sim.runner import run_config
+
+__all__ = ["DEFAULT_PEER", "METHODS_ENV", "PEER_ENV", "PEER_METHODS", "TOLERANCE_UNITS", "Comparison", "JobTimes",
+           "MethodComparison", "as_data", "compare", "compare_method", "missing", "options_of", "peer_dir",
+           "read_peer_csv", "run_authors_sim", "run_ours", "selected_methods", "tables"]
+
+PEER_ENV = "SLURMX_ALLOX_PEER"  # the pack's folder (default DEFAULT_PEER)
+METHODS_ENV = "SLURMX_ALLOX_PEER_METHODS"  # comma-separated policies to compare (default: all of PEER_METHODS)
+DEFAULT_PEER = Path(__file__).resolve().parents[3].parent / "shared" / "peers" / "allox-irfsim"
+# our policy -> their method name (the pack's README: DRFF = DRFFIFO, DRFS = DRF, DRFA = DRFExt)
+PEER_METHODS = {"drff": "DRFFIFO", "drfs": "DRF", "es": "ES", "drfa": "DRFExt", "allox": "AlloX"}
+TOLERANCE_UNITS = 1.0  # their clock steps by one unit: a time within one step of ours matches
+INPUT_NAME = "jobs_input_10_Google_m1.txt"
+RUN_TIMEOUT_S = 3 * 3600  # their AlloX takes 8-24 min on a busy 2-core machine; a hung JVM must not hang us
+
+
+@dataclass(frozen=True)
+class JobTimes:
+    """One job's start and end (units) and the machine kind it ran on ("cpu", "gpu" or "other")."""
+
+    start: float
+    end: float
+    kind: str
+
+
+@dataclass(frozen=True)
+class MethodComparison:
+    """One method, theirs beside ours (with the authors'-simulator options on): average JCT, per-job match
+    shares, the first divergence; and our average JCT with our defaults."""
+
+    policy: str
+    theirs_jct: float
+    ours_jct: float
+    jobs: int
+    end_match: float  # share of jobs whose end matches within the tolerance
+    start_match: float
+    kind_match: float
+    first: tuple[str, JobTimes, JobTimes] | None  # (job, theirs, ours) of the first job that differs
+    ours_default_jct: float = math.nan  # ours with our defaults (no authors'-simulator option)
+    options: tuple[str, ...] = ()  # the authors'-simulator options that apply to this method
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The whole harness's answer: what ran, or the one line saying why it could not."""
+
+    skipped: str = ""
+    methods: tuple[MethodComparison, ...] = ()
+    peer: str = ""
+
+
+def peer_dir() -> Path:
+    """The pack's folder: `SLURMX_ALLOX_PEER` if set, else `../shared/peers/allox-irfsim` beside the repository."""
+    value = os.environ.get(PEER_ENV, "").strip()
+    return Path(value).expanduser() if value else DEFAULT_PEER
+
+
+def missing(peer: Path) -> str:
+    """Why the authors' simulator cannot run here (one line naming what to install or set), or ''."""
+    if not (peer / "run.sh").is_file() or not (peer / "build.sh").is_file():
+        return (f"authors-sim: skipped: no authors' simulator pack at {peer} (needs build.sh and run.sh); "
+                f"set {PEER_ENV} to its folder")
+    if not (peer / "input" / INPUT_NAME).is_file():
+        return f"authors-sim: skipped: {peer / 'input' / INPUT_NAME} is missing"
+    absent = [tool for tool in ("javac", "java", "bash") if shutil.which(tool) is None]
+    if absent:
+        return (f"authors-sim: skipped: {' and '.join(absent)} not found; install a JDK 8 or newer "
+                "(e.g. apt-get install default-jdk-headless)")
+    return ""
+
+
+def selected_methods() -> tuple[str, ...]:
+    """The policies `SLURMX_ALLOX_PEER_METHODS` names (all of PEER_METHODS by default); one-line error otherwise."""
+    value = os.environ.get(METHODS_ENV, "").strip()
+    if not value:
+        return tuple(PEER_METHODS)
+    names = tuple(dict.fromkeys(n.strip().lower() for n in value.split(",") if n.strip()))
+    unknown = [n for n in names if n not in PEER_METHODS]
+    if unknown or not names:
+        raise UnknownPaper(f"allox: {METHODS_ENV}={value!r}: unknown method(s) {', '.join(unknown) or '(none)'}; "
+                           f"choose from {', '.join(PEER_METHODS)}")
+    return names
+
+
+def _run(argv: Sequence[str], cwd: Path, what: str) -> None:
+    try:
+        done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UnknownPaper(f"allox: authors-sim: {what} failed ({exc})") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise UnknownPaper(f"allox: authors-sim: {what} exited {done.returncode}: {tail[0]}")
+
+
+def run_authors_sim(peer: Path, methods: Sequence[str], work: Path) -> dict[str, Path]:
+    """Copy the pack into `work`, build it and run each method with its `run.sh` (the paper's settings);
+    their per-job CSV of each policy."""
+    copy = work / "irfsim"
+    shutil.copytree(peer, copy, ignore=shutil.ignore_patterns("build", "build_switches", "results", "output", "log"))
+    _run(["bash", "build.sh"], copy, "build.sh")
+    out: dict[str, Path] = {}
+    for policy in methods:
+        method = PEER_METHODS[policy]
+        _run(["bash", "run.sh", method], copy, f"run.sh {method}")
+        out[policy] = copy / "results" / f"{method}.csv"
+    return out
+
+
+def read_peer_csv(path: Path, jobs: Mapping[int, SimJob]) -> dict[str, JobTimes]:
+    """Their per-job CSV (JobId, arrival, end, JCT, queue, start, run time, isCPU) keyed by our job id; the
+    profiling samples (JobId < 0) left out; the kind read off the run time against the input's true times."""
+    out: dict[str, JobTimes] = {}
+    try:
+        with path.open(encoding="ascii", newline="") as f:
+            rows = csv.reader(f)
+            next(rows, None)
+            for number, row in enumerate(rows, start=2):
+                try:
+                    job_id, end, start, run = int(row[0]), float(row[2]), float(row[5]), float(row[6])
+                except (IndexError, ValueError):
+                    raise UnknownPaper(f"allox: {path}:{number}: not a row of the authors' per-job CSV") from None
+                if job_id < 0:
+                    continue
+                job = jobs.get(job_id)
+                kind = "other"
+                if job is not None:
+                    for name, variant in job.variants.items():
+                        if abs(run - variant.duration_s / UNIT_S) < 1e-6:
+                            kind = name
+                out[job_name(job_id)] = JobTimes(start, end, kind)
+    except OSError as exc:
+        raise UnknownPaper(f"allox: authors-sim: cannot read {path} ({exc})") from None
+    return out
+
+
+def options_of(policy: str) -> tuple[str, ...]:
+    """The authors'-simulator options (`experiment.AUTHORS_SIM_OPTIONS`) that change `policy`'s runs."""
+    return tuple(name for name, by_policy in AUTHORS_SIM_OPTIONS.items() if policy in by_policy)
+
+
+def run_ours(task: tuple[str, Path, str]) -> dict[str, JobTimes]:
+    """Our engine on the pack's input with the `authors` experiment's settings for `policy`, and the
+    RunSpec variant (AS_AUTHORS_SIM: the authors'-simulator options on); top level, so a pool can pickle it."""
+    policy, input_path, variant = task
+    spec = RunSpec.make(policy, 0, FULL, source="authors", variant=variant)
+    jobs = list(authors_jobs(input_path, with_errors=spec.error_sd > 0))
+    result = run_config(spec.config(jobs), jobs)
+    return {r.job_id: JobTimes((r.first_start if r.first_start is not None else math.nan) / UNIT_S,
+                               r.finish / UNIT_S, r.kind or "other")
+            for r in result.jobs if not r.cancelled}
+
+
+def _mean_jct(times: Mapping[str, JobTimes], submit: Mapping[str, float]) -> float:
+    return sum(t.end - submit[j] for j, t in times.items()) / len(times) if times else math.nan
+
+
+def compare_method(policy: str, theirs: Mapping[str, JobTimes], ours: Mapping[str, JobTimes],
+                   submit: Mapping[str, float], tolerance: float = TOLERANCE_UNITS) -> MethodComparison:
+    """Per method: both average JCTs (over each side's jobs), the shares of the jobs both ran whose end, start
+    and kind match, and the first job in their start order whose start or kind differs (then its end)."""
+    both = sorted(set(theirs) & set(ours), key=lambda j: (theirs[j].start, theirs[j].end, j))
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= tolerance
+
+    n = len(both)
+    ends = sum(close(theirs[j].end, ours[j].end) for j in both)
+    starts = sum(close(theirs[j].start, ours[j].start) for j in both)
+    kinds = sum(theirs[j].kind == ours[j].kind for j in both)
+    first = next((j for j in both if not close(theirs[j].start, ours[j].start) or theirs[j].kind != ours[j].kind),
+                 None) or next((j for j in both if not close(theirs[j].end, ours[j].end)), None)
+    return MethodComparison(policy, _mean_jct(theirs, submit), _mean_jct(ours, submit), n,
+                            ends / n if n else math.nan, starts / n if n else math.nan, kinds / n if n else math.nan,
+                            (first, theirs[first], ours[first]) if first is not None else None)
+
+
+def compare(workers: int = 1, progress: bool = False) -> Comparison:
+    """Run both simulators on the pack's input and compare them; `skipped` says why not when the pack or a JDK
+    is missing (then nothing runs)."""
+    peer = peer_dir()
+    why = missing(peer)
+    if why:
+        return Comparison(skipped=why, peer=str(peer))
+    methods = selected_methods()
+    input_path = peer / "input" / INPUT_NAME
+    jobs = authors_jobs(input_path, with_errors=True)
+    by_number = {int(j.job_id.removeprefix("allox-")): j for j in jobs}
+    submit = {j.job_id: j.submit_time / UNIT_S for j in jobs}
+    tasks = [(p, input_path, v) for p in methods for v in ("", AS_AUTHORS_SIM)[:1 + bool(options_of(p))]]
+    runs = parallel_map(run_ours, tasks, workers, "allox: ours", progress)
+    ours = {(p, v): r for (p, _, v), r in zip(tasks, runs, strict=True)}
+    with tempfile.TemporaryDirectory(prefix="slurmx-allox-irfsim-") as work:
+        csvs = run_authors_sim(peer, methods, Path(work))
+        theirs = {p: read_peer_csv(path, by_number) for p, path in csvs.items()}
+    out = []
+    for p in methods:
+        like_theirs = ours.get((p, AS_AUTHORS_SIM), ours[p, ""])
+        m = compare_method(p, theirs[p], like_theirs, submit)
+        out.append(replace(m, ours_default_jct=_mean_jct(ours[p, ""], submit), options=options_of(p)))
+    return Comparison(methods=tuple(out), peer=str(peer))
+
+
+def _label(policy: str) -> str:
+    return "AlloX" if policy == "allox" else policy.upper()
+
+
+def _times(t: JobTimes) -> str:
+    return f"{t.start:g}-{t.end:g} {t.kind}"
+
+
+def tables(result: Comparison) -> list[ResultTable]:
+    """The method table (both average JCTs and the match shares) and the first divergences."""
+    if result.skipped:
+        return []
+    rows = tuple((_label(m.policy), f"{m.theirs_jct:,.1f}", f"{m.ours_default_jct:,.1f}",
+                  f"{m.ours_jct:,.1f}" if m.options else "(no option)", ", ".join(m.options) or "-",
+                  f"{100 * (m.ours_jct / m.theirs_jct - 1):+.1f}%", f"{m.end_match:.1%}", f"{m.start_match:.1%}",
+                  f"{m.kind_match:.1%}") for m in result.methods)
+    first = tuple((_label(m.policy), m.first[0], _times(m.first[1]), _times(m.first[2])) if m.first is not None
+                  else (_label(m.policy), "none", "", "") for m in result.methods)
+    return [ResultTable(f"authors-sim: their simulator vs our engine, same input (match: within {TOLERANCE_UNITS:g} "
+                        "unit; per job: ours with the options)",
+                        ("method", "their avg JCT", "ours (defaults)", "ours (options on)", "options",
+                         "ours vs theirs", "end matches", "start matches", "kind matches"), rows),
+            ResultTable("authors-sim: first divergence (their start order; start-end kind, in units)",
+                        ("method", "job", "theirs", "ours"), first)]
+
+
+def as_data(result: Comparison) -> dict[str, object]:
+    """The comparison for the JSON report: per method both average JCTs, the match shares, the first divergence."""
+    if result.skipped:
+        return {"skipped": result.skipped}
+    return {"peer": result.peer, "tolerance_units": TOLERANCE_UNITS,
+            "methods": {m.policy: {"theirs_jct": m.theirs_jct, "ours_jct": m.ours_jct,
+                                   "ours_default_jct": m.ours_default_jct, "options": list(m.options), "jobs": m.jobs,
+                                   "end_match": m.end_match, "start_match": m.start_match,
+                                   "kind_match": m.kind_match,
+                                   "first_divergence": None if m.first is None else
+                                   {"job": m.first[0], "theirs": vars(m.first[1]), "ours": vars(m.first[2])}}
+                        for m in result.methods}}

@@ -1,0 +1,70 @@
+"""The AlloX baselines' options that follow the authors' simulator (IRFsim): off by default, each a named
+behaviour of their code (docs/policies/allox.md, "Beside the authors' simulator")."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmx.core.actions import Start
+from slurmx.policies.allox import select_users
+from slurmx.policies.allox_baselines import (
+    Drfa,
+    DrfaArgs,
+    Drff,
+    DrffArgs,
+    Drfs,
+    DrfsArgs,
+    EqualShare,
+    EqualShareArgs,
+)
+from slurmx.policies.base import Policy
+from tests.unit.test_allox import Spec, _jobs, _nodes, _Run, _view
+
+
+def _starts(policy: Policy, view_args: tuple[float, list[Spec], dict[str, _Run]], cpu_nodes: int,
+            gpus: int) -> list[tuple[str, str]]:
+    now, specs, running = view_args
+    left = {s.name: 1.0 for s in specs}
+    view = _view(now, specs, running, left, set(), _nodes(1, gpus, cpu_nodes))
+    return [(a.group_id, a.kind) for a in policy.schedule(view, now).of_type(Start)]
+
+
+def test_es_a_user_holding_a_cpu_node_gets_no_gpu_pass_and_fills_her_gpus_in_cpu_time_order() -> None:
+    # 2 GPUs and 4 CPU nodes: ann and bob 1 GPU + 2 CPU nodes each; ann already runs a0 on a CPU node
+    specs = [Spec("a0", "ann", {"cpu": 100.0}), Spec("a1", "ann", {"gpu": 1.0, "cpu": 30.0}),
+             Spec("a2", "ann", {"gpu": 2.0, "cpu": 5.0}), Spec("b1", "bob", {"gpu": 4.0, "cpu": 50.0})]
+    state = (1.0, specs, {"a0": _Run("cpu", "c1", 0.0, 1.0)})
+    default = _starts(EqualShare(EqualShareArgs()), state, 4, 2)
+    assert sorted(default) == [("a1", "gpu"), ("a2", "cpu"), ("b1", "gpu")]  # a1 is ann's GPU-shortest
+    blocked = _starts(EqualShare(EqualShareArgs(base_blocks_accelerators=True)), state, 4, 2)
+    # ann's CPU pass, CPU-shortest first: a2 (5) takes her GPU, a1 (30) her second CPU node; bob holds no CPU
+    assert sorted(blocked) == [("a1", "cpu"), ("a2", "gpu"), ("b1", "gpu")]
+
+
+def test_es_without_cpu_use_the_option_changes_nothing() -> None:
+    specs = [Spec("a1", "ann", {"gpu": 9.0, "cpu": 10.0}), Spec("a2", "ann", {"gpu": 1.0, "cpu": 30.0}),
+             Spec("b1", "bob", {"gpu": 4.0, "cpu": 5.0})]
+    state = (0.0, specs, {})
+    assert sorted(_starts(EqualShare(EqualShareArgs(base_blocks_accelerators=True)), state, 2, 2)) == \
+        sorted(_starts(EqualShare(EqualShareArgs()), state, 2, 2))
+
+
+@pytest.mark.parametrize(("default", "by_name"), [
+    (Drff(DrffArgs()), Drff(DrffArgs(ties="by_name"))),
+    (Drfs(DrfsArgs()), Drfs(DrfsArgs(ties="by_name"))),
+    (Drfa(DrfaArgs()), Drfa(DrfaArgs(ties="by_name"))),
+], ids=["drff", "drfs", "drfa"])
+def test_drf_ties_go_to_the_earliest_waiting_user_or_with_by_name_to_the_first_name(default: Policy,
+                                                                                     by_name: Policy) -> None:
+    # one GPU, one CPU node; both users hold nothing (equal shares) and favour the GPU; bob waited longer
+    specs = [Spec("b1", "bob", {"gpu": 1.0, "cpu": 50.0}), Spec("a1", "ann", {"gpu": 1.0, "cpu": 50.0}, submit=0.5)]
+    state = (1.0, specs, {})
+    assert _starts(default, state, 1, 1)[0] == ("b1", "gpu")
+    assert _starts(by_name, state, 1, 1)[0] == ("a1", "gpu")
+
+
+def test_allox_progress_ties_go_to_the_longest_waiting_user_or_with_by_name_to_the_first_name() -> None:
+    jobs = _jobs(["b", "a"])  # b's job arrived first
+    assert select_users(jobs, {}, 0.5, 2) == {"b"}
+    assert select_users(jobs, {}, 0.5, 2, "by_name") == {"a"}
+    assert select_users(jobs, {"a": 0.2}, 0.5, 2, "by_name") == {"b"}  # progress still comes first
