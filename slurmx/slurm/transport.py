@@ -85,6 +85,15 @@ def _text(raw: bytes) -> str:
 
 
 _CHUNK = 1 << 20
+# squeue runs with SLURM_BITSTR_LEN=0: libslurm otherwise cuts a job array's task string at 64 bytes ("...") and a
+# sparse pending array would lose its indices (core/arrays.py). Only squeue: sbatch would copy the variable into
+# the user's job environment.
+_SQUEUE_ENV = {"SLURM_BITSTR_LEN": "0"}
+
+
+def _client_env(argv: Sequence[str]) -> dict[str, str]:
+    """The variables a Slurm client is run with, besides the environment it inherits."""
+    return _SQUEUE_ENV if argv and argv[0] == "squeue" else {}
 
 
 def _read_all(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
@@ -112,11 +121,13 @@ def _read_all(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byt
     return out.getvalue(), err.getvalue()  # BytesIO hands over its buffer: no copy
 
 
-def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float) -> CommandResult:
+def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float,
+               extra_env: dict[str, str] | None = None) -> CommandResult:
+    env = {**os.environ, **extra_env} if extra_env else None
     if stdin is not None:  # small commands (a batch script, scontrol lines): the stdlib feeds stdin safely
         try:
             done = subprocess.run(list(argv), input=stdin.encode("utf-8"), capture_output=True, timeout=timeout,
-                                  check=False)
+                                  check=False, env=env)
         except FileNotFoundError as exc:
             raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
                                  "and on PATH?") from None
@@ -124,7 +135,8 @@ def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, tim
             raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
         return CommandResult(tuple(shown), done.returncode, done.stdout, _text(done.stderr))
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env)
     except FileNotFoundError as exc:
         raise TransportError(shown, None, f"command not found: {exc.filename}; is the Slurm client installed "
                              "and on PATH?") from None
@@ -143,7 +155,7 @@ class LocalTransport:
     """Slurm clients on this machine (the login node or the controller)."""
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
-        return _run_local(argv, argv, stdin, timeout)
+        return _run_local(argv, argv, stdin, timeout, _client_env(argv))
 
     def describe(self) -> str:
         return "local"
@@ -161,6 +173,7 @@ class DockerExecTransport:
         prefix = [self.docker, "exec", "-i"]
         if self.user:
             prefix += ["-u", self.user]
+        prefix += [f"--env={name}={value}" for name, value in _client_env(argv).items()]
         result = _run_local([*prefix, self.container, *argv], argv, stdin, timeout)
         if result.empty and result.stderr.startswith(("Error response from daemon", "OCI runtime exec")):
             raise TransportError(argv, result.returncode, f"docker exec into {self.container}: "
@@ -229,7 +242,8 @@ class SshTransport:
         import paramiko
 
         client = self._connect(argv)
-        command = shlex.join(argv)
+        extra = _client_env(argv)  # `env NAME=value cmd`: any login shell runs it, csh too
+        command = shlex.join(["env", *(f"{k}={v}" for k, v in extra.items()), *argv] if extra else argv)
         deadline = time.monotonic() + timeout
         late = SlurmTimeout(argv, None, f"no answer within {timeout:.0f} s over {self.describe()}")
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from slurmx.slurm.adapter import CliSlurm, JobUpdate
 from slurmx.slurm.array_tasks import expand_pending, parse_task_string
 from slurmx.slurm.parse import parse_jobs
 from slurmx.slurm.records import SlurmJob
-from slurmx.slurm.transport import CommandResult, ReplayTransport
+from slurmx.slurm.transport import CommandResult, DockerExecTransport, LocalTransport, ReplayTransport, SshTransport
 from tests.unit.test_daemon import NODES, PARTITIONS, SITE, job, spool_owners
+from tests.unit.test_slurm_hostile import _Client
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
 RECORDED = FIXTURES / "24.11" / "squeue-arrays.json"  # arrays 80 (cpu), 81 (gpu) of tag arrrec; 82 sparse; 74 gone
@@ -230,3 +232,41 @@ def test_the_view_shows_each_index_as_a_group_with_its_kinds_as_variants() -> No
     assert [(v.kind, job_text(v.job_id or 0)) for v in waiting.variants] == [("cpu", "80_0"), ("gpu", "81_0")]
     assert [v.kind for v in groups["arrrec[3]"].variants] == ["gpu"]  # its cpu index was cancelled
     assert waiting.user == "alice" and waiting.state is not GroupState.RUNNING
+
+
+# --- squeue is read with the whole task string ---------------------------------------------------------------------
+
+def _fake_clients(folder: Path) -> None:
+    for name in ("squeue", "sbatch"):
+        script = folder / name
+        script.write_text('#!/bin/sh\necho "${SLURM_BITSTR_LEN-unset}"\n')
+        script.chmod(0o755)
+
+
+def test_squeue_runs_with_slurm_bitstr_len_0_and_sbatch_without(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """libslurm cuts a task string at SLURM_BITSTR_LEN bytes (64 unless set); sbatch would copy the variable into
+    the user's job, so it is set for squeue alone."""
+    _fake_clients(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_BITSTR_LEN", raising=False)
+    local = LocalTransport()
+    assert local.run(["squeue", "--json"]).stdout.strip() == "0"
+    assert local.run(["sbatch", "--parsable"], stdin="#!/bin/sh\n").stdout.strip() == "unset"
+
+
+def test_docker_and_ssh_pass_it_to_squeue_on_the_far_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docker = tmp_path / "docker"
+    docker.write_text('#!/bin/sh\necho "$@"\n')
+    docker.chmod(0o755)
+    transport = DockerExecTransport("login", "alice", docker=str(docker))
+    assert transport.run(["squeue", "--json"]).stdout.split() == \
+        ["exec", "-i", "-u", "alice", "--env=SLURM_BITSTR_LEN=0", "login", "squeue", "--json"]
+    assert "--env" not in transport.run(["scancel", "80_4"]).stdout
+    sent: list[str] = []
+    client = _Client()
+    monkeypatch.setattr(client.channel, "exec_command", sent.append)
+    ssh = SshTransport("login.example")
+    monkeypatch.setattr(ssh, "_connect", lambda shown: client)
+    ssh.run(["squeue", "--json"])
+    assert sent == ["env SLURM_BITSTR_LEN=0 squeue --json"]

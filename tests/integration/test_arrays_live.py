@@ -1,0 +1,97 @@
+"""Live: slurmx-style job arrays (one per kind, one tag) as slurmxd reads and acts on them (core/arrays.py).
+
+Through the adapter as the daemon uses it: each index of the cpu and gpu arrays is one group g[i] owned by the
+array's folder; a sparse array's whole index list arrives (squeue runs with SLURM_BITSTR_LEN=0); release, steer
+and cancel act on one index by its key (`A_i`), which stays the same when Slurm splits the task off; Slurm's own
+`%N` holds the indices slurmxd releases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from slurmx.core.arrays import index_group, task_key
+from slurmx.core.model import VariantState
+from slurmx.core.ownership import SpoolOwners
+from slurmx.daemon.trust import sort_jobs
+from slurmx.slurm import CliSlurm
+from slurmx.slurm.adapter import JobUpdate
+from slurmx.slurm.records import SlurmJob
+from tests.integration.conftest import make_group_folder, spool_dir, wait_until
+from tests.unit.test_daemon import SITE
+
+SCRIPT = "#!/bin/bash\nsleep 300\n"
+SPARSE = sorted({i * i % 997 for i in range(1, 60)})  # a task string past libslurm's 64 bytes
+
+
+@pytest.fixture
+def arrays(slurm: CliSlurm, admin: CliSlurm, tag: str) -> Iterator[tuple[int, int]]:
+    make_group_folder(slurm, tag)
+    ids = []
+    for kind, extra in (("cpu", []), ("gpu", ["--gres=gpu:1"])):
+        ids.append(slurm.submit(SCRIPT, ["-H", "--qos=be", f"--partition={kind}", f"--job-name={tag}@{kind}",
+                                         f"--comment=slurmx:1:g={tag},v={kind},c=be,h=0123456789ab", "--mem=100M",
+                                         "--array=0-9%3", "--output=/dev/null", *extra]))
+    yield ids[0], ids[1]
+    admin.cancel(ids)
+
+
+def _mine(slurm: CliSlurm, *array_ids: int) -> list[SlurmJob]:
+    return [j for j in slurm.jobs(user="alice") if j.array_job_id in array_ids]
+
+
+def test_each_index_of_the_kind_arrays_is_one_group_of_the_arrays_owner(slurm: CliSlurm, arrays: tuple[int, int],
+                                                                        tag: str) -> None:
+    cpu, gpu = arrays
+    trusted, rejected = sort_jobs(SITE, _mine(slurm, cpu, gpu), SpoolOwners(spool_dir()))
+    assert not rejected
+    groups = {g.group_id: g for g in trusted}
+    assert sorted(groups) == sorted(index_group(tag, i) for i in range(10))
+    group = groups[index_group(tag, 7)]
+    assert {k: j.job_id for k, j in group.jobs.items()} == {"cpu": task_key(cpu, 7), "gpu": task_key(gpu, 7)}
+    assert group.user == "alice" and group.throttle == 3
+
+
+def test_a_sparse_arrays_whole_index_list_arrives(slurm: CliSlurm, admin: CliSlurm, tag: str) -> None:
+    array = slurm.submit(SCRIPT, ["-H", "--qos=be", "--partition=cpu", "--output=/dev/null", "--mem=100M",
+                                  f"--array={','.join(map(str, SPARSE))}%3"])
+    try:
+        assert sorted(j.array_task_id or 0 for j in _mine(slurm, array)) == SPARSE
+    finally:
+        admin.cancel([array])
+
+
+def test_release_steer_and_cancel_act_on_one_index_by_its_key(slurm: CliSlurm, admin: CliSlurm,
+                                                              arrays: tuple[int, int]) -> None:
+    cpu, gpu = arrays
+    admin.release([task_key(cpu, 4)])
+    admin.update([task_key(gpu, 2)], JobUpdate(nodelist="g2"))
+    admin.cancel([task_key(gpu, 4)])
+
+    def settled() -> dict[int, SlurmJob] | None:
+        jobs = {j.job_id: j for j in _mine(slurm, cpu, gpu)}
+        run = jobs.get(task_key(cpu, 4))
+        return jobs if run is not None and run.state is VariantState.RUNNING else None
+
+    jobs = wait_until(settled, 60, f"index 4 of array {cpu} running")
+    assert jobs[task_key(gpu, 2)].held and jobs[task_key(gpu, 2)].required_nodes == "g2"
+    assert task_key(gpu, 4) not in jobs or not jobs[task_key(gpu, 4)].state.is_active  # gone, or shown cancelled
+    others = [j for k, j in jobs.items() if k not in (task_key(cpu, 4), task_key(gpu, 2), task_key(gpu, 4))]
+    assert len(others) == 17 and all(j.held for j in others)  # nothing else moved
+
+
+def test_slurms_throttle_holds_the_indices_slurmxd_releases(slurm: CliSlurm, admin: CliSlurm,
+                                                           arrays: tuple[int, int]) -> None:
+    cpu, _ = arrays
+    admin.release([task_key(cpu, i) for i in range(5)])
+
+    def five_seen() -> list[SlurmJob] | None:
+        jobs = [j for j in _mine(slurm, cpu) if (j.array_task_id or 0) < 5]
+        running = [j for j in jobs if j.state is VariantState.RUNNING]
+        return jobs if len(running) == 3 else None
+
+    jobs = wait_until(five_seen, 60, "three of five released indices running")
+    waiting = [j for j in jobs if j.state is not VariantState.RUNNING]
+    assert len(waiting) == 2 and {j.reason for j in waiting} == {"JobArrayTaskLimit"}
