@@ -13,7 +13,10 @@ Each variant carries where it may run (`core/placement.py`): its `--constraint`,
 lists *its user* gave. Those lists come from the store (`Store.user_nodes`: first seen, before slurmxd steered the
 job) when it has them, else from squeue: slurmxd records a job's lists before it first steers it, so a job the
 store does not know shows its user's own. A multi-node variant (`-N`) asks Slurm's totals spread evenly: `request`
-is per node. A group whose constraint (or node list) slurmx cannot read is left out of the view, so no policy
+is per node. An index group of a job array (`core/arrays.py`) is a group like any other, but its array's `%N`
+holds across kinds: while N index groups of the array run (or were released), no other enters the view, and
+otherwise only the lowest-indexed ones that fit under N do, so no plan can start more than N at once. A group
+whose constraint (or node list) slurmx cannot read is left out of the view, so no policy
 places it wrongly: one reason line (`rejected`), and it is *left to Slurm* (`unplaced`: its leases are no longer
 renewed, so Slurm starts a variant where its own grammar allows, and the siblings are cancelled once one runs).
 """
@@ -24,6 +27,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from slurmx.core.arrays import folder_group
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, Variant, VariantState
 from slurmx.core.ownership import OwnerLookup
@@ -112,6 +116,28 @@ def _per_node(total: Resources, count: int) -> Resources:
                      {name: -(-n // count) for name, n in total.gres.items()})
 
 
+def _note_index(throttled: dict[str, tuple[int, list[tuple[int, str]]]], tg: TrustedGroup, job: SlurmJob) -> None:
+    array = folder_group(tg.group_id)
+    limit, members = throttled.get(array, (tg.throttle, []))
+    members.append((job.array_task_id or 0, tg.group_id))
+    throttled[array] = (min(limit, tg.throttle), members)
+
+
+def _hold_to_throttle(groups: dict[str, Group], throttled: Mapping[str, tuple[int, list[tuple[int, str]]]]) -> None:
+    """Leave out of the view the index groups past their array's `%N`: Slurm counts it per kind array, slurmxd for
+    the array group across kinds. Running (or released) ones take room first, then the waiting ones by index."""
+    running = GroupState.RUNNING
+    for limit, members in throttled.values():
+        room = limit - sum(1 for _, group_id in members if groups[group_id].state is running)
+        members.sort()
+        for _, group_id in members:
+            if groups[group_id].state is not running:
+                if room > 0:
+                    room -= 1
+                else:
+                    del groups[group_id]
+
+
 def fact_of(facts: Mapping[str, list[GroupFact]], tg: TrustedGroup) -> GroupFact | None:
     """The store's facts of this very group: its id, its owner, and a job seen before (store.GroupFact)."""
     for fact in facts.get(tg.group_id, ()):
@@ -145,6 +171,7 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
     groups: dict[str, Group] = {}
     site_grace = site.preemption.grace_s
     cancelled = VariantState.CANCELLED
+    throttled: dict[str, tuple[int, list[tuple[int, str]]]] = {}  # array group -> (its %N, [(index, group id)])
     for tg in trusted:
         group_id = tg.group_id
         variants = []
@@ -209,6 +236,10 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
             grace_deadline=mark_g.deadline if mark_g else None,
             preempted_for=mark_g.beneficiary if mark_g else None,
             preempted_nodes=mark_g.nodes if mark_g else (), requeue_time=requeued)
+        if tg.throttle:
+            _note_index(throttled, tg, first)
+    if throttled:
+        _hold_to_throttle(groups, throttled)
     for group_id in [g for g, m in grace.items() if m.beneficiary and g in groups]:
         beneficiary = groups.get(grace[group_id].beneficiary or "")
         if beneficiary is None or beneficiary.state is GroupState.RUNNING:

@@ -25,7 +25,7 @@ from slurmx.core.arrays import (
 )
 from slurmx.core.model import GroupState, VariantState
 from slurmx.core.ownership import FolderOwner
-from slurmx.daemon.observe import build_view
+from slurmx.daemon.observe import StartMark, build_view
 from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm.adapter import CliSlurm, JobUpdate
 from slurmx.slurm.array_tasks import expand_pending, parse_task_string
@@ -223,7 +223,7 @@ def test_two_arrays_of_one_kind_with_one_tag_leave_each_index_alone_named() -> N
 
 
 def test_the_view_shows_each_index_as_a_group_with_its_kinds_as_variants() -> None:
-    jobs = [j for j in _recorded() if j.array_job_id in (80, 81)]
+    jobs = [replace(j, array_throttle=0) for j in _recorded() if j.array_job_id in (80, 81)]  # no %N here
     obs = build_view(SITE, jobs, NODES, PARTITIONS, 2e9, owner_of=spool_owners(jobs))
     groups = obs.view.groups
     assert len(groups) == 10
@@ -270,3 +270,43 @@ def test_docker_and_ssh_pass_it_to_squeue_on_the_far_side(tmp_path: Path, monkey
     monkeypatch.setattr(ssh, "_connect", lambda shown: client)
     ssh.run(["squeue", "--json"])
     assert sent == ["env SLURM_BITSTR_LEN=0 squeue --json"]
+
+
+# --- %N across kinds: never more than N indices of the array group running, whatever their kind -------------------
+
+def _throttled_view(jobs: list[SlurmJob], starts: dict[str, StartMark] | None = None) -> list[str]:
+    obs = build_view(SITE, jobs, NODES, PARTITIONS, 2e9, owner_of=spool_owners(jobs), starts=starts)
+    return sorted(obs.view.groups)
+
+
+def _running(job: SlurmJob, node: str) -> SlurmJob:
+    return replace(job, state=VariantState.RUNNING, held=False, nodes=node, start_time=1000)
+
+
+def test_the_view_holds_an_array_group_to_its_throttle_lowest_indices_first() -> None:
+    jobs = [j for j in _recorded() if j.array_job_id in (80, 81)]  # %3; index 1 of the cpu array runs
+    assert _throttled_view(jobs) == ["arrrec[0]", "arrrec[1]", "arrrec[2]"]
+
+
+def test_the_throttle_counts_running_indices_of_every_kind() -> None:
+    jobs = [_running(j, "g1") if (j.array_job_id, j.array_task_id) == (81, 5) else j
+            for j in _recorded() if j.array_job_id in (80, 81)]
+    assert _throttled_view(jobs) == ["arrrec[0]", "arrrec[1]", "arrrec[5]"]  # cpu 1 and gpu 5 run: room for one
+    full = [_running(j, "c1") if (j.array_job_id, j.array_task_id) == (80, 8) else j for j in jobs]
+    assert _throttled_view(full) == ["arrrec[1]", "arrrec[5]", "arrrec[8]"]  # three run: no waiting index enters
+
+
+def test_a_released_index_slurm_has_not_started_takes_its_room() -> None:
+    jobs = [replace(j, state=VariantState.PENDING, held=False) if (j.array_job_id, j.array_task_id) == (81, 6)
+            else j for j in _recorded() if j.array_job_id in (80, 81)]  # released: pending, no longer held
+    mark = {"arrrec[6]": StartMark("gpu", task_key(81, 6), ("g1",), 1000.0)}
+    assert _throttled_view(jobs, mark) == ["arrrec[0]", "arrrec[1]", "arrrec[6]"]
+
+
+def test_groups_of_other_arrays_and_plain_groups_are_not_held_by_it() -> None:
+    jobs = [j for j in _recorded() if j.array_job_id in (80, 81)]
+    other = [replace(j, comment=j.comment.replace("g=arrrec", "g=other"), array_job_id=j.array_job_id + 100,
+                     job_id=task_key(j.array_job_id + 100, j.array_task_id or 0), array_throttle=0) for j in jobs]
+    view = _throttled_view([*jobs, *other, job(5, "plain")])
+    assert len([g for g in view if g.startswith("other[")]) == 10 and "plain" in view
+    assert [g for g in view if g.startswith("arrrec[")] == ["arrrec[0]", "arrrec[1]", "arrrec[2]"]
