@@ -51,6 +51,7 @@ def _script(cluster: Cluster, tag: str, marks: Path, body: str = "sleep 3") -> P
     return script
 
 
+@pytest.mark.long_behaviour  # the lease and begin calls are those the failsafe tests run on every version
 def test_a_managed_group_with_begin_starts_only_after_it_under_slurmxd(
         cluster: Cluster, site_path: Path, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str,
         cleanup: list[int]) -> None:
@@ -122,6 +123,7 @@ def test_only_the_variant_slurmxd_starts_keeps_its_mail(
     assert "Traceback" not in daemon.text()
 
 
+@pytest.mark.long_behaviour  # 81 s of waiting on a lease; Slurm's begin itself is read on every version
 def test_without_slurmxd_a_managed_group_runs_once_after_the_later_of_lease_and_begin(
         cluster: Cluster, site_path: Path, slurm: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     """No daemon at all: the 60 s lease would let Slurm start the variants at 60 s; the user's `--begin=now+75`
