@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurmx.core.actions import Plan, Start
 from slurmx.core.arrays import (
     MAX_TASK_ID,
     folder_group,
@@ -32,7 +33,7 @@ from slurmx.slurm.array_tasks import expand_pending, parse_task_string
 from slurmx.slurm.parse import parse_jobs
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import CommandResult, DockerExecTransport, LocalTransport, ReplayTransport, SshTransport
-from tests.unit.test_daemon import NODES, PARTITIONS, SITE, job, spool_owners
+from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
 from tests.unit.test_slurm_hostile import _Client
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
@@ -310,3 +311,23 @@ def test_groups_of_other_arrays_and_plain_groups_are_not_held_by_it() -> None:
     view = _throttled_view([*jobs, *other, job(5, "plain")])
     assert len([g for g in view if g.startswith("other[")]) == 10 and "plain" in view
     assert [g for g in view if g.startswith("arrrec[")] == ["arrrec[0]", "arrrec[1]", "arrrec[2]"]
+
+
+# --- slurmxd's Start and sibling cancel on one index -----------------------------------------------------------------
+
+def test_a_start_of_an_index_group_releases_that_index_and_cancels_the_losing_kinds_index(tmp_path: Path) -> None:
+    """The enforcer acts by key; the adapter names each key `A_i` (test above), so Slurm acts on one task."""
+    jobs = [j for j in _recorded() if j.array_job_id in (80, 81)]
+    fake = FakeSlurm(jobs)
+    now = [2e9]
+    enforcer, store = _enforcer(tmp_path, fake, now)
+    enforcer.apply(Plan((Start("arrrec[0]", "gpu", ("g1",)),)), _obs(fake, store, now[0]), now[0])
+    chosen, loser = task_key(81, 0), task_key(80, 0)
+    assert fake.calls[-1] == ("release", (chosen,))
+    fake.run(chosen, "g1")
+    enforcer.follow_up(_obs(fake, store, now[0]), now[0])
+    # index 0's cpu task lost to its gpu task; index 1's gpu task to its cpu task, which runs in the recording
+    verb, ids = fake.calls[-1]
+    assert (verb, set(ids)) == ("cancel", {loser, task_key(81, 1)})
+    untouched = {j.job_id for j in jobs} - {chosen, loser, task_key(81, 1)}
+    assert not {i for _, ids in fake.calls for i in ids} & untouched  # no other index was acted on
