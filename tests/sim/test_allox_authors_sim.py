@@ -100,3 +100,13 @@ def test_the_authors_simulator_and_ours_run_on_the_same_input(monkeypatch: pytes
     assert first is not None and first["theirs"] != first["ours"]
     assert [t.title.split(":")[0] for t in result.tables] == ["authors-sim", "authors-sim"]
     assert any(c.startswith("authors-sim: their simulator from") for c in result.conditions)
+
+
+def test_switches_are_dash_d_words_and_anything_else_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(authors_sim.SWITCHES_ENV, raising=False)
+    assert authors_sim.switches() == ()
+    monkeypatch.setenv(authors_sim.SWITCHES_ENV, " -Dirfx.freeprof=true  -Dirf.prof=false ")
+    assert authors_sim.switches() == ("-Dirfx.freeprof=true", "-Dirf.prof=false")
+    monkeypatch.setenv(authors_sim.SWITCHES_ENV, "-Dirfx.freeprof=true; rm")
+    with pytest.raises(UnknownPaper, match=r"SLURMX_ALLOX_PEER_SWITCHES: 'rm' is not a -Dname=value switch"):
+        authors_sim.switches()

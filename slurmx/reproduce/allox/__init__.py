@@ -37,8 +37,9 @@ def reproduce(options: ReproOptions, jobs_per_user: int | None = None) -> Reprod
     rep = report(results, only, scale, seeds, options.quick, options.plot_dir)
     if "authors-sim" in only:
         compared = authors_sim.compare(options.workers, options.progress)
+        switched = f" with {' '.join(compared.switches)} ({authors_sim.SWITCHES_ENV})" if compared.switches else ""
         rep.conditions.append(compared.skipped or f"authors-sim: their simulator from {compared.peer} "
-                              f"({authors_sim.PEER_ENV}), run with its run.sh in a temporary directory")
+                              f"({authors_sim.PEER_ENV}), run with its run.sh{switched} in a temporary directory")
         rep.tables += authors_sim.tables(compared)
         rep.data["authors-sim"] = authors_sim.as_data(compared)
     return rep

@@ -7,6 +7,9 @@ present, this copies the pack to a temporary directory, builds it, runs the sele
 settings (its `run.sh`), runs ours on the same input file with the same settings (the `authors` experiment's
 runs), and compares the two per method (average JCT) and per job (start, end, machine kind): the share of jobs
 whose times match within `TOLERANCE_UNITS`, and the first job, in their start order, where the two differ.
+`SLURMX_ALLOX_PEER_METHODS` picks the methods (default all five; their AlloX alone takes 8-24 minutes here), and
+`SLURMX_ALLOX_PEER_SWITCHES` runs their pack's patched build with -D switches, e.g. to turn off a behaviour of
+their code that our engine does not model (`-Dirfx.freeprof=true`: profiling samples hold no machine).
 
 Their times are in steps of one unit (their plots call it a minute; ours is 60 s). Their per-job CSV gives the
 run time but sets the device only for some methods, so the device is read off the run time: the job's true CPU
@@ -34,12 +37,16 @@ from slurmx.sim.jobs import SimJob
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.runner import run_config
 
-__all__ = ["DEFAULT_PEER", "METHODS_ENV", "PEER_ENV", "PEER_METHODS", "TOLERANCE_UNITS", "Comparison", "JobTimes",
-           "MethodComparison", "as_data", "compare", "compare_method", "missing", "options_of", "peer_dir",
-           "read_peer_csv", "run_authors_sim", "run_ours", "selected_methods", "tables"]
+__all__ = ["DEFAULT_PEER", "METHODS_ENV", "PEER_ENV", "PEER_METHODS", "SWITCHES_ENV", "TOLERANCE_UNITS",
+           "Comparison", "JobTimes", "MethodComparison", "as_data", "compare", "compare_method", "missing",
+           "options_of", "peer_dir", "read_peer_csv", "run_authors_sim", "run_ours", "selected_methods", "switches",
+           "tables"]
 
 PEER_ENV = "SLURMX_ALLOX_PEER"  # the pack's folder (default DEFAULT_PEER)
 METHODS_ENV = "SLURMX_ALLOX_PEER_METHODS"  # comma-separated policies to compare (default: all of PEER_METHODS)
+# Space-separated -D switches of the pack's patched build (its README: -Dirfx.freeprof=true and others), to run
+# their simulator with behaviours our engine does not model turned off; set, the pack's build_switches is used.
+SWITCHES_ENV = "SLURMX_ALLOX_PEER_SWITCHES"
 DEFAULT_PEER = Path(__file__).resolve().parents[3].parent / "shared" / "peers" / "allox-irfsim"
 # our policy -> their method name (the pack's README: DRFF = DRFFIFO, DRFS = DRF, DRFA = DRFExt)
 PEER_METHODS = {"drff": "DRFFIFO", "drfs": "DRF", "es": "ES", "drfa": "DRFExt", "allox": "AlloX"}
@@ -81,6 +88,7 @@ class Comparison:
     skipped: str = ""
     methods: tuple[MethodComparison, ...] = ()
     peer: str = ""
+    switches: tuple[str, ...] = ()  # the -D switches their simulator ran with (SWITCHES_ENV)
 
 
 def peer_dir() -> Path:
@@ -127,16 +135,28 @@ def _run(argv: Sequence[str], cwd: Path, what: str) -> None:
         raise UnknownPaper(f"allox: authors-sim: {what} exited {done.returncode}: {tail[0]}")
 
 
-def run_authors_sim(peer: Path, methods: Sequence[str], work: Path) -> dict[str, Path]:
-    """Copy the pack into `work`, build it and run each method with its `run.sh` (the paper's settings);
-    their per-job CSV of each policy."""
+def switches() -> tuple[str, ...]:
+    """The -D switches `SLURMX_ALLOX_PEER_SWITCHES` names (none by default); one-line error for another word."""
+    words = tuple(os.environ.get(SWITCHES_ENV, "").split())
+    bad = [w for w in words if not w.startswith("-D") or "=" not in w]
+    if bad:
+        raise UnknownPaper(f"allox: {SWITCHES_ENV}: {bad[0]!r} is not a -Dname=value switch "
+                           "(e.g. -Dirfx.freeprof=true)")
+    return words
+
+
+def run_authors_sim(peer: Path, methods: Sequence[str], work: Path, flags: Sequence[str] = ()) -> dict[str, Path]:
+    """Copy the pack into `work`, build it and run each method with its `run.sh` (the paper's settings, plus
+    `flags`: -D switches of its patched build); their per-job CSV of each policy."""
     copy = work / "irfsim"
     shutil.copytree(peer, copy, ignore=shutil.ignore_patterns("build", "build_switches", "results", "output", "log"))
-    _run(["bash", "build.sh"], copy, "build.sh")
+    _run(["bash", "build.sh", *(["--switches"] if flags else [])], copy, "build.sh")
     out: dict[str, Path] = {}
     for policy in methods:
         method = PEER_METHODS[policy]
-        _run(["bash", "run.sh", method], copy, f"run.sh {method}")
+        argv = ["env", "BUILD=build_switches"] if flags else []
+        argv += ["bash", "run.sh", method, *flags]
+        _run(argv, copy, f"run.sh {method} {' '.join(flags)}".strip())
         out[policy] = copy / "results" / f"{method}.csv"
     return out
 
@@ -217,6 +237,7 @@ def compare(workers: int = 1, progress: bool = False) -> Comparison:
     if why:
         return Comparison(skipped=why, peer=str(peer))
     methods = selected_methods()
+    flags = switches()
     input_path = peer / "input" / INPUT_NAME
     jobs = authors_jobs(input_path, with_errors=True)
     by_number = {int(j.job_id.removeprefix("allox-")): j for j in jobs}
@@ -225,14 +246,14 @@ def compare(workers: int = 1, progress: bool = False) -> Comparison:
     runs = parallel_map(run_ours, tasks, workers, "allox: ours", progress)
     ours = {(p, v): r for (p, _, v), r in zip(tasks, runs, strict=True)}
     with tempfile.TemporaryDirectory(prefix="slurmx-allox-irfsim-") as work:
-        csvs = run_authors_sim(peer, methods, Path(work))
+        csvs = run_authors_sim(peer, methods, Path(work), flags)
         theirs = {p: read_peer_csv(path, by_number) for p, path in csvs.items()}
     out = []
     for p in methods:
         like_theirs = ours.get((p, AS_AUTHORS_SIM), ours[p, ""])
         m = compare_method(p, theirs[p], like_theirs, submit)
         out.append(replace(m, ours_default_jct=_mean_jct(ours[p, ""], submit), options=options_of(p)))
-    return Comparison(methods=tuple(out), peer=str(peer))
+    return Comparison(methods=tuple(out), peer=str(peer), switches=flags)
 
 
 def _label(policy: str) -> str:
@@ -265,7 +286,7 @@ def as_data(result: Comparison) -> dict[str, object]:
     """The comparison for the JSON report: per method both average JCTs, the match shares, the first divergence."""
     if result.skipped:
         return {"skipped": result.skipped}
-    return {"peer": result.peer, "tolerance_units": TOLERANCE_UNITS,
+    return {"peer": result.peer, "switches": list(result.switches), "tolerance_units": TOLERANCE_UNITS,
             "methods": {m.policy: {"theirs_jct": m.theirs_jct, "ours_jct": m.ours_jct,
                                    "ours_default_jct": m.ours_default_jct, "options": list(m.options), "jobs": m.jobs,
                                    "end_match": m.end_match, "start_match": m.start_match,
