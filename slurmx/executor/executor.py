@@ -44,8 +44,10 @@ class Executor:
         if folder is not None and not isinstance(folder, SiteConfig) and Path(folder).is_file():
             raise ValueError(f"Executor: {folder} is a file: the first argument is the jobs folder (as submitit's); "
                              "pass the site config as site=...")
+        if kind is not None and cluster is not None and kind != cluster:
+            raise ValueError(f"Executor: kind={kind!r} and cluster={cluster!r} (submitit's name for it): give one")
         self.kind = kind or cluster or "slurm"
-        if self.kind not in _KINDS or (kind is not None and cluster is not None and kind != cluster):
+        if self.kind not in _KINDS:
             raise ValueError(f"Executor: kind={self.kind!r}: expected one of {', '.join(_KINDS)}")
         self.folder = Path(folder) if isinstance(folder, str | Path) else None
         self.params = ExecutorParams()

@@ -183,6 +183,8 @@ def test_the_executor_says_in_one_line_what_it_needs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a folder for its jobs"):
         Executor(kind="local")
     assert Executor(tmp_path, cluster="debug").kind == "debug"  # submitit's name for it
+    with pytest.raises(ValueError, match="kind='local' and cluster='debug'"):
+        Executor(tmp_path, kind="local", cluster="debug")
     ex = Executor(tmp_path, kind="local")
     ex.update_parameters(slurm_partition="gpu", timeout_min=5)  # Slurm-only names are left unused here
     assert ex.params.job_spec("f", "true").variants is None
