@@ -15,9 +15,10 @@ PYTEST_ARGS ?=
 
 all: test
 
-# apt packages the dockerized cluster needs (docker engine, debootstrap for the base image, ssh-keygen).
+# apt packages the dockerized cluster needs (docker engine, debootstrap for the base image, ssh-keygen), and
+# promtool (Debian's prometheus package) for the alert-rule tests.
 system-deps:
-	@missing=""; for c in dockerd:docker.io debootstrap:debootstrap ssh-keygen:openssh-client; do \
+	@missing=""; for c in dockerd:docker.io debootstrap:debootstrap ssh-keygen:openssh-client promtool:prometheus; do \
 	  command -v $${c%%:*} >/dev/null || missing="$$missing $${c##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
