@@ -95,10 +95,10 @@ def cluster_from_nodes(nodes: Sequence[Node], kinds: Mapping[str, str]) -> tuple
     """One partition per kind the site maps (`kinds`: partition -> kind), made of the listed nodes' capacities.
 
     A node in several mapped partitions serves the first of them in the site's order (the model gives a node one
-    partition); a node in none is left out. Both are said in the returned notes.
+    partition); a node in none is left out. Both are said in the returned notes. Each node keeps its features.
     """
     order = list(kinds)
-    shapes: dict[str, Counter[Resources]] = {p: Counter() for p in order}
+    shapes: dict[str, Counter[tuple[Resources, tuple[str, ...]]]] = {p: Counter() for p in order}
     shared = unmapped = 0
     for node in nodes:
         mapped = [p for p in order if p in node.partitions]
@@ -106,12 +106,12 @@ def cluster_from_nodes(nodes: Sequence[Node], kinds: Mapping[str, str]) -> tuple
             unmapped += 1
             continue
         shared += len(mapped) > 1
-        shapes[mapped[0]][node.capacity] += 1
+        shapes[mapped[0]][(node.capacity, node.features)] += 1
     partitions = []
     for name in order:
         if shapes[name]:
-            groups = tuple(NodeShape(count, cap, f"{name}{i}-")
-                           for i, (cap, count) in enumerate(sorted(shapes[name].items(), key=lambda kv: str(kv[0]))))
+            groups = tuple(NodeShape(count, cap, f"{name}{i}-", features) for i, ((cap, features), count)
+                           in enumerate(sorted(shapes[name].items(), key=lambda kv: str(kv[0]))))
             partitions.append(PartitionShape(name, kinds[name], groups))
     if not partitions:
         raise WhatIfError(f"the node listing has no node in the site's partitions ({', '.join(order)}); pass the "

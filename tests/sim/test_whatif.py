@@ -89,6 +89,15 @@ def test_cluster_from_the_recorded_node_listing() -> None:
         cluster_from_nodes(read_nodes(NODES), {"compute": "cpu"})
 
 
+def test_the_listed_nodes_keep_their_features() -> None:
+    cap = Resources(4, 8000)
+    nodes = [Node("c1", ("cpu",), cap, Resources(), "IDLE", ("x86",)),
+             Node("c2", ("cpu",), cap, Resources(), "IDLE", ("x86", "bigmem")),
+             Node("c3", ("cpu",), cap, Resources(), "IDLE", ("x86",))]
+    partitions, _ = cluster_from_nodes(nodes, {"cpu": "cpu"})
+    assert sorted((s.count, s.features) for s in partitions[0].nodes) == [(1, ("x86", "bigmem")), (2, ("x86",))]
+
+
 def _run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli.cli, ["whatif", "--site", str(SITE), *args])
     return result.exit_code, result.output
