@@ -22,12 +22,14 @@ from slurmx.policies import available_policies, make_policy
 from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
 from slurmx.sim.config import EngineOptions, parse_sim_config
+from slurmx.sim.engine_actions import ActionSteps
+from slurmx.sim.engine_state import JobState
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.metrics import SimResult, utilisation
 from slurmx.sim.sizing import partitions_from_machines
 from slurmx.sim.traces import load_alibaba
 from slurmx.sim.workloads import generate
-from tests.sim import Scripted
+from tests.sim import Scripted, Seen
 from tests.sim.invariants import CheckedEngine
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -124,6 +126,24 @@ def test_a_start_on_a_node_the_placement_does_not_admit_is_an_invariant_error() 
     with pytest.raises(SimulationInvariantError,
                        match=r"t=0: Start a: node c001 is not one its cpu variant may run on \(features bigmem\)"):
         checked([one("a", 0, 10, placement=Placement("bigmem"))], policy)
+
+
+def test_the_invariant_checker_sees_what_the_engine_would_let_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the engine's own check switched off, a start on a node without the feature is caught by the checker
+    # at the decision that made it.
+    class Placing(Scripted):
+        places_constraints: ClassVar[bool] = True
+
+    monkeypatch.setattr(ActionSteps, "_check_admits", lambda *args: None)
+    policy = Placing(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in Seen(now, view).pending else [])
+    with pytest.raises(SimulationInvariantError, match=r"t=0: group a \(cpu\) runs on c001 \(x86\), which its "
+                                                       r"placement \(features bigmem\) does not admit"):
+        checked([one("a", 0, 10, placement=Placement("bigmem"))], policy)
+    # An engine that forgot an exclusive job holds its node whole releases only its request: the node leaks.
+    monkeypatch.setattr(JobState, "whole", property(lambda self: False, lambda self, value: None), raising=False)
+    with pytest.raises(SimulationInvariantError, match=r"^t=10: node c001: its jobs hold \[0, 0\], the model says "
+                                                       r"\[3, 3996\]$"):
+        checked([one("a", 0, 10, placement=Placement(exclusive=True))])
 
 
 @pytest.mark.parametrize("name", ["fitgpp", "allox", "mlfs", "tiresias", "sjf"])
