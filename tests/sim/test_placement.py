@@ -118,6 +118,19 @@ def test_a_placement_no_node_admits_is_refused_before_the_run_in_one_line() -> N
         checked([one("a", 0, 10, placement=Placement("gpu"))])
 
 
+def test_a_streamed_workload_places_alike_and_refuses_an_unplaceable_job_when_it_is_read() -> None:
+    jobs = [one("a", 0, 30, cpus=4, placement=Placement("bigmem")), one("b", 1, 9, cpus=4),
+            one("c", 2, 10, cpus=4), one("d", 3, 5, cpus=4, placement=Placement("bigmem"))]
+    listed = checked(jobs)[0]
+    streamed = CheckedEngine(two_nodes(), make_policy("fifo", {"backfill": "easy"}), iter(jobs)).run()
+    assert [(r.job_id, r.first_start, r.finish) for r in streamed.jobs] == \
+        [(r.job_id, r.first_start, r.finish) for r in listed.jobs]
+    engine = CheckedEngine(two_nodes(), make_policy("fifo"), iter([one("a", 0, 10), one("b", 5, 10, nodes=2,
+                                                                                         placement=Placement("gpu"))]))
+    with pytest.raises(SimulationError, match=r"^job b variant cpu: its placement \(features gpu\) admits no node"):
+        engine.run()
+
+
 def test_a_start_on_a_node_the_placement_does_not_admit_is_an_invariant_error() -> None:
     class Placing(Scripted):
         places_constraints: ClassVar[bool] = True
