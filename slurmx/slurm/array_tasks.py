@@ -14,7 +14,7 @@ import re
 from slurmx.core.arrays import MAX_TASK_ID, task_key
 from slurmx.slurm.records import SlurmJob
 
-__all__ = ["MAX_INDICES", "expand_pending", "parse_task_string"]
+__all__ = ["MAX_INDICES", "expand_pending", "parse_task_mask", "parse_task_string"]
 
 MAX_INDICES = MAX_TASK_ID + 1  # no array holds more (Slurm's MaxArraySize is at most 4,000,001)
 _RANGE = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
@@ -52,6 +52,16 @@ def parse_task_string(text: str) -> tuple[list[int], int]:
         else:
             indices.extend(range(first, last + 1, step))
     return indices, throttle
+
+
+def parse_task_mask(text: str) -> list[int]:
+    """sacct's task list of an array's pending record, a hex bitmap as slurmdbd keeps it (`0x3F5`: 0, 2, 4-9).
+    ValueError for anything else."""
+    digits = text[2:] if text[:2] in ("0x", "0X") else ""
+    if not digits or len(digits) > MAX_INDICES // 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        raise ValueError(f"array task mask {text[:20]!r}: expected a hex bitmap such as 0x3F5")
+    bits = bin(int(digits, 16))[:1:-1]  # lowest index first
+    return [i for i, bit in enumerate(bits) if bit == "1"]
 
 
 def expand_pending(template: SlurmJob, indices: list[int]) -> list[SlurmJob]:

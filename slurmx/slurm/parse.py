@@ -15,6 +15,7 @@ guard (`_each`, `_warn_once`): split by command, each part would import the othe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -28,7 +29,7 @@ from slurmx.core.arrays import task_key
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
-from slurmx.slurm.array_tasks import expand_pending, parse_task_string
+from slurmx.slurm.array_tasks import expand_pending, parse_task_mask, parse_task_string
 from slurmx.slurm.errors import SlurmError, SlurmParseError, command_text
 from slurmx.slurm.gcpause import collector_paused
 from slurmx.slurm.hostlist import check_hostlist, expand_hostlist
@@ -515,6 +516,10 @@ def _flat(lists: list[list[SlurmJob]]) -> list[SlurmJob]:
     return [job for jobs in lists for job in jobs]
 
 
+def _flat_records(lists: list[list[AccountingRecord]]) -> list[AccountingRecord]:
+    return [record for records in lists for record in records]
+
+
 def _jobs_one_by_one(text: str | bytes, argv: Sequence[str]) -> list[SlurmJob]:
     """The slow path, taken only when a job cannot be decoded: each job decoded on its own, bad ones left out."""
     try:
@@ -623,6 +628,7 @@ class _SacctFields(msgspec.Struct, gc=False):
     exit_code: Any = None
     steps: list[_SacctStep] | None = None
     restart_cnt: Any = None
+    array: Any = None  # {"job_id", "task_id", "task": "0x3F5" on an array's pending record, ...}
 
 
 class _SacctStep(msgspec.Struct, gc=False):
@@ -758,9 +764,28 @@ def _record(job: Mapping[str, Any]) -> AccountingRecord:
     )
 
 
+def _records(job: Mapping[str, Any]) -> list[AccountingRecord]:
+    """A job's record; an array task's keyed by its index (core/arrays.py), an array's pending record (`task`, a
+    hex bitmap) one per index it still held. A task split off but never started has no record (live, 24.11)."""
+    record = _record(job)
+    array = job.get("array")
+    if not isinstance(array, dict):
+        return [record]
+    array_job_id = number(array.get("job_id"))
+    if not array_job_id:
+        return [record]
+    task_id = number(array.get("task_id"))
+    if task_id is not None and 0 <= task_id < _NO_VAL32:
+        return [dataclasses.replace(record, job_id=task_key(int(array_job_id), int(task_id)),
+                                    array_job_id=int(array_job_id), array_task_id=int(task_id))]
+    indices = parse_task_mask(str(array.get("task") or ""))
+    return [dataclasses.replace(record, job_id=task_key(int(array_job_id), i), array_job_id=int(array_job_id),
+                                array_task_id=i) for i in indices]
+
+
 def parse_accounting(text: str | bytes, argv: Sequence[str] = ("sacct", "--json")) -> list[AccountingRecord]:
-    """`sacct --json` -> one record per job (steps folded in); unreadable ones left out."""
+    """`sacct --json` -> one record per job (steps folded in; an array's per index); unreadable ones left out."""
     jobs = _typed_records(_SACCT_DECODER, text, argv, "jobs")
-    records = _each(jobs, _record, _dict_label("job", "job_id"), argv, "accounting")
+    records = _flat_records(_each(jobs, _records, _dict_label("job", "job_id"), argv, "accounting"))
     _note_replaced(records, text, argv)
     return records

@@ -100,3 +100,5 @@ class AccountingRecord:
     exit_code: int | None
     max_rss_mb: int | None
     restart_count: int
+    array_job_id: int = 0  # a job array's task: its array (core/arrays.py), `job_id` then its task key
+    array_task_id: int | None = None

@@ -29,8 +29,8 @@ from slurmx.core.ownership import FolderOwner
 from slurmx.daemon.observe import StartMark, build_view
 from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm.adapter import CliSlurm, JobUpdate
-from slurmx.slurm.array_tasks import expand_pending, parse_task_string
-from slurmx.slurm.parse import parse_jobs
+from slurmx.slurm.array_tasks import expand_pending, parse_task_mask, parse_task_string
+from slurmx.slurm.parse import parse_accounting, parse_jobs
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import CommandResult, DockerExecTransport, LocalTransport, ReplayTransport, SshTransport
 from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
@@ -331,3 +331,31 @@ def test_a_start_of_an_index_group_releases_that_index_and_cancels_the_losing_ki
     assert (verb, set(ids)) == ("cancel", {loser, task_key(81, 1)})
     untouched = {j.job_id for j in jobs} - {chosen, loser, task_key(81, 1)}
     assert not {i for _, ids in fake.calls for i in ids} & untouched  # no other index was acted on
+
+
+# --- sacct: each index's outcome by its key ------------------------------------------------------------------------
+
+def test_sacct_reads_each_index_of_an_array_by_its_key() -> None:
+    """Recorded once the arrays were cancelled: a task split off (80_1, released) is a record of its own; the
+    pending record lists the indices it still held as a hex bitmap (0x3F5: 0, 2, 4-9); a task split off but never
+    started (81_2, only steered) has no record, and index 3 (cancelled before it split) none either."""
+    records = {job_text(r.job_id): r for r in parse_accounting((FIXTURES / "24.11" / "sacct-arrays.json").read_bytes())}
+    assert sorted(k for k in records if k.startswith("80_")) == [f"80_{i}" for i in (0, 1, 2, 4, 5, 6, 7, 8, 9)]
+    assert sorted(k for k in records if k.startswith("81_")) == [f"81_{i}" for i in (0, 1, 3, 4, 5, 6, 7, 8, 9)]
+    assert all(r.state is VariantState.CANCELLED and r.comment.startswith("slurmx:1:g=arrrec,") for r in
+               records.values())
+    assert records["80_7"].array_job_id == 80 and records["80_7"].array_task_id == 7
+
+
+def test_sacct_of_22_05_and_a_mask_slurm_would_not_write() -> None:
+    data = json.loads((FIXTURES / "22.05" / "sacct.json").read_text())
+    base = data["jobs"][0]
+    pending = {**base, "job_id": 40, "array": {"job_id": 40, "task_id": None, "task": "0x5"}}
+    task = {**base, "job_id": 41, "array": {"job_id": 40, "task_id": 7, "task": None}}
+    bad = {**base, "job_id": 42, "array": {"job_id": 42, "task_id": None, "task": "0-9"}}
+    records = parse_accounting(json.dumps({**data, "jobs": [pending, task, bad]}))
+    assert [job_text(r.job_id) for r in records] == ["40_0", "40_2", "40_7"]  # 42 left out, named in the log
+    assert parse_task_mask("0x3F5") == [0, 2, 4, 5, 6, 7, 8, 9]
+    for text in ("3F5", "0x", "0xZZ", ""):
+        with pytest.raises(ValueError, match="hex bitmap"):
+            parse_task_mask(text)
