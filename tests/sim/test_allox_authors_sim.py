@@ -63,9 +63,14 @@ def test_their_csv_is_read_with_the_kind_from_the_run_time(tmp_path: Path) -> No
     path.write_text("JobId,startTime,endTime,duration,queueName,startRunning,runningTime,isCPU\n"
                     "0,0.0,75.0,75.0,queue0,5.0,70.0,0\n1,2.0,40.0,38.0,queue1,30.0,10.0,0\n"
                     "2,2.0,50.0,48.0,queue1,30.0,20.0,0\n-100000,0.0,1.0,1.0,queue0,0.0,1.0,0\n")
+    jobs[3] = _job("allox-3", "user1", 600.0, 600.0)  # as fast on both kinds: the device cannot be told
+    with path.open("a") as f:
+        f.write("3,2.0,50.0,48.0,queue1,40.0,10.0,0\n")
     got = read_peer_csv(path, jobs)
     assert got == {"allox-00000": JobTimes(5.0, 75.0, "cpu"), "allox-00001": JobTimes(30.0, 40.0, "gpu"),
-                   "allox-00002": JobTimes(30.0, 50.0, "other")}
+                   "allox-00002": JobTimes(30.0, 50.0, "other"), "allox-00003": JobTimes(40.0, 50.0, "either")}
+    either = compare_method("es", {"x": got["allox-00003"]}, {"x": JobTimes(40.0, 50.0, "cpu")}, {"x": 2.0})
+    assert either.kind_match == 1.0 and either.first is None
     path.write_text("JobId,startTime\nx,1\n")
     with pytest.raises(UnknownPaper, match=r"M.csv:2: not a row of the authors' per-job CSV"):
         read_peer_csv(path, jobs)

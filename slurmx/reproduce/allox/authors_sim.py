@@ -13,8 +13,8 @@ their code that our engine does not model (`-Dirfx.freeprof=true`: profiling sam
 
 Their times are in steps of one unit (their plots call it a minute; ours is 60 s). Their per-job CSV gives the
 run time but sets the device only for some methods, so the device is read off the run time: the job's true CPU
-time is a CPU node, its true GPU time a GPU, anything else ("other") is neither (DRFExt's CPU fallback runs a
-job for another job's time).
+time is a CPU node, its true GPU time a GPU, both ("either") cannot be told apart and match any kind, anything else
+("other") is neither (DRFExt's CPU fallback runs a job for another job's time).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from slurmx.sim.jobs import SimJob
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.runner import run_config
 
-__all__ = ["DEFAULT_PEER", "METHODS_ENV", "PEER_ENV", "PEER_METHODS", "SWITCHES_ENV", "TOLERANCE_UNITS",
+__all__ = ["DEFAULT_PEER", "EITHER", "METHODS_ENV", "PEER_ENV", "PEER_METHODS", "SWITCHES_ENV", "TOLERANCE_UNITS",
            "Comparison", "JobTimes", "MethodComparison", "as_data", "compare", "compare_method", "missing",
            "options_of", "peer_dir", "read_peer_csv", "run_authors_sim", "run_ours", "selected_methods", "switches",
            "tables"]
@@ -50,6 +50,7 @@ SWITCHES_ENV = "SLURMX_ALLOX_PEER_SWITCHES"
 DEFAULT_PEER = Path(__file__).resolve().parents[3].parent / "shared" / "peers" / "allox-irfsim"
 # our policy -> their method name (the pack's README: DRFF = DRFFIFO, DRFS = DRF, DRFA = DRFExt)
 PEER_METHODS = {"drff": "DRFFIFO", "drfs": "DRF", "es": "ES", "drfa": "DRFExt", "allox": "AlloX"}
+EITHER = "either"  # their run time equals the job's time on both kinds: the device cannot be told
 TOLERANCE_UNITS = 1.0  # their clock steps by one unit: a time within one step of ours matches
 INPUT_NAME = "jobs_input_10_Google_m1.txt"
 RUN_TIMEOUT_S = 3 * 3600  # their AlloX takes 8-24 min on a busy 2-core machine; a hung JVM must not hang us
@@ -177,11 +178,9 @@ def read_peer_csv(path: Path, jobs: Mapping[int, SimJob]) -> dict[str, JobTimes]
                 if job_id < 0:
                     continue
                 job = jobs.get(job_id)
-                kind = "other"
-                if job is not None:
-                    for name, variant in job.variants.items():
-                        if abs(run - variant.duration_s / UNIT_S) < 1e-6:
-                            kind = name
+                kinds = [name for name, variant in (job.variants.items() if job is not None else ())
+                         if abs(run - variant.duration_s / UNIT_S) < 1e-6]
+                kind = kinds[0] if len(kinds) == 1 else EITHER if kinds else "other"
                 out[job_name(job_id)] = JobTimes(start, end, kind)
     except OSError as exc:
         raise UnknownPaper(f"allox: authors-sim: cannot read {path} ({exc})") from None
@@ -209,6 +208,10 @@ def _mean_jct(times: Mapping[str, JobTimes], submit: Mapping[str, float]) -> flo
     return sum(t.end - submit[j] for j, t in times.items()) / len(times) if times else math.nan
 
 
+def _same_kind(theirs: JobTimes, ours: JobTimes) -> bool:
+    return theirs.kind in (ours.kind, EITHER)
+
+
 def compare_method(policy: str, theirs: Mapping[str, JobTimes], ours: Mapping[str, JobTimes],
                    submit: Mapping[str, float], tolerance: float = TOLERANCE_UNITS) -> MethodComparison:
     """Per method: both average JCTs (over each side's jobs), the shares of the jobs both ran whose end, start
@@ -221,8 +224,8 @@ def compare_method(policy: str, theirs: Mapping[str, JobTimes], ours: Mapping[st
     n = len(both)
     ends = sum(close(theirs[j].end, ours[j].end) for j in both)
     starts = sum(close(theirs[j].start, ours[j].start) for j in both)
-    kinds = sum(theirs[j].kind == ours[j].kind for j in both)
-    first = next((j for j in both if not close(theirs[j].start, ours[j].start) or theirs[j].kind != ours[j].kind),
+    kinds = sum(_same_kind(theirs[j], ours[j]) for j in both)
+    first = next((j for j in both if not close(theirs[j].start, ours[j].start) or not _same_kind(theirs[j], ours[j])),
                  None) or next((j for j in both if not close(theirs[j].end, ours[j].end)), None)
     return MethodComparison(policy, _mean_jct(theirs, submit), _mean_jct(ours, submit), n,
                             ends / n if n else math.nan, starts / n if n else math.nan, kinds / n if n else math.nan,
