@@ -49,11 +49,9 @@ cancelled per index (`scancel B_i`); a lease is renewed on the whole array (`sco
 StartTime=...`), never per index, which would split every pending index into a record of its own. `slurmx
 status` and `cancel` take `g` (every index) or `g[i]` (one index); an index's outcome is its group's.
 
-**Files per index.** The job side names its files (`preempt-`, `handler-`, `progress-`) by `SLURM_JOB_ID`, which
-for a task is the id Slurm gave it when it split, not its key: for a task they are to be named `A_i`
-(`SLURM_ARRAY_JOB_ID`_`SLURM_ARRAY_TASK_ID` on the job side, `job_text(key)` on slurmxd's), in the array's
-folder. Until then slurmxd's grace intent and progress reads miss an index task (the hook keeps its own grace;
-the requeue still comes at slurmxd's deadline).
+**Files per index.** A task's `SLURM_JOB_ID` is the id Slurm gave it when it split, not its key, so the job side
+names a task's files (`preempt-`, `handler-`, `progress-`) `A_i` from `SLURM_ARRAY_JOB_ID` and
+`SLURM_ARRAY_TASK_ID` (`hooks/_env.py`, `hook.sh`), and slurmxd by `job_text(key)`, in the array's folder.
 """
 
 from __future__ import annotations

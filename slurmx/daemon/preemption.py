@@ -32,6 +32,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
+from slurmx.core.arrays import job_text, task_key
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.core.spool import group_spool
@@ -153,8 +154,9 @@ class Outcome:
 
 
 def intent_path(spool_dir: str | os.PathLike[str], job_id: int) -> Path:
-    """Where the job's hook looks for the daemon's intent: `$SLURMX_SPOOL_DIR/preempt-$SLURM_JOB_ID`."""
-    return Path(spool_dir) / f"preempt-{int(job_id)}"
+    """Where the job's hook looks for the daemon's intent: `$SLURMX_SPOOL_DIR/preempt-$SLURM_JOB_ID`, or
+    `preempt-<A>_<i>` for task i of job array A (`core/arrays.py`: the hook names an array task's files so)."""
+    return Path(spool_dir) / f"preempt-{job_text(int(job_id))}"
 
 
 def _number(value: float) -> str:
@@ -205,7 +207,7 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
     Raises PreemptionError when the file is missing or not an intent written by `begin`.
     """
     file = Path(path)
-    match = re.fullmatch(r"preempt-(\d+)", file.name)
+    match = re.fullmatch(r"preempt-([0-9]{1,18})(?:_([0-9]{1,7}))?", file.name)
     if match is None:
         raise PreemptionError(f"{file}: not an intent file (expected preempt-<jobid>)")
     try:  # the folder is the job user's: no link, FIFO or huge file is followed (`userfiles`)
@@ -223,7 +225,11 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
             from None
     if not head.startswith("preempt"):
         raise PreemptionError(f"{file}: expected a line starting with `preempt`, got {line[:80]!r}")
-    return PreemptionTicket(int(match.group(1)), fields.get("signal", "USR2"), grace, t0, deadline, restarts,
+    try:
+        job_id = int(match[1]) if match[2] is None else task_key(int(match[1]), int(match[2]))
+    except ValueError as exc:
+        raise PreemptionError(f"{file}: {exc}") from None
+    return PreemptionTicket(job_id, fields.get("signal", "USR2"), grace, t0, deadline, restarts,
                             requeue_exit_code, "" if reason == "-" else reason, file)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from slurmx.core.arrays import job_text
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.core.spool import group_spool
@@ -229,7 +230,7 @@ class ProfilingStage(SampleLifecycle):
         variant = group.running_variant()
         if variant is None or variant.job_id is None or variant.start_time is None:
             return
-        name = f"progress-{variant.job_id}.json"
+        name = f"progress-{job_text(variant.job_id)}.json"  # an array task's: `A_i` (core/arrays.py)
         data = read_progress(Path(group_spool(self.site, group.group_id)) / name, self._uids.get(group.group_id))
         elapsed = max(0.0, now - variant.start_time)
         report = progress_report(data, elapsed)

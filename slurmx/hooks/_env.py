@@ -83,7 +83,12 @@ def profile_steps() -> int:
 
 
 def job_id() -> str:
-    """`SLURM_JOB_ID`, or `local-<pid>` outside Slurm so files of unrelated local runs do not collide."""
+    """What this job's files are named by: `SLURM_JOB_ID`; `<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>` in a job
+    array's task (slurmxd knows a task by its index, not by the id Slurm gives it when it splits it off its
+    array); `local-<pid>` outside Slurm so files of unrelated local runs do not collide."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID", ""), os.environ.get("SLURM_ARRAY_TASK_ID", "")
+    if array.isascii() and array.isdigit() and task.isascii() and task.isdigit():
+        return f"{int(array)}_{int(task)}"
     return os.environ.get("SLURM_JOB_ID", "").strip() or f"local-{os.getpid()}"
 
 

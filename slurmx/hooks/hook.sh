@@ -41,6 +41,16 @@ _slurmx_now_us() {
   fi
 }
 
+# What this job's files are named by (slurmx/hooks/_env.py job_id): SLURM_JOB_ID; <array job id>_<index> in a job
+# array's task, which slurmxd knows by its index; local-<pid> outside Slurm.
+_slurmx_job() {
+  if [[ ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ && ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ ]]; then
+    printf '%s_%s' "$((10#$SLURM_ARRAY_JOB_ID))" "$((10#$SLURM_ARRAY_TASK_ID))"
+  else
+    printf '%s' "${SLURM_JOB_ID:-local-$$}"
+  fi
+}
+
 # Export SLURMX_GRACE_DEADLINE (epoch seconds): the daemon's intent file knows best when it will requeue;
 # otherwise now + SLURMX_GRACE_S.
 _slurmx_set_deadline() {
@@ -48,7 +58,7 @@ _slurmx_set_deadline() {
   now=$(date +%s)
   grace=$(_slurmx_int "${SLURMX_GRACE_S:-}" 120)
   if [[ -n ${SLURMX_SPOOL_DIR:-} ]]; then
-    intent="$SLURMX_SPOOL_DIR/preempt-${SLURM_JOB_ID:-local-$$}"
+    intent="$SLURMX_SPOOL_DIR/preempt-$(_slurmx_job)"
     if [[ -f $intent && ! -L $intent && -r $intent ]]; then  # the daemon's regular file: a FIFO would block
       IFS= read -r line < "$intent" || true
       line=${line%% reason=*}  # free text, last: not searched for fields
@@ -85,7 +95,7 @@ _slurmx_wait_payload() {
 # their pid to $SLURMX_SPOOL_DIR/handler-$SLURM_JOB_ID), so a payload that knows nothing of the signal is not
 # killed by it and keeps working through its grace period.
 _slurmx_handler_marker() {
-  printf '%s/handler-%s' "${SLURMX_SPOOL_DIR:-}" "${SLURM_JOB_ID:-local-$$}"
+  printf '%s/handler-%s' "${SLURMX_SPOOL_DIR:-}" "$(_slurmx_job)"
 }
 
 _slurmx_should_forward() {
@@ -234,7 +244,8 @@ slurmx_progress() {
   step=$((10#$step))
   if [[ -n $total ]]; then total=$((10#$total)); else total=null; fi
   if [[ -z ${SLURMX_SPOOL_DIR:-} ]]; then return 0; fi
-  local job=${SLURM_JOB_ID:-local-$$} restarts path now content
+  local job restarts path now content
+  job=$(_slurmx_job)
   restarts=$(_slurmx_int "${SLURM_RESTART_COUNT:-}" 0)
   path="$SLURMX_SPOOL_DIR/progress-$job.json"
   _slurmx_now_us
@@ -273,7 +284,7 @@ slurmx_progress() {
   _slurmx_json_str "$job"; job=$_SLURMX_JSON
   _slurmx_json_str "${SLURMX_GROUP:-}"; group=$_SLURMX_JSON
   _slurmx_json_str "${SLURMX_VARIANT:-}"; variant=$_SLURMX_JSON
-  local tmp="$SLURMX_SPOOL_DIR/.progress-${SLURM_JOB_ID:-local-$$}.json.$$.${BASHPID:-$$}.tmp"
+  local tmp="$SLURMX_SPOOL_DIR/.progress-$(_slurmx_job).json.$$.${BASHPID:-$$}.tmp"
   if ! printf '{"job_id": %s, "group": %s, "variant": %s, "step": %d, "total": %s, "time": %s, "rate": %s, "restart_count": %d, "start_time": %s, "start_step": %d}\n' \
       "$job" "$group" "$variant" "$step" "$total" "$(_slurmx_seconds "$now")" "$rate" "$restarts" \
       "$(_slurmx_seconds "$_SLURMX_START_US")" "$_SLURMX_START_STEP" >"$tmp" \

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from slurmx.core.arrays import (
 from slurmx.core.model import GroupState, VariantState
 from slurmx.core.ownership import FolderOwner
 from slurmx.daemon.observe import StartMark, build_view
+from slurmx.daemon.preemption import PreemptionError, intent_path, read_intent
 from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm.adapter import CliSlurm, JobUpdate
 from slurmx.slurm.array_tasks import expand_pending, parse_task_mask, parse_task_string
@@ -359,3 +361,45 @@ def test_sacct_of_22_05_and_a_mask_slurm_would_not_write() -> None:
     for text in ("3F5", "0x", "0xZZ", ""):
         with pytest.raises(ValueError, match="hex bitmap"):
             parse_task_mask(text)
+
+
+# --- files per index: the job side and slurmxd name an array task's files `A_i` ----------------------------------
+
+HOOK = Path(__file__).resolve().parents[2] / "slurmx" / "hooks" / "hook.sh"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMX_"))}
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize(("given", "name"), [
+    ({"SLURM_JOB_ID": "83", "SLURM_ARRAY_JOB_ID": "80", "SLURM_ARRAY_TASK_ID": "1"}, "80_1"),
+    ({"SLURM_JOB_ID": "83", "SLURM_ARRAY_TASK_ID": "1"}, "83"),  # today's group per index sets the index alone
+    ({"SLURM_JOB_ID": "83", "SLURM_ARRAY_JOB_ID": "80", "SLURM_ARRAY_TASK_ID": "1;x"}, "83"),
+    ({"SLURM_JOB_ID": "83"}, "83")])
+def test_the_job_side_names_an_array_tasks_files_by_its_index(given: dict[str, str], name: str,
+                                                             monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slurmx.hooks import _env as job_env
+
+    for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in given.items():
+        monkeypatch.setenv(key, value)
+    assert job_env.job_id() == name
+    shown = subprocess.run(["bash", "-c", f"source {HOOK}; _slurmx_job; echo; _slurmx_handler_marker"],
+                           env=_env(SLURMX_SPOOL_DIR=str(tmp_path), **given), capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert shown == [name, f"{tmp_path}/handler-{name}"]
+
+
+def test_slurmxd_writes_and_reads_an_index_tasks_intent_as_the_hook_names_it(tmp_path: Path) -> None:
+    key = task_key(80, 4)
+    path = intent_path(tmp_path, key)
+    assert path.name == "preempt-80_4"
+    path.write_text("preempt grace=60 deadline=2000000060 t0=2000000000 signal=USR2 reason=-\n")
+    assert read_intent(path).job_id == key
+    wrong = tmp_path / "preempt-0_4"
+    wrong.write_text(path.read_text())
+    with pytest.raises(PreemptionError, match="outside Slurm's ranges"):
+        read_intent(wrong)
