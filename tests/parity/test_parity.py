@@ -10,7 +10,6 @@ import pytest
 from slurmx.core.model import JobClass
 from slurmx.core.placement import Placement
 from slurmx.policies import available_policies
-from slurmx.sim.cluster import SimulationError
 from slurmx.sim.jobs import SimJob
 from tests.parity.harness import differences, job, model_cluster, run_both
 
@@ -52,15 +51,7 @@ def _placed_trace(kinds: tuple[str, ...]) -> list[SimJob]:
     return jobs
 
 
-# Synergy renews the lease of every running group, handed-over ones too, on one node of its choosing, ignoring
-# their node count and placement (policies/synergy/policy.py reads `view.running_groups()`): the simulator refuses
-# its plan, as it should.
-RELEASES_HANDED_OVER = {"synergy"}
-
-
-@pytest.mark.parametrize("policy", [pytest.param(name, marks=pytest.mark.xfail(
-    strict=True, raises=SimulationError, reason="re-places handed-over running groups where they cannot run"))
-    if name in RELEASES_HANDED_OVER else name for name in available_policies()])
+@pytest.mark.parametrize("policy", available_policies())
 def test_constrained_and_multi_node_groups_decide_alike(policy: str, tmp_path: Path) -> None:
     kinds = ("cpu", "gpu", "accel") if policy in ACCEL else ("cpu", "gpu")
     runs = run_both(policy, _placed_trace(kinds), kinds, tmp_path, cluster=model_cluster(kinds, features=FEATURES))

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, VariantState
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import PolicyArgs, can_place, register
 from slurmx.policies.synergy.decisions import (
     ClusterShape,
     JobProfile,
@@ -29,7 +29,7 @@ from slurmx.policies.synergy.decisions import (
     measured_profile,
     queue_key,
 )
-from slurmx.policies.synergy.mechanisms import EPS, Placement
+from slurmx.policies.synergy.mechanisms import EPS, Placement, Servers
 
 __all__ = ["SynergyArgs", "SynergyPolicy"]
 
@@ -71,7 +71,11 @@ class SynergyPolicy:
             return Plan((), (f"synergy: no node serves kind {kind!r}",))
         cap = nodes[0].capacity
         shape = ClusterShape(len(nodes), cap.gres_count("gpu"), float(cap.cpus), cap.mem_mb / 1024)
+        names = [node.name for node in nodes]
+        servers = shape.servers_state()
         groups = [g for g in (*view.running_groups(), *view.pending_groups()) if g.variant(kind) is not None]
+        if any(not can_place(self, g.variants) for g in groups):
+            groups = _pinned_aside(groups, self, servers, names, view)
         keyed: list[tuple[tuple[float, ...], Group, JobProfile]] = []
         aware = self.args.mechanism != "prop"
         for n, group in enumerate(groups):
@@ -88,10 +92,8 @@ class SynergyPolicy:
             state = QueueState(group.submit_time, remaining, total, done * total * gpus, profile, n)
             keyed.append((queue_key(self.args.order, state, now, shape, aware, self.args.ftf), group, profile))
         keyed.sort(key=lambda item: item[0])
-        servers = shape.servers_state()
         allocs = allocate_round([p for *_, p in keyed], servers, self.args.mechanism, "consolidate",
                                 self.args.tune_order)
-        names = [node.name for node in nodes]
         preempts: list[Action] = []
         starts: list[Action] = []
         notes: list[str] = []
@@ -114,6 +116,32 @@ class SynergyPolicy:
                 preempts.append(Preempt(group.group_id, 0, reason="synergy: allocation changed"))
             starts.append(Start(group.group_id, kind, (node,), want, reason=f"synergy-{self.args.mechanism}"))
         return Plan(tuple(preempts + starts), tuple(notes))
+
+
+def _pinned_aside(groups: list[Group], policy: SynergyPolicy, servers: Servers, names: list[str],
+                  view: ClusterView) -> list[Group]:
+    """The groups a round may re-allocate; a running one it cannot place (several nodes, a placement rule: started
+    by the cycle's handover) keeps its nodes, and what it holds there is taken out of the round's servers first.
+    Pending ones it cannot place are never shown to it (cycle/handover.py); they are left out here all the same."""
+    index = {name: i for i, name in enumerate(names)}
+    kept: list[Group] = []
+    for group in groups:
+        if can_place(policy, group.variants):
+            kept.append(group)
+            continue
+        variant = group.running_variant()
+        if variant is None:
+            continue
+        for name in variant.nodes:
+            i = index.get(name)
+            node = view.nodes.get(name)
+            if i is None or node is None:
+                continue
+            held = variant.taken_on(node)
+            servers.fg[i] = max(servers.fg[i] - held.gres_count("gpu"), 0.0)
+            servers.fc[i] = max(servers.fc[i] - held.cpus, 0.0)
+            servers.fm[i] = max(servers.fm[i] - held.mem_mb / 1024, 0.0)
+    return kept
 
 
 def _make(args: SynergyArgs) -> SynergyPolicy:
