@@ -13,7 +13,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from slurmx.cli_output import checked_output_dir, checked_output_file
+from slurmx.cli_output import checked_output_file, checked_plot_dir
 from slurmx.cli_output import console as make_console
 from slurmx.core.validation import ConfigError
 from slurmx.sim import engine
@@ -52,7 +52,7 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
     out = None if json_path == "-" else checked_output_file(
         json_path or Path.cwd() / f"{Path(config_path).stem}.result.json", "--json" if json_path else "default --json")
     if plot_dir:
-        checked_output_dir(plot_dir, "--plot")
+        checked_plot_dir(plot_dir)
     console = make_console(stderr=json_path == "-")
     try:
         # An SWF log in submit order is read as the run goes (memory follows the queue); anything else whole.

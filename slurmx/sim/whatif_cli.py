@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurmx.cli_context import site_path_or_default
-from slurmx.cli_output import checked_output_dir, checked_output_file
+from slurmx.cli_output import checked_output_file, checked_plot_dir
 from slurmx.cli_output import console as make_console
 from slurmx.core.config import load_site_config
 from slurmx.sim.report import PlotError
@@ -113,7 +113,7 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
         raise click.BadParameter("expected one or more policy names, e.g. fifo,fitgpp", param_hint="--policy")
     out = checked_output_file(json_path, "--json") if json_path and json_path != "-" else None
     if plot_dir:
-        checked_output_dir(plot_dir, "--plot")
+        checked_plot_dir(plot_dir)
     site = load_site_config(site_path_or_default(site_path or getattr(obj, "site_path", None)))
     console = make_console(stderr=json_path == "-")
     try:

@@ -107,8 +107,6 @@ def test_reproduce_plot_without_matplotlib_says_so_before_any_work(config: Path,
     assert not (tmp_path / "plots").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="slurmx/sim/cli.py and whatif_cli.py still call checked_output_dir for "
-                   "--plot; swapping in checked_plot_dir makes this pass (then drop this mark)")
 def test_sim_run_plot_without_matplotlib_says_so_before_any_work(config: Path, tmp_path: Path,
                                                                  no_matplotlib: None) -> None:
     result = CliRunner().invoke(cli, ["sim", "run", str(config), "--plot", str(tmp_path / "plots")])
