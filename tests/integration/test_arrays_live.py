@@ -9,6 +9,7 @@ and cancel act on one index by its key (`A_i`), which stays the same when Slurm 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,8 @@ from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm import CliSlurm
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import SlurmJob
-from tests.integration.conftest import make_group_folder, spool_dir, wait_until
+from tests.integration.conftest import Cluster, make_group_folder, spool_dir, wait_until
+from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, shared_folder
 from tests.unit.test_daemon import SITE
 
 SCRIPT = "#!/bin/bash\nsleep 300\n"
@@ -95,3 +97,39 @@ def test_slurms_throttle_holds_the_indices_slurmxd_releases(slurm: CliSlurm, adm
     jobs = wait_until(five_seen, 60, "three of five released indices running")
     waiting = [j for j in jobs if j.state is not VariantState.RUNNING]
     assert len(waiting) == 2 and {j.reason for j in waiting} == {"JobArrayTaskLimit"}
+
+
+def test_slurmxd_runs_each_index_once_never_more_than_n_across_kinds(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tag: str, tmp_path: Path) -> None:
+    """`--array=0-9%3` per kind, held as managed variants without a lease: slurmxd (FIFO) starts one kind of each
+    index, cancels the other kind's same index, and never has more than 3 indices running, whatever their kind.
+    A cpu index takes a whole cpu node (two of them), so FIFO puts the third index at a time on a gpu: without
+    the throttle across kinds, 2 cpu and 3 gpu indices (Slurm's %3 per array) could run at once."""
+    marks = shared_folder(cluster, f"{tag}-marks")
+    make_group_folder(slurm, tag)
+    arrays = {}
+    for kind, extra in (("cpu", ["--cpus-per-task=4"]), ("gpu", ["--gres=gpu:1"])):
+        script = f"#!/bin/bash\necho ran >> {marks}/$SLURM_ARRAY_TASK_ID.{kind}\nsleep 4\n"
+        arrays[kind] = slurm.submit(script, [
+            "-H", "--qos=be", f"--partition={kind}", f"--job-name={tag}@{kind}", "--mem=100M", "--array=0-9%3",
+            f"--comment=slurmx:1:g={tag},v={kind},c=be,e=4,h=0123456789ab", "--output=/dev/null", *extra])
+    daemon = DaemonProcess(daemon_site(cluster, tmp_path, "fifo"), tmp_path / "slurmxd.log")
+    most = 0
+
+    def all_done() -> bool:
+        nonlocal most
+        jobs = _mine(admin, *arrays.values())
+        most = max(most, len({j.array_task_id for j in jobs if j.state is VariantState.RUNNING}))
+        return bool(jobs) and not any(j.state.is_active for j in jobs)
+
+    daemon.start()
+    try:
+        wait_until(all_done, 240, "every index to finish", every=0.5)
+    finally:
+        daemon.stop()
+        admin.cancel(list(arrays.values()))
+    ran = sorted(p.name for p in marks.iterdir())
+    assert sorted(int(name.split(".")[0]) for name in ran) == list(range(10)), f"payloads that ran: {ran}"
+    assert all((marks / name).read_text() == "ran\n" for name in ran), "an index ran more than once"
+    assert 1 <= most <= 3, f"{most} indices ran at once ({ran})"
+    assert "Traceback" not in daemon.text()
