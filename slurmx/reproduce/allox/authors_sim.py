@@ -9,7 +9,9 @@ runs), and compares the two per method (average JCT) and per job (start, end, ma
 whose times match within `TOLERANCE_UNITS`, and the first job, in their start order, where the two differ.
 `SLURMX_ALLOX_PEER_METHODS` picks the methods (default all five; their AlloX alone takes 8-24 minutes here), and
 `SLURMX_ALLOX_PEER_SWITCHES` runs their pack's patched build with -D switches, e.g. to turn off a behaviour of
-their code that our engine does not model (`-Dirfx.freeprof=true`: profiling samples hold no machine).
+their code that our engine does not model (`-Dirfx.freeprof=true`: profiling samples hold no machine); with
+`-Dirf.prof=false` (no profiling) ours runs without profiling too. The per-job shares are printed for ours with
+the options and with our defaults (which of the two their run should match depends on the switches).
 
 Their times are in steps of one unit (their plots call it a minute; ours is 60 s). Their per-job CSV gives the
 run time but sets the device only for some methods, so the device is read off the run time: the job's true CPU
@@ -31,7 +33,14 @@ from pathlib import Path
 
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.allox.authors_input import authors_jobs, job_name
-from slurmx.reproduce.allox.experiment import AS_AUTHORS_SIM, AUTHORS_SIM_OPTIONS, FULL, UNIT_S, RunSpec
+from slurmx.reproduce.allox.experiment import (
+    AS_AUTHORS_SIM,
+    AUTHORS_SIM_OPTIONS,
+    DEFAULT_OVERHEAD,
+    FULL,
+    UNIT_S,
+    RunSpec,
+)
 from slurmx.reproduce.base import ResultTable
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.parallel import parallel_map
@@ -47,6 +56,7 @@ METHODS_ENV = "SLURMX_ALLOX_PEER_METHODS"  # comma-separated policies to compare
 # Space-separated -D switches of the pack's patched build (its README: -Dirfx.freeprof=true and others), to run
 # their simulator with behaviours our engine does not model turned off; set, the pack's build_switches is used.
 SWITCHES_ENV = "SLURMX_ALLOX_PEER_SWITCHES"
+NO_PROFILING = "-Dirf.prof=false"  # their profiling off (a switch of the unpatched build too): ours runs without
 DEFAULT_PEER = Path(__file__).resolve().parents[3].parent / "shared" / "peers" / "allox-irfsim"
 # our policy -> their method name (the pack's README: DRFF = DRFFIFO, DRFS = DRF, DRFA = DRFExt)
 PEER_METHODS = {"drff": "DRFFIFO", "drfs": "DRF", "es": "ES", "drfa": "DRFExt", "allox": "AlloX"}
@@ -80,6 +90,7 @@ class MethodComparison:
     first: tuple[str, JobTimes, JobTimes] | None  # (job, theirs, ours) of the first job that differs
     ours_default_jct: float = math.nan  # ours with our defaults (no authors'-simulator option)
     options: tuple[str, ...] = ()  # the authors'-simulator options that apply to this method
+    default_end_match: float = math.nan  # share of jobs whose end matches, ours with our defaults
 
 
 @dataclass(frozen=True)
@@ -192,11 +203,12 @@ def options_of(policy: str) -> tuple[str, ...]:
     return tuple(name for name, by_policy in AUTHORS_SIM_OPTIONS.items() if policy in by_policy)
 
 
-def run_ours(task: tuple[str, Path, str]) -> dict[str, JobTimes]:
-    """Our engine on the pack's input with the `authors` experiment's settings for `policy`, and the
-    RunSpec variant (AS_AUTHORS_SIM: the authors'-simulator options on); top level, so a pool can pickle it."""
-    policy, input_path, variant = task
-    spec = RunSpec.make(policy, 0, FULL, source="authors", variant=variant)
+def run_ours(task: tuple[str, Path, str, float]) -> dict[str, JobTimes]:
+    """Our engine on the pack's input with the `authors` experiment's settings for `policy`, the RunSpec
+    variant (AS_AUTHORS_SIM: the authors'-simulator options on) and the profiling overhead; top level, so a
+    pool can pickle it."""
+    policy, input_path, variant, overhead = task
+    spec = RunSpec.make(policy, 0, FULL, source="authors", variant=variant, overhead=overhead)
     jobs = list(authors_jobs(input_path, with_errors=spec.error_sd > 0))
     result = run_config(spec.config(jobs), jobs)
     return {r.job_id: JobTimes((r.first_start if r.first_start is not None else math.nan) / UNIT_S,
@@ -245,9 +257,10 @@ def compare(workers: int = 1, progress: bool = False) -> Comparison:
     jobs = authors_jobs(input_path, with_errors=True)
     by_number = {int(j.job_id.removeprefix("allox-")): j for j in jobs}
     submit = {j.job_id: j.submit_time / UNIT_S for j in jobs}
-    tasks = [(p, input_path, v) for p in methods for v in ("", AS_AUTHORS_SIM)[:1 + bool(options_of(p))]]
+    overhead = 0.0 if NO_PROFILING in flags else DEFAULT_OVERHEAD  # their profiling off: ours too
+    tasks = [(p, input_path, v, overhead) for p in methods for v in ("", AS_AUTHORS_SIM)[:1 + bool(options_of(p))]]
     runs = parallel_map(run_ours, tasks, workers, "allox: ours", progress)
-    ours = {(p, v): r for (p, _, v), r in zip(tasks, runs, strict=True)}
+    ours = {(p, v): r for (p, _, v, _), r in zip(tasks, runs, strict=True)}
     with tempfile.TemporaryDirectory(prefix="slurmx-allox-irfsim-") as work:
         csvs = run_authors_sim(peer, methods, Path(work), flags)
         theirs = {p: read_peer_csv(path, by_number) for p, path in csvs.items()}
@@ -255,7 +268,9 @@ def compare(workers: int = 1, progress: bool = False) -> Comparison:
     for p in methods:
         like_theirs = ours.get((p, AS_AUTHORS_SIM), ours[p, ""])
         m = compare_method(p, theirs[p], like_theirs, submit)
-        out.append(replace(m, ours_default_jct=_mean_jct(ours[p, ""], submit), options=options_of(p)))
+        default = compare_method(p, theirs[p], ours[p, ""], submit)
+        out.append(replace(m, ours_default_jct=default.ours_jct, default_end_match=default.end_match,
+                           options=options_of(p)))
     return Comparison(methods=tuple(out), peer=str(peer), switches=flags)
 
 
@@ -273,14 +288,15 @@ def tables(result: Comparison) -> list[ResultTable]:
         return []
     rows = tuple((_label(m.policy), f"{m.theirs_jct:,.1f}", f"{m.ours_default_jct:,.1f}",
                   f"{m.ours_jct:,.1f}" if m.options else "(no option)", ", ".join(m.options) or "-",
-                  f"{100 * (m.ours_jct / m.theirs_jct - 1):+.1f}%", f"{m.end_match:.1%}", f"{m.start_match:.1%}",
-                  f"{m.kind_match:.1%}") for m in result.methods)
+                  f"{100 * (m.ours_jct / m.theirs_jct - 1):+.1f}%", f"{m.default_end_match:.1%}", f"{m.end_match:.1%}",
+                  f"{m.start_match:.1%}", f"{m.kind_match:.1%}") for m in result.methods)
     first = tuple((_label(m.policy), m.first[0], _times(m.first[1]), _times(m.first[2])) if m.first is not None
                   else (_label(m.policy), "none", "", "") for m in result.methods)
     return [ResultTable(f"authors-sim: their simulator vs our engine, same input (match: within {TOLERANCE_UNITS:g} "
                         "unit; per job: ours with the options)",
                         ("method", "their avg JCT", "ours (defaults)", "ours (options on)", "options",
-                         "ours vs theirs", "end matches", "start matches", "kind matches"), rows),
+                         "ours (options) vs theirs", "end matches (defaults)", "end matches", "start matches",
+                         "kind matches"), rows),
             ResultTable("authors-sim: first divergence (their start order; start-end kind, in units)",
                         ("method", "job", "theirs", "ours"), first)]
 
@@ -291,7 +307,8 @@ def as_data(result: Comparison) -> dict[str, object]:
         return {"skipped": result.skipped}
     return {"peer": result.peer, "switches": list(result.switches), "tolerance_units": TOLERANCE_UNITS,
             "methods": {m.policy: {"theirs_jct": m.theirs_jct, "ours_jct": m.ours_jct,
-                                   "ours_default_jct": m.ours_default_jct, "options": list(m.options), "jobs": m.jobs,
+                                   "ours_default_jct": m.ours_default_jct,
+                                   "default_end_match": m.default_end_match, "options": list(m.options), "jobs": m.jobs,
                                    "end_match": m.end_match, "start_match": m.start_match,
                                    "kind_match": m.kind_match,
                                    "first_divergence": None if m.first is None else
