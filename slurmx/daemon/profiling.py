@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from slurmx.core.arrays import job_text
+from slurmx.core.arrays import folder_group, job_text
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.core.spool import group_spool
@@ -231,7 +231,8 @@ class ProfilingStage(SampleLifecycle):
         if variant is None or variant.job_id is None or variant.start_time is None:
             return
         name = f"progress-{job_text(variant.job_id)}.json"  # an array task's: `A_i` (core/arrays.py)
-        data = read_progress(Path(group_spool(self.site, group.group_id)) / name, self._uids.get(group.group_id))
+        folder = group_spool(self.site, folder_group(group.group_id))  # an index group's files are its array's
+        data = read_progress(Path(folder) / name, self._uids.get(group.group_id))
         elapsed = max(0.0, now - variant.start_time)
         report = progress_report(data, elapsed)
         if isinstance(report, str):

@@ -9,6 +9,7 @@ import os
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -403,3 +404,33 @@ def test_slurmxd_writes_and_reads_an_index_tasks_intent_as_the_hook_names_it(tmp
     wrong.write_text(path.read_text())
     with pytest.raises(PreemptionError, match="outside Slurm's ranges"):
         read_intent(wrong)
+
+
+def test_slurmxd_reads_the_progress_an_index_task_writes_in_its_arrays_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job side of task 4 of array 80 (Slurm gave it job id 83) writes `progress-80_4.json` in the array's
+    folder; slurmxd's profiling stage finds it for group `arr[4]`, not an elapsed-time fallback."""
+    from slurmx.core.config import parse_site_config
+    from slurmx.daemon.profiling import ProfilingStage
+    from slurmx.daemon.store import Store
+    from slurmx.hooks.progress import write_progress
+
+    folder = tmp_path / "arr"
+    folder.mkdir(mode=0o700)
+    for key, value in {"SLURMX_SPOOL_DIR": str(folder), "SLURM_JOB_ID": "83", "SLURM_ARRAY_JOB_ID": "80",
+                       "SLURM_ARRAY_TASK_ID": "4", "SLURM_RESTART_COUNT": "0"}.items():
+        monkeypatch.setenv(key, value)
+    written = write_progress(40, 100)
+    assert written is not None and written.name == "progress-80_4.json"
+    site = parse_site_config({"cluster": {"name": "t"}, "submit": {"spool_dir": str(tmp_path)},
+                              "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "500M"}}})
+    running = replace(job(1, "arr"), job_id=task_key(80, 4), array_job_id=80, array_task_id=4, user_id=os.getuid(),
+                      state=VariantState.RUNNING, held=False, nodes="c1", start_time=1000)
+    obs = build_view(site, [running], NODES, PARTITIONS, 1100.0, owner_of=lambda g: FolderOwner(os.getuid()))
+    stage = ProfilingStage(site, FakeSlurm([running]), Store(tmp_path / "s.sqlite"))  # type: ignore[arg-type]
+    stage._uids["arr[4]"] = os.getuid()
+    seen: list[tuple[str, Any]] = []
+    monkeypatch.setattr(stage.profiler, "on_progress", lambda group, kind, report: seen.append((group, report)))
+    stage._progress(obs.view.groups["arr[4]"], 1100.0)
+    assert len(seen) == 1 and seen[0][0] == "arr[4]"
+    assert getattr(seen[0][1], "step", None) == 40 and not stage._refused
