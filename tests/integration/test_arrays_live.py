@@ -54,6 +54,8 @@ def test_each_index_of_the_kind_arrays_is_one_group_of_the_arrays_owner(slurm: C
     group = groups[index_group(tag, 7)]
     assert {k: j.job_id for k, j in group.jobs.items()} == {"cpu": task_key(cpu, 7), "gpu": task_key(gpu, 7)}
     assert group.user == "alice" and group.throttle == 3
+    asked = slurm.jobs([task_key(cpu, 7), task_key(gpu, 9)])  # `squeue --jobs=A_7,B_9`: those two tasks alone
+    assert sorted(j.job_id for j in asked) == sorted([task_key(cpu, 7), task_key(gpu, 9)])
 
 
 def test_a_sparse_arrays_whole_index_list_arrives(slurm: CliSlurm, admin: CliSlurm, tag: str) -> None:
