@@ -70,8 +70,8 @@ def expand_pending(template: SlurmJob, indices: list[int]) -> list[SlurmJob]:
     values = [getattr(template, name) for name in _FIELDS]
     array_job_id = template.array_job_id
     key = task_key(array_job_id, 0)  # validates the array id once; the index goes in the low bits
-    if indices and indices[-1] > MAX_TASK_ID:  # parse_task_string keeps them in range; a caller might not
-        raise ValueError(f"array index {indices[-1]} is past {MAX_TASK_ID}")
+    if indices and not 0 <= min(indices) <= max(indices) <= MAX_TASK_ID:  # parse_task_string keeps them so
+        raise ValueError(f"array indices outside 0-{MAX_TASK_ID}")
     out: list[SlurmJob] = []
     append = out.append
     for index in indices:

@@ -434,3 +434,10 @@ def test_slurmxd_reads_the_progress_an_index_task_writes_in_its_arrays_folder(
     stage._progress(obs.view.groups["arr[4]"], 1100.0)
     assert len(seen) == 1 and seen[0][0] == "arr[4]"
     assert getattr(seen[0][1], "step", None) == 40 and not stage._refused
+
+
+def test_expansion_refuses_an_index_no_key_can_hold() -> None:
+    template = replace(job(7, "a"), array_job_id=7)
+    for bad in ([-1], [0, MAX_TASK_ID + 1]):
+        with pytest.raises(ValueError, match="outside"):
+            expand_pending(template, bad)
