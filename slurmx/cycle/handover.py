@@ -23,9 +23,10 @@ from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, Node
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
+from slurmx.cycle.isolate import without
 from slurmx.policies.base import Policy, can_place, make_policy, max_nodes, places_constraints
 
-__all__ = ["HANDOVER_POLICY", "handed_over", "helper_plan", "merged"]
+__all__ = ["HANDOVER_POLICY", "WithHandover", "handed_over", "helper_plan", "merged", "residual", "with_handover"]
 
 HANDOVER_POLICY = "fifo"  # with EASY backfill: any node count, every placement rule, Slurm's own default
 _HELPERS: list[Policy] = []
@@ -45,20 +46,43 @@ def _helper() -> Policy:
     return _HELPERS[0]
 
 
-def helper_plan(view: ClusterView, plan: Plan, handed: Collection[str], now: float,
-                fatal: tuple[type[BaseException], ...] = ()) -> Plan:
-    """The handover policy's plan for the `handed` groups on what `plan` leaves of `view`'s nodes; the empty plan
-    with a note if it raises (a bug: the policy's own plan still applies)."""
-    helper = _helper()
-    try:
-        got = helper.schedule(residual(view, plan, handed), now)
-    except fatal:
-        raise
-    except Exception as exc:  # one bad group must not stop the cycle: said in the plan's notes
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        return Plan((), (f"handover: {helper.name} failed ({text}); {len(handed)} group(s) not decided",))
+def helper_plan(view: ClusterView, plan: Plan, handed: Collection[str], now: float) -> Plan:
+    """The handover policy's plan for the `handed` groups on what `plan` leaves of `view`'s nodes. What it raises
+    propagates: the cycle's isolation then finds the group to blame, as for the policy's own (`WithHandover`)."""
+    got = _helper().schedule(residual(view, plan, handed), now)
     notes = (f"handover: {len(handed)} group(s) the policy cannot place decided by EASY backfill",)
     return Plan(got.actions, notes + got.notes)
+
+
+class WithHandover:
+    """The policy, shown only the groups it can place, then EASY for the others on what its plan leaves: one
+    decision, so the cycle's isolation (cycle/isolate.py) bisects and quarantines a group either of them fails on,
+    and the quarantine is always kept against the whole view."""
+
+    __slots__ = ("policy",)
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        handed = handed_over(self.policy, view)
+        if not handed:
+            return self.policy.schedule(view, now)
+        own = self.policy.schedule(without(view, frozenset(handed)), now)
+        if not isinstance(own, Plan):
+            return own  # the cycle says what the policy returned
+        return merged(own, helper_plan(view, own, handed, now))
+
+
+def with_handover(policy: Policy) -> Policy:
+    """`policy` itself when it places every group (FIFO, EASY: nothing to hand over), else `WithHandover(policy)`."""
+    if max_nodes(policy) is None and places_constraints(policy):
+        return policy
+    return cast("Policy", WithHandover(policy))
 
 
 def merged(first: Plan, second: Plan) -> Plan:
@@ -68,7 +92,8 @@ def merged(first: Plan, second: Plan) -> Plan:
 
 def residual(view: ClusterView, plan: Plan, keep: Collection[str]) -> ClusterView:
     """`view` with only the `keep` groups pending (running ones all kept) and each node less what `plan` starts on
-    it (a start that names no node is Slurm's to place: not counted)."""
+    it (a start that names no node is Slurm's to place: not counted); a node a preemption freed for a beneficiary
+    still waiting (not one of `keep`) is left out whole, as the policy earmarked it."""
     nodes = view.nodes
     taken: dict[str, Resources] = {}
     for action in plan.actions:
@@ -87,6 +112,14 @@ def residual(view: ClusterView, plan: Plan, keep: Collection[str]) -> ClusterVie
             else:
                 held = variant.request if variant is not None else Resources()
             taken[name] = taken[name] + held if name in taken else held
+    keep_set = set(keep)
+    pending = {g.group_id for g in view.pending_groups()}
+    for group in view.groups.values():  # room a preemption freed for a waiting beneficiary is not the handover's
+        if group.preempted_for in pending and group.preempted_for not in keep_set:
+            for name in group.preempted_nodes:
+                node = nodes.get(name)
+                if node is not None:
+                    taken[name] = node.capacity
     if taken:
         changed = dict(nodes)
         for name, held in taken.items():
@@ -94,8 +127,6 @@ def residual(view: ClusterView, plan: Plan, keep: Collection[str]) -> ClusterVie
             changed[name] = Node(node.name, node.partitions, node.capacity, node.allocated + held, node.state,
                                  node.features)
         nodes = changed
-    keep_set = set(keep)
-    pending = {g.group_id for g in view.pending_groups()}
     groups = view.groups
     ids = [gid for gid in groups if gid in keep_set or gid not in pending]
     lent: Mapping[str, Group] = LentSnapshot(cast("dict[str, Group]", dict.fromkeys(ids)), set(ids),

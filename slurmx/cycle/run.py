@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from slurmx.core.actions import Action, Plan
 from slurmx.cycle.backend import Backend, Handler
-from slurmx.cycle.handover import handed_over, helper_plan, merged
-from slurmx.cycle.isolate import Isolated, plan_isolated, without
+from slurmx.cycle.handover import with_handover
+from slurmx.cycle.isolate import Isolated, plan_isolated
 from slurmx.cycle.log import REFUSED, DecisionLog, Outcome, view_digest
 from slurmx.cycle.order import effect_order
 from slurmx.policies.base import Policy
@@ -42,14 +42,8 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
     if log is not None:
         log.decided(now, number, digest)
     began = time.perf_counter()
-    handed = handed_over(policy, view)  # groups the policy cannot place: decided after it (cycle/handover.py)
-    got = plan_isolated(policy, without(view, frozenset(handed)) if handed else view, now, backend.quarantine,
-                        backend.fatal)
-    if handed:
-        own = got.plan if isinstance(got, Isolated) else got
-        if isinstance(own, Plan):
-            both = merged(own, helper_plan(view, own, handed, now, backend.fatal))
-            got = got._replace(plan=both) if isinstance(got, Isolated) else both
+    # Groups the policy cannot place are decided after it, by EASY, within the same isolation (cycle/handover.py).
+    got = plan_isolated(with_handover(policy), view, now, backend.quarantine, backend.fatal)
     policy_s = time.perf_counter() - began
     del view  # usually the last reference: a backend may then change what the view lent without copying it
     hidden: AbstractSet[str] = _NO_GROUPS

@@ -4,7 +4,7 @@ groups a policy cannot place (a multi-node or constrained group under a one-node
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, cast
 
 import pytest
@@ -16,10 +16,11 @@ from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Var
 from slurmx.core.placement import ANYWHERE, ConstraintError, Placement, parse_constraint, satisfies
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
-from slurmx.cycle.handover import handed_over, helper_plan, merged, residual
-from slurmx.cycle.isolate import without
+from slurmx.cycle import handover
+from slurmx.cycle.handover import handed_over, helper_plan, merged, residual, with_handover
+from slurmx.cycle.isolate import Isolated, Quarantine, plan_isolated, without
 from slurmx.policies import make_policy
-from slurmx.policies.base import can_place
+from slurmx.policies.base import Policy, can_place
 from slurmx.policies.reservation import reserve
 
 CAP = Resources(4, 4000)
@@ -250,3 +251,40 @@ def test_through_the_handover_no_node_is_overfilled_and_every_start_is_admitted(
             used[name] = used[name] + variant.taken_on(node)
             assert used[name].fits_in(CAP)
     assert not set(handed) & set(policy.shown)  # never shown what it cannot place
+
+
+class PoisonedHelper:
+    """A fake: EASY raising on one group, standing for a bug in the handover policy (valid data cannot make it
+    raise), to show such a group is found and quarantined like any other."""
+
+    name: ClassVar[str] = "fifo"
+
+    def __init__(self, poison: str) -> None:
+        self.inner = make_policy("fifo", {"backfill": "easy"})
+        self.poison = poison
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        if self.poison in view.groups and view.groups[self.poison] in view.pending_groups():
+            raise ValueError(f"poisoned {self.poison}")
+        return self.inner.schedule(view, now)
+
+
+def test_a_group_the_handover_fails_on_is_quarantined_and_the_other_handed_groups_still_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handover, "_HELPERS", [cast("Policy", PoisonedHelper("bad"))])
+    groups = [_pending("plain", 1, 1), _pending("bad", 1, 2, Placement("ib")), _pending("ok", 1, 3, Placement("ib"))]
+    quarantine = Quarantine()
+    got = plan_isolated(with_handover(OneNodeBlind()), _view(groups), 0.0, quarantine)
+    assert isinstance(got, Isolated) and [a.group_id for a in got.set_aside] == ["bad"]
+    assert set(_starts(got.plan)) == {"plain", "ok"}
+    again = plan_isolated(with_handover(OneNodeBlind()), _view(groups), 0.0, quarantine)
+    assert isinstance(again, Isolated) and again.calls == 1 and "bad" in again.hidden  # kept, not searched again
+
+
+def test_room_a_preemption_freed_for_a_waiting_beneficiary_is_not_handed_out() -> None:
+    victim = replace(_pending("victim", 1, 0), preempted_for="ben", preempted_nodes=("c3",))
+    groups = [victim, _pending("ben", 4, 1), _pending("amd", 1, 2, Placement("amd"))]
+    rest = residual(_view(groups), Plan(), ["amd"])
+    assert rest.nodes["c3"].free == Resources() and rest.nodes["c4"].free == CAP
+    plan = make_policy("fifo", {"backfill": "easy"}).schedule(rest, 0.0)
+    assert _starts(plan) == {"amd": ("c4",)}
