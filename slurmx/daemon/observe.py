@@ -177,7 +177,7 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         variants = []
         mark = starts.get(group_id)
         done = False
-        held_back: Resources | None = None  # the request of a released variant Slurm has not started yet
+        held_back: Variant | None = None  # a released variant Slurm has not started yet
         unreadable = ""
         for kind, job in tg.jobs.items():
             state = job.state
@@ -201,7 +201,7 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
             if mark is not None and mark.job_id == job.job_id and state in _WAITING:
                 # Released but not started: it will take these nodes; show it there so nothing else is put there.
                 variant = replace(variant, state=VariantState.RUNNING, nodes=mark.nodes, start_time=mark.released_at)
-                held_back = variant.request
+                held_back = variant
             variants.append(variant)
         if unreadable:
             unplaced.add(group_id)
@@ -212,8 +212,10 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
         if done or not variants:
             continue
         if held_back is not None and mark is not None:
-            for name in mark.nodes:
-                reserved[name] = reserved.get(name, Resources()) + held_back
+            for name in mark.nodes:  # its request there, or the whole node when it is exclusive
+                node = node_map.get(name)
+                held = held_back.taken_on(node) if node is not None else held_back.request
+                reserved[name] = reserved.get(name, Resources()) + held
         fact = fact_of(facts, tg) if group_id in facts else None
         if fact is not None:
             submit, preemptions, requeued = fact.submit_time, fact.preemptions, fact.last_requeue

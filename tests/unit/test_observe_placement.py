@@ -11,10 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmx.core.actions import Plan, Start
+from slurmx.core.model import VariantState
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.daemon.backend import SlurmBackend
-from slurmx.daemon.observe import build_view
+from slurmx.daemon.observe import StartMark, build_view
 from slurmx.slurm.records import SlurmJob
 from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
 
@@ -119,3 +120,10 @@ def test_any_constraint_either_places_by_its_rule_or_is_left_to_slurm(constraint
         assert obs.view.groups["a"].variants[0].placement.constraint == constraint
     else:
         assert obs.unplaced == frozenset({"a"}) and len(obs.rejected) == 1
+
+
+def test_an_exclusive_variant_released_but_not_started_holds_its_whole_node_in_the_view() -> None:
+    jobs = [replace(job(1, "a", state=VariantState.PENDING), exclusive=True), job(2, "a", "gpu")]
+    obs = build_view(SITE, jobs, NODES, PARTITIONS, 300.0, owner_of=spool_owners(jobs),
+                     starts={"a": StartMark("cpu", 1, ("c1",), 250.0)})
+    assert obs.view.nodes["c1"].free == Resources()  # nothing else is put beside it before Slurm starts it
