@@ -6,10 +6,12 @@ decided here, once, for the simulator and the daemon alike (`Placement.admits`);
 considers, or declares that it cannot (`policies/base.py`, `places_constraints`) and leaves such groups to one that
 can (`cycle/handover.py`).
 
-The constraint grammar is Slurm's for node features: names joined by `&` (and; `,` reads the same), `|` (or),
-grouped by `( )` or `[ ]`. Slurm's `[a|b]` ("matching or": every node of the job has the same one) is read as an
-or per node: the same for a one-node job, looser for a multi-node one (said in docs/submit.md). Feature counts
-(`a*2`) and `!` are refused at submit time with a fix; `parse_constraint` names the position.
+The constraint grammar is Slurm's for node features: names joined by `&` (and; `,` reads the same) and `|` (or), `&`
+binding first (as Slurm reads it from 23.02; 22.05 read a mixed list left to right: write brackets there), grouped
+by `( )` or `[ ]`, one level deep and one `[ ]` set at most, as Slurm allows. Slurm's `[a|b]` ("matching or": every
+node of the job has the same one) is read as an or per node: the same for a one-node job, looser for a multi-node
+one (said in docs/submit.md). Feature counts (`a*2`) and `!` are refused at submit time with a fix;
+`parse_constraint` names the position.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def parse_constraint(text: str) -> _Dnf:
     if len(text) > MAX_CONSTRAINT_CHARS:
         raise ConstraintError(f"constraint longer than {MAX_CONSTRAINT_CHARS} characters; name fewer features")
     tokens = _tokens(text)
+    _check_nesting(tokens, text)
     terms, at = _or(tokens, 0, text)
     if at != len(tokens):
         raise ConstraintError(f"constraint {text!r}: unexpected {tokens[at][0]!r} at character {tokens[at][1] + 1}; "
@@ -112,7 +115,7 @@ def _tokens(text: str) -> list[tuple[str, int]]:
             at += 1
             continue
         if char in "&|,()[]":
-            tokens.append(("&" if char == "," else "(" if char == "[" else ")" if char == "]" else char, at))
+            tokens.append(("&" if char == "," else char, at))
             at += 1
             continue
         found = _FEATURE.match(text, at)
@@ -149,14 +152,36 @@ def _atom(tokens: list[tuple[str, int]], at: int, text: str) -> tuple[_Dnf, int]
     if at >= len(tokens):
         raise ConstraintError(f"constraint {text!r} ends after an operator; name a feature after it")
     token, where = tokens[at]
-    if token == "(":
+    if token in ("(", "["):
         terms, at = _or(tokens, at + 1, text)
-        if at >= len(tokens) or tokens[at][0] != ")":
+        if at >= len(tokens) or tokens[at][0] != _CLOSING[token]:
             raise ConstraintError(f"constraint {text!r}: the bracket at character {where + 1} is not closed")
         return terms, at + 1
-    if token in "&|)":
+    if token in ("&", "|", ")", "]"):
         raise ConstraintError(f"constraint {text!r}: {token!r} at character {where + 1} where a feature belongs")
     return (frozenset({token}),), at + 1
+
+
+_CLOSING = {"(": ")", "[": "]"}
+
+
+def _check_nesting(tokens: list[tuple[str, int]], text: str) -> None:
+    """Slurm's own limits (build_feature_list): no bracket inside another, and one `[ ]` set at most; sbatch
+    refuses the rest, so they are refused here in one line, before a script is written."""
+    open_at: int | None = None
+    brackets = 0
+    for token, where in tokens:
+        if token in ("(", "["):
+            if open_at is not None:
+                raise ConstraintError(f"constraint {text!r}: a bracket inside another at character {where + 1}; "
+                                      "Slurm reads one level: write it without the inner one")
+            open_at = where
+            brackets += token == "["
+            if brackets > 1:
+                raise ConstraintError(f"constraint {text!r}: a second [ ] at character {where + 1}; Slurm reads "
+                                      "one matching-or set per job")
+        elif token in (")", "]"):
+            open_at = None
 
 
 def _unique(terms: _Dnf) -> _Dnf:

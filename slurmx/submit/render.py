@@ -198,9 +198,26 @@ def _constraint(spec: JobSpec, site: SiteConfig, kind: str, source: str) -> tupl
         return flags, user
     flags = [f for f in flags if not f.startswith(("--constraint=", "-C"))]
     try:
-        return flags, check_constraint(f"({own})&({user})")
+        return flags, check_constraint(f"{_operand(own)}&{_operand(user)}")
     except ValueError as exc:
-        raise ConfigError([f"{source}: site resources.{kind}.extra_flags: {exc}"]) from None
+        raise ConfigError([f"{source}: site resources.{kind}.extra_flags {own!r} and the job's constraint "
+                           f"{user!r} cannot be joined in Slurm's grammar ({exc}); write the job's with no "
+                           "brackets, or as one bracketed or-list"]) from None
+
+
+def _operand(expr: str) -> str:
+    """`expr` as one operand of `&`: as is when it has no `|` outside brackets (& binds before |) or is one bracket
+    already; in brackets otherwise (Slurm reads one level of them: a bracket inside is refused by the caller)."""
+    depth = 0
+    bare_or = False
+    for char in expr:
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            bare_or = True
+    return f"({expr})" if bare_or else expr
 
 
 def _check_release(flags: Sequence[str], release: str | None, source: str) -> None:

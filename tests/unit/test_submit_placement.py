@@ -202,8 +202,12 @@ def test_placement_renders_per_kind_and_merges_with_the_site_s_constraint() -> N
     job = spec(constraint="x86", nodelist=["c1", "c2"], exclude="c3",
                overrides={"gpu": {"constraint": "nvlink|bigmem", "nodelist": "g[1-2]"}})
     cpu = variant_options(job, site(("--constraint=avx2", "--account=p")), "cpu", "g", "race")
-    assert "--constraint=(avx2)&(x86)" in cpu and "--account=p" in cpu
+    assert "--constraint=avx2&x86" in cpu and "--account=p" in cpu
     assert not any(o == "--constraint=avx2" for o in cpu)
+    either = variant_options(spec(constraint="a|b"), site(("--constraint=avx2",)), "cpu", "g", "race")
+    assert "--constraint=avx2&(a|b)" in either  # an or-list joins in brackets: & binds before |
+    with pytest.raises(ConfigError, match=r"cannot be joined in Slurm's grammar .*a bracket inside another"):
+        variant_options(spec(constraint="(a|b)|c"), site(("--constraint=avx2",)), "cpu", "g", "race")
     assert {"--nodelist=c1,c2", "--exclude=c3"} <= set(cpu)
     gpu = render_variant(job, site(), "gpu", "g", "race").script
     assert "#SBATCH --constraint=nvlink|bigmem\n" in gpu and "#SBATCH --nodelist=g[1-2]\n" in gpu
