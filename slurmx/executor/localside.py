@@ -77,6 +77,12 @@ class _Run:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
+    def reap(self) -> None:
+        """What the call left running (data loader workers, servers it spawned) ends with it, as Slurm ends a job's
+        processes when its script exits: a restarted call must not overlap the last one's children."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
     def preempt(self, grace: float) -> None:
         """slurmxd's protocol: the intent, then the grace signal to a call that handles it, the kill at the end."""
         self.preempted = True
@@ -102,6 +108,7 @@ def supervise(folder: Path) -> int:
         except BaseException:
             run.kill()  # never leave the call running without its supervisor
             raise
+        run.reap()
         if ended == "CANCELLED":
             write_state(folder, state="CANCELLED", supervisor=os.getpid(), restarts=restarts, runs=runs)
             return 0

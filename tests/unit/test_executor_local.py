@@ -246,3 +246,29 @@ def test_the_submitit_port_example_runs_locally_and_resumes_its_trainer(tmp_path
     printed = "".join(p.read_text() for p in sorted(trainer.glob("fn-local-*.out"), key=lambda p: p.stat().st_mtime))
     assert sorted(printed.split("\n")[:-1], key=lambda line: int(line.split()[1])) == [
         f"step {n}" for n in range(1, 21)]  # every step once, across the preemption
+
+
+def leaves_a_child(pidfile: str) -> str:
+    """Starts a process that would outlive the call (a data loader worker, a server) and returns at once."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"])
+    Path(pidfile).write_text(str(child.pid))
+    return "done"
+
+
+def test_what_a_call_leaves_running_ends_with_it_as_on_the_cluster(local: Executor, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    job = local.submit(leaves_a_child, str(pidfile))
+    assert job.result() == "done"
+    child = int(pidfile.read_text())
+    wait_for(lambda: not _alive(child), timeout=10)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:  # a zombie nobody reaped yet has ended
+        return stat.read().split(") ", 1)[1][0] != "Z"
