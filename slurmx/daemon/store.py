@@ -223,8 +223,15 @@ class Store:
                              f"({len(MIGRATIONS)}); upgrade slurmx")
         for number in range(current, len(MIGRATIONS)):
             # One script, one transaction: the schema change and its version number land together or not at all.
-            self._db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = {number + 1};\n"
-                                   "COMMIT;")
+            try:
+                self._db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = "
+                                       f"{number + 1};\nCOMMIT;")
+            except sqlite3.OperationalError:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if self.version > number:
+                    continue  # another process opening the same new store (slurmxd and a tool) migrated it first
+                raise
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

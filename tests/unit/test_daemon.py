@@ -171,6 +171,26 @@ def test_store_migrates_to_the_latest_schema_and_keeps_intents_across_reopen(tmp
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_two_processes_opening_a_new_store_at_once_both_open_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interleaving is forced (a fake: both read version 0 before either migrated, which real processes hit
+    only by timing, as slurmxd and a test reading its store did): the second finds the work done and opens."""
+    path = tmp_path / "s.sqlite"
+    first = Store(path)
+    real = Store.version.fget
+    assert real is not None
+    reads = [0]
+
+    def stale_first(store: Store) -> int:  # the first read, before the other process's migration committed
+        return reads.pop() if reads else int(real(store))
+
+    monkeypatch.setattr(Store, "version", property(stale_first))
+    second = Store(path)
+    assert real(second) == len(MIGRATIONS)
+    second.put_intent("start:g", "start", "g", "releasing", {}, now=1.0)
+    assert [i.key for i in first.intents()] == ["start:g"]
+
+
 def test_store_refuses_a_newer_schema_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     Store(path).close()
