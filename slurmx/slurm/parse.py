@@ -458,6 +458,9 @@ def _jobs_of(job: _SqueueJob) -> list[SlurmJob]:
     if task_id is not None:  # a task of its own: keyed by its index, whatever job id Slurm gave it
         out.job_id, out.array_task_id = task_key(array_job_id, task_id), task_id
         return [out]
+    if not job.comment.startswith("slurmx"):
+        return [out]  # another tool's array: slurmxd never acts on it, so it stays one record (a user's 0-99999
+        # would otherwise be 100,000 records a cycle)
     if not job.array_task_string:
         raise ValueError(f"array {array_job_id}: a record with neither a task id nor a task string")
     indices, throttle = parse_task_string(job.array_task_string)

@@ -441,3 +441,14 @@ def test_expansion_refuses_an_index_no_key_can_hold() -> None:
     for bad in ([-1], [0, MAX_TASK_ID + 1]):
         with pytest.raises(ValueError, match="outside"):
             expand_pending(template, bad)
+
+
+def test_another_tools_pending_array_stays_one_record_whatever_its_size() -> None:
+    """slurmxd never acts on an untagged array: a user's `sbatch --array=0-99999` must not cost 100,000 records."""
+    answer = json.loads(RECORDED.read_bytes())
+    for record in answer["jobs"]:
+        record["comment"] = ""
+        if record.get("array_task_string"):
+            record["array_task_string"] = "0-99999%5"
+    jobs = parse_jobs(json.dumps(answer))
+    assert len(jobs) == len(answer["jobs"])  # one job per record, no index expanded
