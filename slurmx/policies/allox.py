@@ -13,6 +13,10 @@ Fairness (§3.3): a user's progress is the sum of her running jobs' values, a jo
 on its favoured kind discounted by how much slower the kind it runs on is. Only the ceil(α·n) users with
 the lowest progress are considered; α doubles while nothing can start (§4.4). The module also holds the
 machine model and the helpers the baselines in `allox_baselines` share.
+
+Long because the machine model, the matching's inputs and the
+authors'-simulator options (ties, n_max) are read together by AlloX, AlloX+ and the baselines' shared model; split, each
+part would be imported by all three.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@
 - `sjf`: one queue, shortest best-case job first, each on its fastest kind with an idle machine.
 - `jsq_plus`, `sjf_plus`: the intro's strawmen (§2.2) for the worked examples.
 FIFO is `baselines.fifo`. "Waiting" users and ties follow `allox`: accelerators first, then site order.
+
+Long because it holds the paper's five baselines, each a page, on one
+shared machine model and with the authors'-simulator options each of them takes.
 """
 
 from __future__ import annotations
