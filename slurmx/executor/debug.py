@@ -42,6 +42,7 @@ class DebugJob(JobAPI):
         self._running = False
         self._in_call = False  # the grace handler acts only while the call runs, never once it has returned
         self._handled = False  # the handler is installed (main thread only): else a signal would end this process
+        self._handler_lock = threading.Lock()
         self.restarts = 0
 
     def __repr__(self) -> str:
@@ -98,8 +99,9 @@ class DebugJob(JobAPI):
         """Preempt the call while it runs in the main thread (call this from another thread): it checkpoints and
         is resumed from what `checkpoint()` returned, as after a requeue. No effect when it is not running, or
         runs in another thread (Python handles signals in the main thread only)."""
-        if self._running and self._handled:
-            os.kill(os.getpid(), signal.SIGUSR2)
+        with self._handler_lock:  # the handler cannot be taken down between the check and the signal: SIGUSR2's
+            if self._running and self._handled:  # default action would end this whole process
+                os.kill(os.getpid(), signal.SIGUSR2)
 
     def _run(self) -> None:
         """Run the call once, resuming after each preemption, and keep its outcome."""
@@ -153,6 +155,7 @@ class _GraceHandler:
             self.job._handled = True
 
     def __exit__(self, *exc: object) -> None:
-        if self.job._handled:
-            self.job._handled = False
-            signal.signal(signal.SIGUSR2, self.previous if self.previous is not None else signal.SIG_DFL)
+        with self.job._handler_lock:  # a signal sent before this is pending: restored, Python then ignores it
+            if self.job._handled:
+                self.job._handled = False
+                signal.signal(signal.SIGUSR2, self.previous if self.previous is not None else signal.SIG_DFL)
