@@ -45,8 +45,10 @@ holds back an index slurmxd started (at most N per kind run), and with slurmxd g
 under N; the race guard then cancels the losing kinds per index.
 
 **Acting per index.** Release, steer and update act on `A_i` of the chosen kind; the losing kinds' index i are
-cancelled per index (`scancel B_i`); a lease is renewed on the whole array (`scontrol update jobid=A
-StartTime=...`), never per index, which would split every pending index into a record of its own. `slurmx
+cancelled per index (`scancel B_i`); a lease is renewed on the array's pending record whole (`scontrol update
+jobid=A_[every index it holds] StartTime=...`), never index by index, which would split every pending index into a
+record of its own, nor as `jobid=A`, which also pushes back the split-off tasks slurmxd released (`daemon/lease.py`).
+`slurmx
 status` and `cancel` take `g` (every index) or `g[i]` (one index); an index's outcome is its group's.
 
 **Files per index.** A task's `SLURM_JOB_ID` is the id Slurm gave it when it split, not its key, so the job side

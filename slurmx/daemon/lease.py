@@ -16,6 +16,13 @@ A group submitted with the user's own `--begin` carries that time in its tag (`b
 Slurm shows is the lease's and cannot tell the two apart. Every begin time this adapter sets (a renewal, a hold, a
 release, a requeue) is at the user's time or later (`begin_after`), so neither slurmxd nor Slurm after a lease
 starts it earlier; until then the group stays out of the policy's view (`observe.py`).
+
+An array's tasks (`core/arrays.py`) are renewed per array, never task by task: the indices still in its pending
+record share one begin time and are due together, and a renewal names them all (`A_[0-5,9]`, the adapter's
+update), which Slurm applies to the record whole; naming only some would split each one off into a record of its
+own (live, 24.11). Not `JobId=A`: that also moves the begin time of every task already split off, including the
+ones slurmxd released and that wait only on the array's `%N`. An index group is settled by its own index alone:
+index 3 running keeps index 3 of the other kinds from a renewal, not the array's other indices.
 """
 
 from __future__ import annotations
@@ -56,8 +63,10 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
     """
     job_list = list(jobs)
     skipped = set(skip)
-    settled: set[str] = set()  # groups with a variant that runs or ran: their waiting siblings are on their way out
-    waiting: list[tuple[int, str | None]] = []  # (job, group) of leased variants that may be due; tags read once
+    # Groups with a variant that runs or ran: their waiting siblings are on their way out. An array task's group
+    # is its index's (g, i), a plain job's (g, None).
+    settled: set[tuple[str, int | None]] = set()
+    waiting: list[tuple[SlurmJob, tuple[str, int | None] | None]] = []  # leased variants that may be due
     for job in job_list:
         occupying = job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED)
         candidate = job.job_id not in skipped and job.state in (VariantState.PENDING, VariantState.HELD) \
@@ -65,11 +74,20 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
         if not occupying and not (candidate and "l=" in job.comment):
             continue
         tags = readable_fields(job.comment)
-        if occupying and tags.get("g"):
-            settled.add(tags["g"])
+        group = (tags["g"], job.array_task_id) if tags.get("g") else None
+        if occupying and group is not None:
+            settled.add(group)
         elif candidate and "l" in tags:
-            waiting.append((job.job_id, tags.get("g")))
-    return [job_id for job_id, group in waiting if group not in settled]
+            waiting.append((job, group))
+    due = [job for job, group in waiting if group not in settled]
+    # An array's pending record is renewed whole: every index it holds, or Slurm splits the named ones off.
+    records = {job.array_job_id for job in due if job.array_pending}
+    if not records:
+        return [job.job_id for job in due]
+    named = [job.job_id for job in due]
+    taken = set(named)
+    return [*named, *(job.job_id for job in job_list if job.array_pending and job.array_job_id in records
+                      and job.job_id not in taken and job.job_id not in skipped and "l=" in job.comment)]
 
 
 @dataclass

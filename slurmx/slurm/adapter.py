@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from slurmx.core.arrays import job_text, task_key
+from slurmx.core.arrays import is_task_key, job_text, split_key, task_key
 from slurmx.core.model import Node, Partition
 from slurmx.core.ownership import FolderOwner
 from slurmx.core.userfiles import missing_spool_root, spool_root_problem
@@ -152,6 +152,43 @@ class SlurmAdapter(Protocol):
 def _ids(job_ids: Iterable[int]) -> list[str]:
     """Distinct ids in first-seen order, as Slurm wants them: an array task's key as `A_i` (`core/arrays.py`)."""
     return [job_text(j) for j in dict.fromkeys(int(j) for j in job_ids)]
+
+
+def _update_ids(job_ids: Iterable[int]) -> list[str]:
+    """`_ids` for `scontrol update`, with the tasks of one array named together as `A_[0-5,9]`: Slurm updates an
+    array's pending record whole when the list holds every index still in it (live, 24.11), where naming each
+    `A_i` splits every one off into a record of its own. A list that holds only some of them splits those, as
+    `A_i` each would; a lone task stays `A_i`."""
+    plain: list[str] = []
+    tasks: dict[int, list[int]] = {}
+    for job_id in dict.fromkeys(int(j) for j in job_ids):
+        if is_task_key(job_id):
+            array_job_id, task_id = split_key(job_id)
+            if array_job_id not in tasks:
+                plain.append(f"{array_job_id}_")  # its place in the list; filled in below
+            tasks.setdefault(array_job_id, []).append(task_id)
+        else:
+            plain.append(str(job_id))
+    out = []
+    for text in plain:
+        if not text.endswith("_"):
+            out.append(text)
+            continue
+        indices = sorted(tasks[int(text[:-1])])
+        out.append(f"{text}{indices[0]}" if len(indices) == 1 else f"{text}[{_ranges(indices)}]")
+    return out
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """Sorted distinct indices as Slurm's range list: [0, 1, 2, 5] -> `0-2,5`."""
+    parts = []
+    start = prev = indices[0]
+    for index in [*indices[1:], -2]:
+        if index != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = index
+        prev = index
+    return ",".join(parts)
 
 
 def _key(text: str) -> int:
@@ -385,14 +422,16 @@ class CliSlurm:
 
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
         """Apply `change` to every job, one field per call: Slurm validates a combined update against the job's
-        old partition, so `Partition=gpu Gres=gpu:1` together fails where the two in turn succeed."""
-        ids = _ids(job_ids)
+        old partition, so `Partition=gpu Gres=gpu:1` together fails where the two in turn succeed. An array's
+        tasks go as one `A_[...]` (`_update_ids`)."""
+        job_list = list(job_ids)
+        ids = _update_ids(job_list)
         if not ids:
             return
         for word in change.assignments():
             self._call(["scontrol", "update", f"JobId={','.join(ids)}", word])
         if change.nodelist is not None:
-            for job_id in ids:  # Slurm rejects ReqNodeList on a list of jobs
+            for job_id in _ids(job_list):  # Slurm rejects ReqNodeList on a list of jobs
                 self._call(["scontrol", "update", f"JobId={job_id}", f"ReqNodeList={change.nodelist}"])
 
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:

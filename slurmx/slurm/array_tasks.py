@@ -19,7 +19,7 @@ __all__ = ["MAX_INDICES", "expand_pending", "parse_task_mask", "parse_task_strin
 MAX_INDICES = MAX_TASK_ID + 1  # no array holds more (Slurm's MaxArraySize is at most 4,000,001)
 _RANGE = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
 _FIELDS = tuple(f.name for f in dataclasses.fields(SlurmJob))
-_JOB_ID, _TASK_ID = _FIELDS.index("job_id"), _FIELDS.index("array_task_id")
+_JOB_ID, _TASK_ID, _PENDING = (_FIELDS.index(name) for name in ("job_id", "array_task_id", "array_pending"))
 
 
 def parse_task_string(text: str) -> tuple[list[int], int]:
@@ -66,8 +66,9 @@ def parse_task_mask(text: str) -> list[int]:
 
 def expand_pending(template: SlurmJob, indices: list[int]) -> list[SlurmJob]:
     """One job per index of an array's pending record `template` (its `array_job_id` set): each keyed by
-    `task_key` and carrying its index, every other field the record's."""
+    `task_key` and carrying its index, marked `array_pending`, every other field the record's."""
     values = [getattr(template, name) for name in _FIELDS]
+    values[_PENDING] = True
     array_job_id = template.array_job_id
     key = task_key(array_job_id, 0)  # validates the array id once; the index goes in the low bits
     if indices and not 0 <= min(indices) <= max(indices) <= MAX_TASK_ID:  # parse_task_string keeps them so

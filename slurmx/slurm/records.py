@@ -60,6 +60,9 @@ class SlurmJob:
     array_job_id: int = 0
     array_task_id: int | None = None
     array_throttle: int = 0  # the array's `%N` (0: none); Slurm counts it per array
+    # Still in its array's pending record (`array_tasks.expand_pending`): a lease renews the record whole, naming
+    # every index it holds, or Slurm splits each named index off (`daemon/lease.py`).
+    array_pending: bool = False
 
     @property
     def waits_on_dependency(self) -> bool:

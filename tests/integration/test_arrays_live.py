@@ -8,6 +8,7 @@ and cancel act on one index by its key (`A_i`), which stays the same when Slurm 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from slurmx.core.arrays import index_group, task_key
 from slurmx.core.model import VariantState
 from slurmx.core.ownership import SpoolOwners
+from slurmx.daemon.lease import LeasedSlurm
 from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm import CliSlurm
 from slurmx.slurm.adapter import JobUpdate
@@ -135,3 +137,30 @@ def test_slurmxd_runs_each_index_once_never_more_than_n_across_kinds(
     assert all((marks / name).read_text() == "ran\n" for name in ran), "an index ran more than once"
     assert 1 <= most <= 3, f"{most} indices ran at once ({ran})"
     assert "Traceback" not in daemon.text()
+
+
+def test_a_lease_is_renewed_on_the_arrays_pending_record_whole_and_leaves_released_tasks_alone(
+        slurm: CliSlurm, admin: CliSlurm, tag: str) -> None:
+    """A leased array (begin in its lease's second half): slurmxd releases indices 0 and 1 (%1: 1 waits on the
+    throttle, begin now), then one renewal pushes indices 2-5 together, still one pending record (nothing split
+    off), and leaves index 1's begin time alone: `JobId=A` would have pushed it back too (live, 24.11). No group
+    folder: a slurmxd another test runs on this cluster sets the array aside instead of leasing it itself."""
+    array = slurm.submit(SCRIPT, ["--qos=be", "--partition=cpu", f"--job-name={tag}@cpu", "--mem=100M",
+                                  "--begin=now+200", "--array=0-5%1", "--output=/dev/null",
+                                  f"--comment=slurmx:1:g={tag},v=cpu,c=be,h=0123456789ab,l=600"])
+    leased = LeasedSlurm(admin, lease_s=600)
+    try:
+        leased.jobs()
+        leased.release([task_key(array, 0), task_key(array, 1)])
+        wait_until(lambda: any(j.state is VariantState.RUNNING for j in _mine(admin, array)) or None, 60,
+                   f"index 0 of {array} running")
+        before = admin.command_counts().get("scontrol", 0)
+        now = time.time()
+        renewed = leased.renew(leased.jobs(), now)
+        assert sorted(renewed) == [task_key(array, i) for i in range(2, 6)]
+        assert admin.command_counts().get("scontrol", 0) == before + 1  # one update for the whole record
+        jobs = {j.array_task_id: j for j in _mine(admin, array)}
+        assert all(jobs[i].array_pending and (jobs[i].begin_time or 0) >= now + 590 for i in range(2, 6))
+        assert not jobs[1].array_pending and (jobs[1].begin_time or 0) <= now + 5  # released: not pushed back
+    finally:
+        admin.cancel([array])

@@ -163,7 +163,7 @@ def test_expansion_copies_the_record_and_puts_in_key_and_index() -> None:
     template = replace(job(7, "a"), array_job_id=7, array_throttle=4)
     out = expand_pending(template, [0, 5])
     assert [(j.job_id, j.array_task_id) for j in out] == [(task_key(7, 0), 0), (task_key(7, 5), 5)]
-    assert replace(out[1], job_id=7, array_task_id=None) == template
+    assert replace(out[1], job_id=7, array_task_id=None, array_pending=False) == template and out[1].array_pending
 
 
 # --- acting on one index ------------------------------------------------------------------------------------------

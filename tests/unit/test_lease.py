@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from slurmx.core.arrays import task_key
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources
@@ -289,3 +290,30 @@ def test_a_lease_found_run_out_at_its_renewal_is_counted_as_expired(tmp_path: Pa
     daemon.cycle()
     assert fake.calls.count((f"StartTime=now+{LEASE}", (5,))) == 2
     assert daemon.metrics.registry.get_sample_value("slurmxd_leases_expired_total") == 1
+
+
+def task(array_job_id: int, index: int, group: str, kind: str = "cpu", *, pending_record: bool = True,
+         state: VariantState = VariantState.PENDING, begin: float | None = NOW + 200) -> SlurmJob:
+    """Index `index` of a leased kind array tagged `group`: in its pending record, or a task of its own."""
+    return replace(job(task_key(array_job_id, index), group, kind, state=state, begin=begin),
+                   array_job_id=array_job_id, array_task_id=index, array_pending=pending_record)
+
+
+def test_an_arrays_pending_record_is_renewed_whole_and_one_running_index_settles_only_its_own_index() -> None:
+    cpu = [task(80, i, "g") for i in range(2, 6)]
+    jobs = [*cpu, task(80, 0, "g", pending_record=False, state=VariantState.RUNNING, begin=NOW - 60),
+            task(80, 1, "g", pending_record=False, begin=NOW),  # released by this daemon: not renewed
+            task(95, 0, "g", "gpu"), task(95, 3, "g", "gpu"), task(95, 4, "g", "gpu"),
+            task(95, 5, "g", "gpu", pending_record=False, begin=NOW + 500)]  # a task of its own whose lease is fresh
+    due = lease_renewals(jobs, NOW, LEASE, skip=[task_key(80, 1)])
+    # gpu index 0 waits beside a running cpu index 0, so it is not due, but it is still in the gpu array's pending
+    # record and is named with it: naming only 3 and 4 would split both off (Slurm splits named subsets).
+    assert sorted(due) == sorted([*(task_key(80, i) for i in range(2, 6)), *(task_key(95, i) for i in (0, 3, 4))])
+
+
+def test_a_renewal_names_each_arrays_tasks_in_one_update() -> None:
+    fake = BeginTimeSlurm([task(80, i, "g") for i in range(4)] + [job(7, "plain", begin=NOW + 100)])
+    slurm = leased(fake)
+    assert sorted(slurm.renew(slurm.jobs(), NOW)) == sorted([7, *(task_key(80, i) for i in range(4))])
+    assert [(word, sorted(ids)) for word, ids in fake.calls] == \
+        [(f"StartTime=now+{LEASE}", sorted([7, *(task_key(80, i) for i in range(4))]))]

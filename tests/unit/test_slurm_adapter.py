@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from slurmx.core.arrays import task_key
 from slurmx.slurm.adapter import CliSlurm, JobUpdate, RetryPolicy
 from slurmx.slurm.errors import (
     InvalidJobError,
@@ -335,6 +336,17 @@ def test_update_one_call_per_field_in_order() -> None:
         (("scontrol", "update", "JobId=11,12", "Comment=slurmx:g=a,v=gpu"), None),
         (("scontrol", "update", "JobId=11", "ReqNodeList=g1"), None),
         (("scontrol", "update", "JobId=12", "ReqNodeList=g1"), None),
+    ]
+
+
+def test_update_names_an_arrays_tasks_together_so_slurm_can_update_its_pending_record_whole() -> None:
+    slurm, transport, _ = adapter({("scontrol",): ok()})
+    tasks = [task_key(80, i) for i in (9, 0, 1, 2, 5)]
+    slurm.update([7, *tasks, task_key(95, 3), 8], JobUpdate(begin="now+600", nodelist="c1"))
+    assert argvs(transport) == [
+        ("scontrol", "update", "JobId=7,80_[0-2,5,9],95_3,8", "StartTime=now+600"),
+        *(("scontrol", "update", f"JobId={one}", "ReqNodeList=c1")  # one by one, as before
+          for one in ("7", "80_9", "80_0", "80_1", "80_2", "80_5", "95_3", "8")),
     ]
 
 
