@@ -318,9 +318,10 @@ def _payload(spec: JobSpec, kind: str, source: str) -> str:
 
 def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
                    source: str = "<spec>", profile_steps: int | None = None,
-                   sample_hash: str | None = None, search: bool = False) -> RenderedVariant:
+                   sample_hash: str | None = None, search: bool = False, array: bool = False) -> RenderedVariant:
     """The full batch script of one variant (the profile template when `profile_steps` is set, the sensitivity
-    template, which runs Synergy's CPU search inside the job, when `search` is set too)."""
+    template, which runs Synergy's CPU search inside the job, when `search` is set too). `array`: the script of a
+    kind's Slurm job array (issue 32), whose guard takes index i of the other kinds' arrays as its siblings."""
     options = variant_options(spec, site, kind, group_id, mode, source, sample_hash, sample=bool(profile_steps))
     cfg = site.kind(kind)
     template_name = ("sensitivity.sh.j2" if search else "profile.sh.j2") if profile_steps else \
@@ -357,7 +358,7 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
             payload=payload, delimiter=_delimiter(payload, hook_sh, *(t for _, t in hook_py)),
             workdir=spec.workdir, args=list(spec.args), profile_steps=profile_steps,
             export=spec.export, tool_path=_tool_path(spec.export),
-            user_signal=parse_signal(spec.signal) if spec.signal is not None else None,
+            user_signal=parse_signal(spec.signal) if spec.signal is not None else None, array=array,
         )
     except jinja2.TemplateError as exc:
         raise ConfigError([f"template {template_name}: {exc}"]) from None

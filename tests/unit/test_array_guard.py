@@ -2,7 +2,8 @@
 
 Index i of the kind arrays tagged g is one group: a task's siblings are index i of the other kinds' arrays, named
 `A_i`, and never the other indices of its own array or the others'. The rendered script runs under bash with fake
-squeue, scontrol and scancel; a plain job (no SLURM_ARRAY_* from Slurm) keeps the plain guard (test_begin_mail.py).
+squeue, scontrol and scancel. Only an array's script (rendered with `array=True`) reads SLURM_ARRAY_*: a plain job
+submitted from inside an array task inherits them (live, 24.11, `--export=ALL`) and keeps the plain guard.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 
 
 def _run_task(tmp_path: Path, mode: str, squeue_out: str, *, array: str = "80", index: str = "3",
-              my_start: str = "2026-01-01T00:00:05", spool: Path | None = None) -> tuple[list[str], str]:
+              my_start: str = "2026-01-01T00:00:05", spool: Path | None = None,
+              as_array: bool = True) -> tuple[list[str], str]:
     """Run the cpu variant's script as task `array`_`index` (job id 91 since Slurm split it off): what the fakes
     were asked, and the payload's mark ("" when the task left without work)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     spec = parse_spec({"name": "m", "command": f"echo ran > {tmp_path}/ran", "variants": ["cpu"]})
-    script = render_variant(spec, spool_site(str(spool or tmp_path / "spool")), "cpu", GID, mode, "job.yaml").script
+    script = render_variant(spec, spool_site(str(spool or tmp_path / "spool")), "cpu", GID, mode, "job.yaml",
+                            array=as_array).script
     (tmp_path / "job.sh").write_text(script)
     fakes, log = tmp_path / "bin", tmp_path / "calls.log"
     fakes.mkdir()
@@ -105,3 +108,16 @@ def test_a_race_task_loses_to_its_index_won_by_another_kinds_array(tmp_path: Pat
     (race / "winner").write_text("95\n")
     calls, ran = _run_task(tmp_path, "race", "")
     assert ran == "" and calls == ["scontrol update JobId=91 MailType=NONE", "scancel 91"]
+
+
+def test_a_plain_job_that_inherited_an_array_tasks_variables_keeps_the_plain_guard(tmp_path: Path) -> None:
+    # squeue -o '%i %k' as the plain race guard reads it: jobs 92 and 93 are its siblings, whatever the index
+    out = "91 slurmx:1:g={g},v=cpu\n92 slurmx:1:g={g},v=gpu\n93 slurmx:1:g={g},v=accel\n"
+    calls, ran = _run_task(tmp_path, "race", out, as_array=False)
+    assert ran == "ran\n" and calls == ["scontrol update JobId=92,93 MailType=NONE", "scancel 92 93"]
+    assert (tmp_path / "spool" / GID / "race" / "winner").read_text() == "91\n"
+
+
+def test_an_arrays_script_outside_a_job_array_stops_before_any_work(tmp_path: Path) -> None:
+    calls, ran = _run_task(tmp_path, "managed", MANAGED, array="")
+    assert ran == "" and calls == []

@@ -103,14 +103,7 @@ mv -f "$_slurmx_pylib/progress.py.tmp.$$" "$_slurmx_pylib/progress.py"
 export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 
 # --- race mode: the first variant to start runs; siblings that start too exit without doing work --------
-# A task of a Slurm job array (issue 32) is index i of the group's kind arrays: its siblings are index i of the
-# other kinds' arrays, never the other indices of its own. It is named A_i, and the lower array job id wins a tie.
-_slurmx_me=${SLURM_JOB_ID:-} _slurmx_rank=${SLURM_JOB_ID:-} _slurmx_index=""
-if [[ ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ && ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ ]]; then
-  _slurmx_rank=$((10#$SLURM_ARRAY_JOB_ID)) _slurmx_index=$((10#$SLURM_ARRAY_TASK_ID))
-  _slurmx_me="${_slurmx_rank}_$_slurmx_index"
-fi
-_slurmx_race="$SLURMX_SPOOL_DIR/race${_slurmx_index:+-$_slurmx_index}"  # an array task races its own index
+_slurmx_race="$SLURMX_SPOOL_DIR/race"
 mkdir -p "$_slurmx_race"
 # Slurm mails END for a cancelled job too: a job cancelled here is first set MailType=NONE (the site guard lets
 # its owner do that on a tagged job), so only the variant that runs mails its user.
@@ -127,23 +120,18 @@ _slurmx_lose() {
 }
 if [ -e "$_slurmx_race/winner" ]; then
   _slurmx_winner=$(cat "$_slurmx_race/winner")
-  [ "$_slurmx_winner" = "$_slurmx_rank" ] || _slurmx_lose "$_slurmx_winner"
+  [ "$_slurmx_winner" = "$SLURM_JOB_ID" ] || _slurmx_lose "$_slurmx_winner"
 else
-  : > "$_slurmx_race/start-$_slurmx_rank"
+  : > "$_slurmx_race/start-$SLURM_JOB_ID"
   sleep 2  # siblings starting in the same moment: the lowest job id wins
   _slurmx_lowest=$(ls "$_slurmx_race" | sed -n 's/^start-//p' | sort -n | head -n 1)
-  [ "$_slurmx_lowest" = "$_slurmx_rank" ] || _slurmx_lose "$_slurmx_lowest"
-  if ! ( set -o noclobber; echo "$_slurmx_rank" > "$_slurmx_race/winner" ) 2>/dev/null; then
+  [ "$_slurmx_lowest" = "$SLURM_JOB_ID" ] || _slurmx_lose "$_slurmx_lowest"
+  if ! ( set -o noclobber; echo "$SLURM_JOB_ID" > "$_slurmx_race/winner" ) 2>/dev/null; then
     _slurmx_winner=$(cat "$_slurmx_race/winner")
-    [ "$_slurmx_winner" = "$_slurmx_rank" ] || _slurmx_lose "$_slurmx_winner"
+    [ "$_slurmx_winner" = "$SLURM_JOB_ID" ] || _slurmx_lose "$_slurmx_winner"
   fi
-  if [ -n "$_slurmx_index" ]; then  # the same index of the group's other kind arrays
-    _slurmx_siblings=$(squeue -h -r -u "$(id -un)" -o '%i %k %K' | awk -v tag="g=$SLURMX_GROUP," \
-        -v me="$_slurmx_me" -v i="$_slurmx_index" 'index($2, tag) && $1 != me && $3 == i {print $1}')
-  else
-    _slurmx_siblings=$(squeue -h -u "$(id -un)" -o '%i %k' | awk -v tag="g=$SLURMX_GROUP," \
-        -v me="$SLURM_JOB_ID" 'index($2, tag) && $1 != me {print $1}')
-  fi
+  _slurmx_siblings=$(squeue -h -u "$(id -un)" -o '%i %k' | awk -v tag="g=$SLURMX_GROUP," \
+      -v me="$SLURM_JOB_ID" 'index($2, tag) && $1 != me {print $1}')
   # shellcheck disable=SC2086  # job ids, one word each
   [ -z "$_slurmx_siblings" ] || { _slurmx_silence $_slurmx_siblings; scancel $_slurmx_siblings 2>/dev/null || true; }
 fi

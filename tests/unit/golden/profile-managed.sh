@@ -114,28 +114,15 @@ _slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one upd
   local IFS=,
   scontrol update JobId="$*" MailType=NONE >/dev/null 2>&1 || true
 }
-# A task of a Slurm job array (issue 32) is index i of the group's kind arrays: its siblings are index i of the
-# other kinds' arrays, never the other indices of its own. It is named A_i, and the lower array job id wins a tie.
-_slurmx_me=${SLURM_JOB_ID:-} _slurmx_rank=${SLURM_JOB_ID:-} _slurmx_index=""
-if [[ ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ && ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ ]]; then
-  _slurmx_rank=$((10#$SLURM_ARRAY_JOB_ID)) _slurmx_index=$((10#$SLURM_ARRAY_TASK_ID))
-  _slurmx_me="${_slurmx_rank}_$_slurmx_index"
-fi
-_slurmx_siblings() {  # "id state start v|s rank" of this group's other variants and samples; fails without squeue
+_slurmx_siblings() {  # "id state start v|s" of this group's other variants and samples; fails without squeue
   local _out
-  if [ -n "$_slurmx_index" ]; then  # every task on its own line, with its array and index
-    _out=$(squeue -h -r -u "$(id -un)" -t all -o '%i %T %S %k %F %K' 2>/dev/null) || return 1
-  else
-    _out=$(squeue -h -u "$(id -un)" -t all -o '%i %T %S %k' 2>/dev/null) || return 1
-  fi
-  printf '%s\n' "$_out" | awk -v tag="g=$SLURMX_GROUP," -v me="$_slurmx_me" -v i="$_slurmx_index" \
-      '$1 != me && index($4, tag) && (i == "" || $6 == i) {
-    rank = (i == "" ? $1 : $5)
-    if (index($4, "slurmx:") == 1) print $1, $2, $3, "v", rank; else if (index($4, "slurmx-sample:") == 1) print $1, $2, $3, "s", rank
+  _out=$(squeue -h -u "$(id -un)" -t all -o '%i %T %S %k' 2>/dev/null) || return 1
+  printf '%s\n' "$_out" | awk -v tag="g=$SLURMX_GROUP," -v me="$SLURM_JOB_ID" '$1 != me && index($4, tag) {
+    if (index($4, "slurmx:") == 1) print $1, $2, $3, "v"; else if (index($4, "slurmx-sample:") == 1) print $1, $2, $3, "s"
   }'
 }
 _slurmx_guard() {
-  local _try _list="" _my_start _known=0 _fails=0 _id _state _start _type _rank _lost="" _waiting
+  local _try _list="" _my_start _known=0 _fails=0 _id _state _start _lost="" _waiting
   command -v squeue >/dev/null 2>&1 || { echo "slurmx: no squeue on this node; sibling check skipped" >&2; return 0; }
   _my_start=$(squeue -h -j "$SLURM_JOB_ID" -o '%S' 2>/dev/null)
   for _try in $(seq 20); do  # a sibling still completing may be ending its work or being requeued: wait to know
@@ -154,12 +141,12 @@ _slurmx_guard() {
     echo "slurmx: job $SLURM_JOB_ID could not check its siblings (squeue); working anyway" >&2
     return 0
   fi
-  while read -r _id _state _start _type _rank; do
+  while read -r _id _state _start _type; do
     [ -n "$_id" ] && [ "$_type" = v ] || continue  # a profiling sample never did the group's work
     case $_state in
       COMPLETED) _lost="$_id completed the group's work" ;;
       RUNNING|SUSPENDED|CONFIGURING|STOPPED|RESIZING|SIGNALING|STAGE_OUT)
-        if [[ "$_start" < "$_my_start" ]] || { [ "$_start" = "$_my_start" ] && [ "$_rank" -lt "$_slurmx_rank" ]; }; then
+        if [[ "$_start" < "$_my_start" ]] || { [ "$_start" = "$_my_start" ] && [ "$_id" -lt "$SLURM_JOB_ID" ]; }; then
           _lost="$_id started first"
         fi ;;
     esac
