@@ -247,6 +247,8 @@ def _did_you_mean(options: list[str], own: list[str]) -> None:
 
 
 def _status_rows(groups: list[Any]) -> Table:
+    from slurmx.core.arrays import job_text
+
     table = Table(box=None, header_style="bold")
     for col in ("GROUP", "NAME", "USER", "CLASS", "STATE", "VARIANT", "JOBID", "VSTATE", "NODES", "WHY"):
         table.add_column(col)
@@ -255,17 +257,24 @@ def _status_rows(groups: list[Any]) -> Table:
             first = i == 0
             state = group.state.value + ("" if group.valid else " (INVALID: mixed users)")
             table.add_row(group.group_id if first else "", group.name if first else "", group.user if first else "",
-                          group.job_class if first else "", state if first else "", v.kind, str(v.job_id),
+                          group.job_class if first else "", state if first else "", v.kind, job_text(v.job_id),
                           v.state.value, v.nodes or "-", v.why)
     return table
 
 
+def _job_json(job_id: int) -> int | str:
+    """A job id as JSON: a number, or an array task's `A_i` (its key is slurmxd's, not Slurm's)."""
+    from slurmx.core.arrays import is_task_key, job_text
+
+    return job_text(job_id) if is_task_key(job_id) else job_id
+
+
 def _group_json(group: Any) -> dict[str, Any]:
     return {"group": group.group_id, "name": group.name, "user": group.user, "class": group.job_class,
-            "state": group.state.value, "valid": group.valid, "foreign_jobs": list(group.foreign),
+            "state": group.state.value, "valid": group.valid, "foreign_jobs": [_job_json(j) for j in group.foreign],
             "note": group.note,
             "running": group.running.kind if group.running else None,
-            "variants": [{"kind": v.kind, "job_id": v.job_id, "state": v.state.value, "reason": v.reason,
+            "variants": [{"kind": v.kind, "job_id": _job_json(v.job_id), "state": v.state.value, "reason": v.reason,
                           "why": v.why, "nodes": v.nodes, "partition": v.partition,
                           "restart_count": v.restart_count, "exit_code": v.exit_code} for v in group.variants]}
 
@@ -275,14 +284,14 @@ def _group_json(group: Any) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
-    """One group's variants, their states, which one runs and why the others wait (all of yours without GROUP)."""
-    from slurmx.submit.groups import find_group, list_groups
+    """One group's variants, their states, which one runs and why the others wait (all of yours without GROUP).
+    An array's GROUP lists each of its indices; GROUP[i] is index i alone."""
+    from slurmx.submit.groups import find_groups, list_groups
 
     if group_id:
-        found = find_group(ctx.adapter(), group_id, spool_dir=ctx.site().submit.spool_dir)
-        if found is None:
+        groups = find_groups(ctx.adapter(), group_id, spool_dir=ctx.site().submit.spool_dir)
+        if not groups:
             raise click.ClickException(f"no group {group_id} in squeue or the last 7 days of accounting")
-        groups = [found]
     else:
         groups = list_groups(ctx.adapter(), user=_me(ctx), spool_dir=ctx.site().submit.spool_dir)
     decisions = _daemon_decisions(ctx.site())
@@ -373,18 +382,23 @@ def groups(ctx: Context, as_json: bool, all_users: bool) -> None:
 @click.argument("group_id")
 @pass_ctx
 def cancel(ctx: Context, group_id: str) -> None:
-    """Cancel every variant of a group."""
-    from slurmx.submit.groups import cancel_group, find_group
+    """Cancel every variant of a group: of an array's GROUP, every index (its kind arrays whole); GROUP[i], index
+    i alone."""
+    from slurmx.core.arrays import job_text
+    from slurmx.submit.groups import cancel_array, cancel_group, find_groups
 
     adapter = ctx.adapter()
-    found = find_group(adapter, group_id, since="now-1day", spool_dir=ctx.site().submit.spool_dir)
-    if found is None:
+    found = find_groups(adapter, group_id, since="now-1day", spool_dir=ctx.site().submit.spool_dir)
+    if not found:
         raise click.ClickException(f"no group {group_id} in squeue or the last day of accounting")
     try:
-        cancelled = cancel_group(adapter, found)
+        if len(found) == 1 and found[0].group_id == group_id:
+            cancelled = cancel_group(adapter, found[0])
+        else:
+            cancelled = cancel_array(adapter, found)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"Cancelled group {group_id}: jobs {', '.join(map(str, cancelled)) or 'none active'}")
+    click.echo(f"Cancelled group {group_id}: jobs {', '.join(map(job_text, cancelled)) or 'none active'}")
 
 
 @cli.command()

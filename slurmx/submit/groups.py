@@ -4,6 +4,10 @@ Slurm is the shared state between users and the daemon. A comment is only a hint
 jobs are those of the uid owning its spool folder (`core/ownership.py`, the rule slurmxd applies too): another
 user's job carrying the tag is listed apart (`foreign`), never shown, cancelled or waited on as the group's, and a
 group whose folder cannot be found has no owner to trust (`valid` False).
+
+A task of a Slurm job array (`core/arrays.py`) is index i of its kind arrays tagged `g`: group `g[i]`, owned by the
+owner of the array's folder `<spool>/<g>`, as slurmxd reads it. `find_groups(g)` names an array's every index
+group, `find_group(g[i])` one of them; cancelling the whole array cancels the owner's kind arrays by their ids.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from slurmx.core.arrays import folder_group, index_group, index_of, is_task_key, job_text, split_key
 from slurmx.core.model import GroupState, VariantState
 from slurmx.core.ownership import FolderOwner, members
 from slurmx.core.spool import spool_path
@@ -21,7 +26,8 @@ from slurmx.profile.sampling import sample_fields
 from slurmx.slurm import SlurmAdapter
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 
-__all__ = ["GroupStatus", "VariantStatus", "cancel_group", "find_group", "list_groups"]
+__all__ = ["GroupStatus", "VariantStatus", "cancel_array", "cancel_group", "find_group", "find_groups",
+           "list_groups"]
 
 _LEASE = "SlurmxLease"  # not Slurm's: a managed variant waiting under its lease (daemon/lease.py)
 _USER_BEGIN = "SlurmxBegin"  # not Slurm's: a managed variant whose user's --begin (`b=`) is still ahead
@@ -76,7 +82,7 @@ class GroupStatus:
         if self.owner_uid is None:
             return "its group folder is missing (or not a folder): no owner to trust; nothing is counted as its own"
         if self.foreign:
-            return (f"job(s) {', '.join(map(str, self.foreign))} of other users carry this group's tag: ignored "
+            return (f"job(s) {', '.join(map(job_text, self.foreign))} of other users carry this group's tag: ignored "
                     "(the group is its folder owner's)")
         return ""
 
@@ -116,11 +122,13 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord], adapter: SlurmAdapte
     for job in jobs:
         tags = readable_fields(job.comment)
         if "g" in tags and "v" in tags:
-            by_group[tags["g"]].append(job)
+            # An array task: its index group, named by Slurm's index, which no tag can write (`core/arrays.py`).
+            by_group[tags["g"] if job.array_task_id is None else index_group(tags["g"], job.array_task_id)] \
+                .append(job)
     paths: dict[str, str] = {}
     for gid in by_group:
         try:
-            paths[gid] = spool_path(spool_dir, gid)
+            paths[gid] = spool_path(spool_dir, folder_group(gid))  # an index group's folder is its array's
         except ValueError:
             continue  # not a name a folder can have: no owner
     answer = adapter.folder_owners(sorted(set(paths.values()))) if paths else {}
@@ -143,7 +151,13 @@ def _from_jobs(jobs: Iterable[SlurmJob | AccountingRecord], adapter: SlurmAdapte
         groups.append(GroupStatus(gid, _variant_name(shown[0].name), ",".join(sorted({j.user for j in shown})),
                                   tags.get("c", ""), variants, valid=owner is not None, foreign=foreign_ids,
                                   owner_uid=owner.uid if owner is not None else None))
-    return sorted(groups, key=lambda g: g.variants[0].job_id)
+    return sorted(groups, key=_order)
+
+
+def _order(group: GroupStatus) -> tuple[int, int]:
+    """Submission order; an array's index groups by array, then by index."""
+    first = group.variants[0].job_id
+    return split_key(first) if is_task_key(first) else (first, -1)
 
 
 def _leased_waiting(job: SlurmJob | AccountingRecord, now: float) -> bool:
@@ -173,6 +187,43 @@ def find_group(adapter: SlurmAdapter, group_id: str, since: str = "now-7days", *
         if group.group_id == group_id:
             return group
     return None
+
+
+def find_groups(adapter: SlurmAdapter, group_id: str, since: str = "now-7days", *, spool_dir: str) \
+        -> list[GroupStatus]:
+    """The group `group_id` (a plain group or one index `g[i]`), or, when `group_id` names an array, each of its
+    index groups by index; [] when none is known. squeue first, accounting for what squeue has forgotten (an
+    array's finished indices while others still run)."""
+    live = [g for g in list_groups(adapter, spool_dir=spool_dir)
+            if g.group_id == group_id or _array_of(g.group_id) == group_id]
+    exact = [g for g in live if g.group_id == group_id]
+    if exact:
+        return exact
+    known = {g.group_id for g in live}
+    past = [g for g in _from_jobs(adapter.accounting(since=since), adapter, spool_dir)
+            if g.group_id not in known and (g.group_id == group_id or _array_of(g.group_id) == group_id)]
+    exact = [g for g in past if g.group_id == group_id]
+    return exact or sorted([*live, *past], key=_order)
+
+
+def _array_of(group_id: str) -> str | None:
+    found = index_of(group_id)
+    return None if found is None else found[0]
+
+
+def cancel_array(adapter: SlurmAdapter, groups: Iterable[GroupStatus]) -> list[int]:
+    """Cancel an array group whole: each of its owner's kind arrays by its array job id (`scancel A`, every task,
+    split off or not, in one word); returns those ids. Another user's tasks carrying the tag are not the groups'
+    (`members`), so their arrays are never named. Refused (ValueError) when an index has no verified owner."""
+    group_list = list(groups)
+    for group in group_list:
+        if not group.valid:
+            raise ValueError(f"group {group.group_id}: {group.note}; cancel its jobs by id with scancel")
+    arrays = sorted({split_key(v.job_id)[0] for g in group_list for v in g.variants
+                     if is_task_key(v.job_id) and v.state.is_active})
+    if arrays:
+        adapter.cancel(arrays)
+    return arrays
 
 
 def cancel_group(adapter: SlurmAdapter, group: GroupStatus) -> list[int]:
