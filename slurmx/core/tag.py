@@ -127,13 +127,30 @@ def fields(comment: str) -> dict[str, str]:
     """
     if not comment.startswith(PREFIX):
         return {}
-    if len(comment) <= MAX_LENGTH:
-        canonical = _CANONICAL.fullmatch(comment)
-        if canonical is not None:
-            tags = {key: value for key, value in canonical.groupdict().items() if value is not None}
-            if "e" not in tags or 0 < float(tags["e"]) < math.inf:
-                return tags
+    canonical = _canonical(comment)
+    if canonical is not None:
+        return {key: value for key, value in canonical.groupdict().items() if value is not None}
     return _fields_in_any_order(comment)
+
+
+def _canonical(comment: str) -> re.Match[str] | None:
+    """The one match of a tag in the form `encode` writes (its fields are its groups that matched), else None."""
+    if len(comment) > MAX_LENGTH:
+        return None
+    canonical = _CANONICAL.fullmatch(comment)
+    if canonical is None:
+        return None
+    estimate = canonical.group("e")
+    return canonical if estimate is None or 0 < float(estimate) < math.inf else None
+
+
+def _field(comment: str, key: str) -> str | None:
+    """One field of a readable tag (None when absent or the tag is unreadable), read without building the fields:
+    the lease layer asks every managed job's `l=` and `b=` each cycle, and trust reads the whole tag after it."""
+    canonical = _canonical(comment)
+    if canonical is not None:
+        return canonical.group(key)
+    return readable_fields(comment).get(key)
 
 
 def _fields_in_any_order(comment: str) -> dict[str, str]:
@@ -186,7 +203,7 @@ def leased(comment: str) -> bool:
 
     The one test for it: the daemon's lease handling, drain, `slurmx status` and the plugin (`job_submit.lua`,
     whose `slurmx_read_tag` reads the same grammar) must agree on which jobs are leased."""
-    return "l=" in comment and "l" in readable_fields(comment)
+    return "l=" in comment and _field(comment, "l") is not None
 
 
 def decode(comment: str) -> GroupTag | None:
@@ -207,7 +224,7 @@ def begin_floor(comment: str, submit_time: float | None) -> float | None:
     anyone's to write at submission, and a begin centuries ahead would pin a lease forever)."""
     if "b=" not in comment:
         return None
-    text = readable_fields(comment).get("b")
+    text = _field(comment, "b")
     if text is None:
         return None
     begin = float(text)

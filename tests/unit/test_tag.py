@@ -160,3 +160,19 @@ def test_the_users_begin_rides_in_the_tag_and_is_bounded_by_the_submission() -> 
     assert tag.begin_floor(far, 1_700_000_000) == 1_700_000_000 + tag.MAX_BEGIN_AHEAD_S
     assert tag.begin_floor(tag.encode(tag.GroupTag("g1", "cpu", lease_s=600)), 1_700_000_000) is None
     assert tag.begin_floor("slurmx:1:g=a,v=cpu,b=1.5", 1_700_000_000) is None  # unreadable: no floor, set aside
+
+
+@given(st.lists(st.tuples(st.sampled_from(["g", "v", "c", "gr", "e", "n", "h", "p", "l", "b", "x", ""]), _VALUES),
+                max_size=10), st.sampled_from(["slurmx:1:", "slurmx:", "slurmx:2:", "slurmx:1:g=a,v=cpu,", "x"]),
+       st.none() | st.integers(0, 2 * 10**9))
+def test_the_lease_and_begin_read_alone_answer_as_the_whole_tag(parts: list[tuple[str, str]], head: str,
+                                                               submit: int | None) -> None:
+    """`leased` and `begin_floor` read one field without building the tag's fields: the same answers as from them
+    (the lease layer and the plugin must agree on which jobs are leased)."""
+    comment = head + ",".join(f"{k}={v}" for k, v in parts)
+    whole = tag.readable_fields(comment)
+    assert tag.leased(comment) == ("l" in whole)
+    begin = float(whole["b"]) if "b" in whole else None
+    if begin is not None and submit:
+        begin = min(begin, submit + tag.MAX_BEGIN_AHEAD_S)
+    assert tag.begin_floor(comment, submit) == begin
