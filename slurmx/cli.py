@@ -175,9 +175,10 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     slurmx submit job.yaml
     slurmx submit --time=1:00:00 --variants cpu,gpu train.sh --epochs 5   (docs/submit.md)
     """
+    from slurmx.submit.array import array_text
     from slurmx.submit.directives import split_command_line
     from slurmx.submit.entry import build_submission
-    from slurmx.submit.submitter import array_specs, fit_to_cluster, plan_group, submit_groups
+    from slurmx.submit.submitter import array_specs, as_slurm_arrays, fit_to_cluster, plan_group, submit_groups
 
     if scripts and not dry_run:
         raise click.UsageError("--scripts shows what --dry-run would submit; give both, or neither to submit")
@@ -197,10 +198,13 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     if dry_run:
         if spec.dependency:
             click.echo("# --dependency names groups here; at submission each becomes its variants' job ids")
-        for one in array_specs(spec):
-            gid, chosen, rendered = plan_group(one, site, mode=mode, pick=pick, only=only, source=path)
+        arrays = as_slurm_arrays(spec, site, mode, pick)  # one Slurm array per kind, else a group per index
+        extra = f" --array={array_text(spec.array, spec.array_throttle)}" if arrays and spec.array else ""
+        for one in [spec] if arrays else array_specs(spec):
+            gid, chosen, rendered = plan_group(one, site, mode=mode, pick=pick, only=only, source=path, array=arrays)
             for variant in rendered:
-                click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch {' '.join(variant.options)}")
+                click.echo(f"# ---- group {gid} variant {variant.kind} ({chosen}): sbatch "
+                           f"{' '.join(variant.options)}{extra}")
                 if scripts:  # tens of KB each (the hook is embedded): only on request
                     click.echo(variant.script)
         return

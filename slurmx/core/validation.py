@@ -119,7 +119,7 @@ def load_yaml(path: str | Path, root: type[BaseModel], missing_hint: str) -> Any
                            "UTF-8"]) from None
     data = parse_yaml(text, source)
     if data is None:
-        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(model_keys(root))}"])
+        raise ConfigError([f"{source}: file is empty; expected keys {', '.join(_written_keys(root))}"])
     if not isinstance(data, Mapping):
         raise ConfigError([f"{source}: expected a mapping of keys at top level, got {type(data).__name__}"])
     return data
@@ -210,7 +210,7 @@ def _closest(root: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
     model = _model_at(root, loc[:-1])
     if model is None:
         return None
-    found = difflib.get_close_matches(str(loc[-1]), model_keys(model), n=1, cutoff=0.75)
+    found = difflib.get_close_matches(str(loc[-1]), _written_keys(model), n=1, cutoff=0.75)
     return found[0] if found else None
 
 
@@ -236,7 +236,7 @@ def _message(root: type[BaseModel], err: ErrorDetails, loc: tuple[int | str, ...
             return "unknown key"
         close = _closest(root, loc)
         meant = f"; did you mean {close}?" if close is not None else ";"
-        return f"unknown key{meant} valid keys: {', '.join(model_keys(model))}"
+        return f"unknown key{meant} valid keys: {', '.join(_written_keys(model))}"
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
     if kind == "missing":
@@ -269,6 +269,11 @@ def model_keys(model: type[BaseModel]) -> list[str]:
         info.validation_alias if isinstance(info.validation_alias, str) else name
         for name, info in model.model_fields.items()
     ]
+
+
+def _written_keys(model: type[BaseModel]) -> list[str]:
+    """`model_keys` but a field excluded from dumps: derived from another key, never written in a file."""
+    return [key for key, info in zip(model_keys(model), model.model_fields.values(), strict=True) if not info.exclude]
 
 
 def _model_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

@@ -1,10 +1,14 @@
-"""`--array` as an array of groups: one group per task index, each with all the spec's variants.
+"""`--array`: one Slurm job array per kind where it can be, else one group per task index.
 
-A Slurm job array would put each variant's tasks in an array of their own, and task 3 of the cpu array would
-know nothing of task 3 of the gpu one: the group would be split. So `slurmx submit --array=1-3` submits three
-groups, named `NAME_1`, `NAME_2`, `NAME_3`, and sets in each what Slurm sets in an array task
-(`SLURM_ARRAY_TASK_ID`, `_MIN`, `_MAX`, `_COUNT`, `_STEP`), so a script written for `sbatch --array` reads its index
-as before. A throttle (`%N`) is refused: a group's variants do not count as one task to Slurm.
+**As Slurm arrays** (issue 32, `core/arrays.py`): K kinds are K `sbatch --array` calls with one tag, and index i of
+every kind's array is one group, `g[i]`, which slurmxd schedules like any group; `%N` goes to every kind's array and
+slurmxd holds N across the kinds; Slurm sets `SLURM_ARRAY_*` in each task itself. That path takes managed, race and
+pick mode, but not a managed spec with profiling samples (a sample is queued per group, not per index).
+
+**As groups** otherwise: `slurmx submit --array=1-3` submits three groups, named `NAME_1`, `NAME_2`, `NAME_3`, and
+sets in each what Slurm sets in an array task (`SLURM_ARRAY_TASK_ID`, `_MIN`, `_MAX`, `_COUNT`, `_STEP`), so a
+script written for `sbatch --array` reads its index as before. A throttle (`%N`) is refused there: a group's
+variants do not count as one task to Slurm.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["MAX_TASKS", "array_environment", "parse_array"]
+__all__ = ["MAX_TASKS", "array_environment", "array_text", "parse_array", "split_throttle"]
 
 MAX_TASKS = 1000  # Slurm's default MaxArraySize (1001) allows indices 0-1000; a group each is a lot of sbatch calls
 _RANGE = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
@@ -21,11 +25,7 @@ _RANGE = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
 def parse_array(text: str) -> tuple[int, ...]:
     """sbatch's `--array` value (`1-3`, `0-15:4`, `1,3,5`) -> the task indices in order, each once; ValueError
     with the fix for anything else."""
-    value = text.strip()
-    if "%" in value:
-        raise ValueError("a throttle (%N) is not supported: each index is a group of its own, which "
-                         "Slurm does not count as one array task; leave %N out (slurmxd and Slurm queue the "
-                         "groups by policy)")
+    value, _ = split_throttle(text)
     indices: list[int] = []
     for part in value.split(","):
         match = _RANGE.fullmatch(part.strip())
@@ -44,6 +44,29 @@ def parse_array(text: str) -> tuple[int, ...]:
     if not unique:
         raise ValueError("an empty array; write e.g. 1-3")
     return unique
+
+
+def split_throttle(text: str) -> tuple[str, int]:
+    """`0-9%3` -> ("0-9", 3); no `%`: (text, 0). ValueError with the fix for a throttle that is not a count."""
+    value, percent, throttle = text.strip().partition("%")
+    if not percent:
+        return value, 0
+    if not throttle.isascii() or not throttle.isdigit() or len(throttle) > 7 or int(throttle) < 1:
+        raise ValueError(f"%{throttle[:20]}: a throttle is a count of tasks at once, e.g. 0-9%3")
+    return value, int(throttle)
+
+
+def array_text(indices: tuple[int, ...], throttle: int = 0) -> str:
+    """sbatch's `--array` value for `indices` (in any order): `0-4,7,9%3`."""
+    ordered = sorted(set(indices))
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for index in [*ordered[1:], -2]:
+        if index != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = index
+        prev = index
+    return ",".join(parts) + (f"%{throttle}" if throttle else "")
 
 
 def _step(indices: tuple[int, ...]) -> int:

@@ -366,7 +366,7 @@ def render_variant(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mo
 
 
 def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str, mode: str,
-                       source: str = "<spec>") -> RenderedVariant:
+                       source: str = "<spec>", array: bool = False) -> RenderedVariant:
     """A managed variant with its sample script (when the spec declares its `work` in steps, which samples need).
 
     The sample is the profile template in `pick` mode (not held); slurmxd overrides its QOS, name, comment and
@@ -374,7 +374,9 @@ def render_with_sample(spec: JobSpec, site: SiteConfig, kind: str, group_id: str
     needs another one sets the spec's `workdir`.
     """
     if mode != "managed" or spec.work is None or round(spec.work) < 1:
-        return render_variant(spec, site, kind, group_id, mode, source)
+        return render_variant(spec, site, kind, group_id, mode, source, array=array)
+    if array:
+        raise ValueError("a managed variant with profiling samples is never a Slurm array (as_slurm_arrays)")
     sample = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1).script
     main = render_variant(spec, site, kind, group_id, mode, source, sample_hash=tag.script_hash(sample))
     search = render_variant(spec, site, kind, group_id, "pick", source, profile_steps=1, search=True).script \

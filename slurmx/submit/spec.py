@@ -37,7 +37,7 @@ from slurmx.core.model import JobClass
 from slurmx.core.resources import parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem, parse_time_limit, short_repr
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
-from slurmx.submit.array import parse_array
+from slurmx.submit.array import parse_array, split_throttle
 from slurmx.submit.dependency import parse_dependency
 from slurmx.submit.directives import (
     CLIENT_OPTIONS,
@@ -291,7 +291,9 @@ class JobSpec(_Model):
     sbatch: tuple[str, ...] = ()
     # sbatch's syntax with group ids (submit/dependency.py); resolved to variant job ids at submission
     dependency: str | None = None
-    array: tuple[int, ...] | None = None  # `--array`: one group per index (submit/array.py)
+    array: tuple[int, ...] | None = None  # `--array`: a Slurm array per kind, else a group per index (array.py)
+    # Its `%N` (0: none), taken from `array` (never a key of its own): only a Slurm array per kind can keep it.
+    array_throttle: int = Field(0, ge=0, exclude=True)
     export: str | None = None  # `--export`: ALL, NONE, NIL or [ALL,]NAME[=value],... on every variant
     output: str | None = None  # `-o`: a file name pattern; each variant its own file (submit/output.py)
     error: str | None = None  # `-e`: the same for standard error
@@ -349,6 +351,15 @@ class JobSpec(_Model):
         if value is not None and (not value.strip() or "\n" in value):
             raise ValueError("expected a file name pattern like out-%j.log")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _array_throttle(cls, data: Any) -> Any:
+        """`array: 0-9%3`: the indices go to `array`, the throttle to `array_throttle`."""
+        if isinstance(data, dict) and isinstance(data.get("array"), str) and "%" in data["array"]:
+            indices, throttle = split_throttle(data["array"])
+            data = {**data, "array": indices, "array_throttle": throttle}
+        return data
 
     @field_validator("array", mode="before")
     @classmethod

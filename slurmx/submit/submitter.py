@@ -16,7 +16,7 @@ from slurmx.core.validation import ConfigError
 from slurmx.core.wake import notify
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import FolderTaken, SpoolRootUnsafe
-from slurmx.submit.array import array_environment
+from slurmx.submit.array import array_environment, array_text
 from slurmx.submit.dependency import resolve_dependency
 from slurmx.submit.groups import find_group
 from slurmx.submit.placement import fit_kinds, needs_cluster
@@ -24,8 +24,8 @@ from slurmx.submit.render import RenderedVariant, render_with_sample
 from slurmx.submit.samples import plan_samples, queue_samples
 from slurmx.submit.spec import JobSpec, resolve_variants
 
-__all__ = ["SubmitError", "SubmittedGroup", "array_specs", "fit_to_cluster", "new_group_id", "plan_group",
-           "submit_group", "submit_groups"]
+__all__ = ["SubmitError", "SubmittedGroup", "array_specs", "as_slurm_arrays", "fit_to_cluster", "new_group_id",
+           "plan_group", "submit_group", "submit_groups"]
 
 MODES = ("managed", "race", "pick")
 
@@ -55,8 +55,9 @@ def new_group_id(name: str) -> str:
 
 def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick: str | None = None,
                only: tuple[str, ...] | None = None, group_id: str | None = None,
-               source: str = "<spec>") -> tuple[str, str, list[RenderedVariant]]:
-    """(group id, mode, rendered variants) — everything short of talking to Slurm (what --dry-run prints)."""
+               source: str = "<spec>", array: bool = False) -> tuple[str, str, list[RenderedVariant]]:
+    """(group id, mode, rendered variants) — everything short of talking to Slurm (what --dry-run prints).
+    `array`: each variant's script is a kind's Slurm job array (`as_slurm_arrays`)."""
     mode = mode or site.submit.mode
     if mode not in MODES:
         raise ConfigError([f"{source}: mode must be one of {', '.join(MODES)}, got {mode!r}"])
@@ -69,8 +70,17 @@ def plan_group(spec: JobSpec, site: SiteConfig, *, mode: str | None = None, pick
                                f"{', '.join(kinds)}"])
         mode, kinds = "pick", (pick,)
     gid = group_id or new_group_id(spec.name)
-    rendered = [render_with_sample(spec, site, kind, gid, mode, source) for kind in kinds]
+    rendered = [render_with_sample(spec, site, kind, gid, mode, source, array=array) for kind in kinds]
     return gid, mode, rendered
+
+
+def as_slurm_arrays(spec: JobSpec, site: SiteConfig, mode: str | None = None, pick: str | None = None) -> bool:
+    """`--array` goes to Slurm as one job array per kind (submit/array.py): any mode but a managed spec with
+    profiling samples, which are queued per group."""
+    if spec.array is None:
+        return False
+    mode = "pick" if pick is not None else mode or site.submit.mode
+    return not (mode == "managed" and spec.work is not None and round(spec.work) >= 1)
 
 
 def array_specs(spec: JobSpec) -> list[JobSpec]:
@@ -129,6 +139,13 @@ def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mod
     if not fitted:
         only, notes = fit_to_cluster(spec, site, adapter, only=only, source=source)
     resolved = with_resolved_dependency(spec, site, adapter, source)
+    if resolved.array is not None and as_slurm_arrays(resolved, site, mode, pick):
+        return [_with_notes(_submit_resolved(resolved, site, adapter, mode=mode, pick=pick, only=only,
+                                             source=source), notes)]
+    if resolved.array_throttle:
+        raise ConfigError([f"{source}: array: a throttle (%{resolved.array_throttle}) needs one Slurm array per "
+                           "kind, which a managed job with profiling samples (work in steps) cannot be; leave %N "
+                           "out (each index is then a group of its own, queued by policy)"])
     submitted: list[SubmittedGroup] = []
     for one in array_specs(resolved):
         try:
@@ -165,12 +182,14 @@ def _submit_resolved(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, 
     """`submit_group` of a spec whose dependency is already in Slurm's terms (resolved once per array)."""
     gid, mode, rendered = _plan_with_folder(spec, site, adapter, mode=mode, pick=pick, only=only, source=source,
                                             files=files or {})
+    # A spec that still has its array here is submitted as one Slurm job array per kind (`as_slurm_arrays`).
+    extra = [f"--array={array_text(spec.array, spec.array_throttle)}"] if spec.array is not None else []
     # Samples first: when slurmxd first sees the group's variants, the samples it may release are already queued.
     samples = queue_samples(adapter, plan_samples(spec, site, gid, rendered) if mode == "managed" else [])
     submitted: list[tuple[str, int]] = [("sample", job_id) for job_id in samples.job_ids]
     for variant in rendered:
         try:
-            submitted.append((variant.kind, adapter.submit(variant.script, [])))
+            submitted.append((variant.kind, adapter.submit(variant.script, extra)))
         except (SlurmError, UnicodeError) as exc:
             raise SubmitError(f"variant {variant.kind} of {spec.name}: {exc}{_roll_back(adapter, submitted)}") from None
     if mode == "managed":  # the variants wait for slurmxd: wake it rather than wait for its next tick
@@ -193,7 +212,8 @@ def _plan_with_folder(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
     link) is refused before any folder is made: its owner, or any user without the sticky bit, could swap ours.
     """
     for _ in range(FOLDER_TRIES):
-        gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source)
+        gid, planned_mode, rendered = plan_group(spec, site, mode=mode, pick=pick, only=only, source=source,
+                                                 array=spec.array is not None)
         folder = group_spool(site, gid)
         try:
             adapter.make_private_folder(folder, files)

@@ -187,9 +187,8 @@ SBATCH_CASES: list[tuple[str, str, bytes, list[str], dict[str, list[str]] | str]
     ("partition-unknown", "job.yaml", b"name: j\ncommand: 'true'\n", ["-p", "debug"],
      "command line: --partition=debug: 'debug' is the partition of no resource kind; known partitions (kind): "
      "cpu (cpu), gpu (gpu), accel (accel); or choose kinds with --variants"),
-    ("array-throttle", "job.sh", b"#!/bin/bash\n#SBATCH --array=1-3%2\ntrue\n", [],
-     "{path}:2: --array=1-3%2: a throttle (%N) is not supported: each index is a group of its own, which Slurm does "
-     "not count as one array task; leave %N out (slurmxd and Slurm queue the groups by policy)"),
+    ("array-throttle", "job.sh", b"#!/bin/bash\n#SBATCH --array=1-3%0\ntrue\n", [],
+     "{path}:2: --array=1-3%0: %0: a throttle is a count of tasks at once, e.g. 0-9%3"),
     ("dependency-job-id", "job.yaml", b"name: j\ncommand: 'true'\n", ["--dependency=afterok:7"],
      {"cpu": ["--dependency=afterok:7"], "gpu": ["--dependency=afterok:7"], "accel": ["--dependency=afterok:7"]}),
     ("dependency-afternotok", "job.yaml", b"name: j\ncommand: 'true'\n", ["-d", "afternotok:7"],

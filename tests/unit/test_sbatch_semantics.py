@@ -344,9 +344,7 @@ REFUSED = [
                                     "(gpus: in a spec)"),
     ("#SBATCH --tres-per-task=cpu:2", "job.sh:2: --tres-per-task is not supported: write --cpus-per-task and --gpus "
                                       "(cpus: and gpus: in a spec)"),
-    ("#SBATCH --array=1-3%2", "job.sh:2: --array=1-3%2: a throttle (%N) is not supported: each index is a group of "
-                              "its own, which Slurm does not count as one array task; leave %N out (slurmxd and "
-                              "Slurm queue the groups by policy)"),
+    ("#SBATCH --array=1-3%0", "job.sh:2: --array=1-3%0: %0: a throttle is a count of tasks at once, e.g. 0-9%3"),
     ("#SBATCH -d afternotok:12", "job.sh:2: --dependency=afternotok:12: afternotok is not supported on groups: "
                                  "a losing variant is cancelled, which counts as not ok while the group itself runs "
                                  "fine; use afterok or afterany"),
@@ -359,7 +357,7 @@ def test_an_option_a_group_cannot_keep_is_refused_in_one_line(tmp_path: Path, li
 
 
 def test_the_same_refusal_from_the_command_line(tmp_path: Path) -> None:
-    assert _script_error(tmp_path, "", ["--array=1-3%2"]).startswith("command line: --array=1-3%2: a throttle")
+    assert _script_error(tmp_path, "", ["--array=1-3%x"]).startswith("command line: --array=1-3%x: %x: a throttle")
 
 
 def test_slurmx_s_own_option_after_an_sbatch_one_says_where_it_goes(tmp_path: Path) -> None:

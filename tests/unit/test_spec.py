@@ -197,9 +197,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
      "'c[1-' has unbalanced brackets"),
     ("sbatch-array", spec(sbatch=["--array=1-3"]), "job.yaml: sbatch: --array is what the spec's 'array:' says; "
      "write array: instead"),
-    ("array-throttle", spec(array="1-3%2"), "job.yaml: array: a throttle (%N) is not supported: each index is a group "
-     "of its own, which Slurm does not count as one array task; leave %N out (slurmxd and Slurm queue the groups by "
-     "policy)"),
+    ("array-throttle", spec(array="1-3%0"), "job.yaml: %0: a throttle is a count of tasks at once, e.g. 0-9%3"),
     ("dependency-after", spec(dependency="after:5"), "job.yaml: dependency: after is not supported on groups: a losing "
      "variant is cancelled, which satisfies `after` before the group's own variant starts; use afterok or afterany"),
     ("sbatch-wait", spec(sbatch=["--wait"]),

@@ -87,7 +87,7 @@ def test_an_array_is_one_group_per_index_with_slurms_variables() -> None:
     assert parse_array("1,3,2-3") == (1, 3, 2) and array_environment((1, 3, 2), 3)["SLURM_ARRAY_TASK_STEP"] == "1"
 
 
-@pytest.mark.parametrize(("text", "says"), [("1-3%2", "throttle"), ("3-1", "lower to a higher"),
+@pytest.mark.parametrize(("text", "says"), [("1-3%x", "throttle is a count"), ("3-1", "lower to a higher"),
                                             ("0-2000", "more than 1000"), ("a", "expected an index"),
                                             ("1-9:0", "step of at least 1")])
 def test_bad_arrays_are_one_line(text: str, says: str) -> None:
