@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from slurmx.core.arrays import index_group, task_key
+from slurmx.core.config import load_site_config
 from slurmx.core.model import VariantState
 from slurmx.core.ownership import SpoolOwners
 from slurmx.daemon.lease import LeasedSlurm
@@ -22,6 +23,8 @@ from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm import CliSlurm
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import SlurmJob
+from slurmx.submit.spec import parse_spec
+from slurmx.submit.submitter import submit_groups
 from tests.integration.conftest import Cluster, make_group_folder, spool_dir, wait_until
 from tests.integration.test_daemon_helpers import DaemonProcess, daemon_site, shared_folder
 from tests.unit.test_daemon import SITE
@@ -61,7 +64,9 @@ def test_each_index_of_the_kind_arrays_is_one_group_of_the_arrays_owner(slurm: C
 
 
 def test_a_sparse_arrays_whole_index_list_arrives(slurm: CliSlurm, admin: CliSlurm, tag: str) -> None:
+    # tagged: another tool's pending array stays one record (only a slurmx array is read index by index)
     array = slurm.submit(SCRIPT, ["-H", "--qos=be", "--partition=cpu", "--output=/dev/null", "--mem=100M",
+                                  f"--comment=slurmx:1:g={tag},v=cpu,c=be,h=0123456789ab",
                                   f"--array={','.join(map(str, SPARSE))}%3"])
     try:
         assert sorted(j.array_task_id or 0 for j in _mine(slurm, array)) == SPARSE
@@ -164,3 +169,41 @@ def test_a_lease_is_renewed_on_the_arrays_pending_record_whole_and_leaves_releas
         assert not jobs[1].array_pending and (jobs[1].begin_time or 0) <= now + 5  # released: not pushed back
     finally:
         admin.cancel([array])
+
+
+def test_slurmx_submit_array_is_one_slurm_array_per_kind_and_runs_each_index_once(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tag: str, tmp_path: Path) -> None:
+    """`slurmx submit --array=0-9%3` (managed, cpu and gpu): two sbatch calls, one array per kind, one group; under
+    slurmxd (FIFO) every index runs exactly once, on one kind, with never more than 3 indices running at once. A
+    cpu index takes a whole cpu node, so the third index at a time goes to a gpu."""
+    marks = shared_folder(cluster, f"{tag}-marks")
+    site = load_site_config(daemon_site(cluster, tmp_path, "fifo"))
+    site = site.model_copy(update={"transport": site.transport.model_copy(update={"docker_user": "alice"})})
+    spec = parse_spec({"name": tag, "class": "be", "time": "10m", "mem": "100M", "variants": ["cpu", "gpu"],
+                       "overrides": {"cpu": {"cpus": 4}}, "array": "0-9%3",
+                       "command": f"echo ran >> {marks}/$SLURM_ARRAY_TASK_ID.$SLURMX_VARIANT\nsleep 4"})
+    [group] = submit_groups(spec, site, slurm, mode="managed")
+    arrays = dict(group.variants)
+    daemon = DaemonProcess(daemon_site(cluster, tmp_path, "fifo"), tmp_path / "slurmxd.log")
+    most = 0
+    seen: set[int] = set()
+
+    def all_done() -> bool:
+        nonlocal most
+        jobs = [j for j in admin.jobs(user="alice") if tag in j.comment]
+        seen.update(j.array_job_id for j in jobs)
+        most = max(most, len({j.array_task_id for j in jobs if j.state is VariantState.RUNNING}))
+        return bool(jobs) and not any(j.state.is_active for j in jobs)
+
+    daemon.start()
+    try:
+        wait_until(all_done, 240, "every index to finish", every=0.5)
+    finally:
+        daemon.stop()
+        admin.cancel(list(arrays.values()))
+    assert sorted(arrays) == ["cpu", "gpu"] and seen == set(arrays.values()), f"arrays {arrays}, seen {seen}"
+    ran = sorted(p.name for p in marks.iterdir())
+    assert sorted(int(name.split(".")[0]) for name in ran) == list(range(10)), f"payloads that ran: {ran}"
+    assert all((marks / name).read_text() == "ran\n" for name in ran), "an index ran more than once"
+    assert 1 <= most <= 3, f"{most} indices ran at once ({ran})"
+    assert "Traceback" not in daemon.text()
