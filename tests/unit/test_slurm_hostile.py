@@ -203,6 +203,17 @@ def test_replaced_comment_in_a_transport_answer_is_named(version: str, caplog: p
     assert [m for m in caplog.messages if f"job {job_id}: name or comment is not UTF-8" in m]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_escaped_replacement_character_in_an_ascii_answer_is_not_named(version: str,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """All-ASCII text held no bad byte: a `\\ufffd` escape is the user's own character, not a replacement."""
+    data = loaded(version, "squeue.json")
+    data["jobs"][-1]["comment"] = "mine \ufffd"
+    text = json.dumps(data).encode()
+    assert text.isascii() and parse_jobs(text)[-1].comment == "mine \ufffd"
+    assert not [m for m in caplog.messages if "is not UTF-8" in m]
+
+
 def test_text_with_lone_surrogates_is_read() -> None:
     data = loaded("24.11", "squeue.json")
     data["jobs"][0]["name"] = "NAME"
