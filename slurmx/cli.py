@@ -198,7 +198,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     if dry_run:
         if spec.dependency:
             click.echo("# --dependency names groups here; at submission each becomes its variants' job ids")
-        arrays = as_slurm_arrays(spec, site, mode, pick)  # one Slurm array per kind, else a group per index
+        arrays = not wait and as_slurm_arrays(spec, site, mode, pick)  # one Slurm array per kind, else per index
         extra = f" --array={array_text(spec.array, spec.array_throttle)}" if arrays and spec.array else ""
         for one in [spec] if arrays else array_specs(spec):
             gid, chosen, rendered = plan_group(one, site, mode=mode, pick=pick, only=only, source=path, array=arrays)
@@ -208,7 +208,9 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
                 if scripts:  # tens of KB each (the hook is embedded): only on request
                     click.echo(variant.script)
         return
-    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path, fitted=True)
+    # --wait follows each group by id: an array then stays one group per index (status of `g` is not one group)
+    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path, fitted=True,
+                           slurm_arrays=not wait)
     for group in groups:
         if group.note:
             click.echo(f"slurmx: note: {group.note}", err=True)

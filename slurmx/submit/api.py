@@ -68,9 +68,11 @@ def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | st
 def submit_array(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None = None, *,
                  mode: str | None = None, pick: str | None = None, variants: tuple[str, ...] | None = None,
                  adapter: SlurmAdapter | None = None) -> list[GroupHandle]:
-    """Submit a spec with `array:` as one group per index (all or none); a spec without it as one group."""
+    """Submit a spec with `array:` as one group per index (all or none; each handle follows its group by id, so
+    not as Slurm arrays, whose index groups `slurmx submit` makes); a spec without it as one group."""
     job, site_config, slurm = _prepare(spec, site, adapter)
-    return [GroupHandle(g, slurm) for g in submit_groups(job, site_config, slurm, mode=mode, pick=pick, only=variants)]
+    return [GroupHandle(g, slurm) for g in submit_groups(job, site_config, slurm, mode=mode, pick=pick, only=variants,
+                                                         slurm_arrays=False)]
 
 
 def _prepare(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None,

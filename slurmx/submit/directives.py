@@ -6,7 +6,7 @@ a comment. Every option lands in one of five places:
 - modelled: name, time, memory (`--mem`, `--mem-per-cpu`), CPUs, GPUs (`--gpus`/`-G`, `--gpus-per-task`,
   `--gpus-per-node`), QOS and partition become spec fields, applied per resource kind (`-p gpu` means the
   kinds on partition gpu; `--gpus=2` means the kinds with GPUs, each asking for two); `--dependency` names
-  groups (submit/dependency.py) and `--array` makes one group per index (submit/array.py);
+  groups (submit/dependency.py) and `--array` one Slurm array per kind (submit/array.py);
 - the submitting command's own: `--wait` (wait for the group), `--parsable` (print the group id) and
   `--test-only` (submit nothing: `--dry-run`);
 - placement and layout: `--constraint`, `--nodelist`, `--exclude`, `--exclusive`, `--nodes`, `--ntasks`,

@@ -131,15 +131,16 @@ def fit_to_cluster(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
 
 def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                   pick: str | None = None, only: tuple[str, ...] | None = None,
-                  source: str = "<spec>", fitted: bool = False) -> list[SubmittedGroup]:
-    """The spec's group, or one group per `--array` index: all of them or none (a refusal cancels the ones
-    already submitted). `fitted`: `only` already holds the kinds `fit_to_cluster` kept (the caller showed its
-    notes); else it is fitted here and its notes lead each group's `note`."""
+                  source: str = "<spec>", fitted: bool = False, slurm_arrays: bool = True) -> list[SubmittedGroup]:
+    """The spec's group, its `--array` as one Slurm array per kind (one group), or one group per index: all of
+    them or none (a refusal cancels the ones already submitted). `fitted`: `only` already holds the kinds
+    `fit_to_cluster` kept (the caller showed its notes); else it is fitted here and its notes lead each group's
+    `note`. `slurm_arrays` False: one group per index always (a caller that waits on each group by id)."""
     notes: list[str] = []
     if not fitted:
         only, notes = fit_to_cluster(spec, site, adapter, only=only, source=source)
     resolved = with_resolved_dependency(spec, site, adapter, source)
-    if resolved.array is not None and as_slurm_arrays(resolved, site, mode, pick):
+    if resolved.array is not None and slurm_arrays and as_slurm_arrays(resolved, site, mode, pick):
         return [_with_notes(_submit_resolved(resolved, site, adapter, mode=mode, pick=pick, only=only,
                                              source=source), notes)]
     if resolved.array_throttle:

@@ -35,12 +35,13 @@ class Sbatch:
         return 500 + len(self.calls)
 
 
-def _submit(tmp_path: Path, mode: str, **fields: object) -> tuple[Sbatch, list[object]]:
+def _submit(tmp_path: Path, mode: str, slurm_arrays: bool = True, **fields: object) -> tuple[Sbatch, list[object]]:
     slurm = Sbatch()
     spec = parse_spec({"name": "m", "command": "echo $SLURM_ARRAY_TASK_ID", "variants": ["cpu", "gpu"], **fields})
     the_site = site(str(tmp_path))
     groups = submit_groups(spec, the_site.model_copy(update={"daemon": the_site.daemon.model_copy(
-        update={"socket": str(tmp_path / "none.sock")})}), slurm, mode=mode)  # type: ignore[arg-type]
+        update={"socket": str(tmp_path / "none.sock")})}), slurm, mode=mode,  # type: ignore[arg-type]
+        slurm_arrays=slurm_arrays)
     return slurm, list(groups)
 
 
@@ -62,6 +63,12 @@ def test_a_managed_array_with_profiling_samples_stays_one_group_per_index(tmp_pa
                                         if o.startswith("--array"))
     with pytest.raises(ConfigError, match=r"a throttle \(%3\) needs one Slurm array per kind"):
         _submit(tmp_path / "t", "managed", array="0-2%3", work=100)
+
+
+def test_a_caller_that_follows_each_group_by_id_gets_one_group_per_index(tmp_path: Path) -> None:
+    slurm, groups = _submit(tmp_path, "race", slurm_arrays=False, array="0-2")  # --wait, submit_array()
+    assert len(groups) == 3 and len(slurm.calls) == 6 and all(options == [] for _, options in slurm.calls)
+    assert all("SLURM_ARRAY_TASK_ID=" in script for script, _ in slurm.calls)
 
 
 @given(st.sets(st.integers(0, 200), min_size=1, max_size=40), st.integers(0, 50))
