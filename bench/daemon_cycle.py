@@ -17,8 +17,8 @@ of the cycle's process (time.process_time), CPU of the fake Slurm clients (RUSAG
 and the RSS before the cycle (imports done).
 Modes, all the same cycle (FIFO, a real SQLite store in a temp folder):
 
-- `ours`: slurmx as shipped: stdout read as bytes into one buffer, decoded by msgspec straight into structs
-  naming only the fields read.
+- `ours`: slurmx as shipped: squeue's stdout decoded as it arrives, a run of records at a time
+  (`slurm/stream_jobs.py`), by msgspec straight into structs naming only the fields read; never held whole.
 - `text`: slurmx before this change: `subprocess.run(capture_output=True)`, stdout decoded to str, then the same
   typed decode (the path measured at 404-412 MB peak RSS).
 - `stdlib`: the plain baseline: `subprocess.run(capture_output=True)` bytes into `json.loads`, the fields needed
@@ -356,7 +356,7 @@ def main(argv: Sequence[str]) -> None:
     cycle = {
         "case": f"one cycle, {groups:,} pending groups (2 leased variants each), {N_NODES} nodes, FIFO, "
                 f"squeue answer {size / 1e6:.0f} MB through a real subprocess pipe",
-        "ours": {"name": "slurmxd cycle: bytes read into one buffer, msgspec typed decode", **ours},
+        "ours": {"name": "slurmxd cycle: squeue's answer decoded as it arrives (msgspec typed runs)", **ours},
         **{named[m][0]: {"name": named[m][1], **modes[m]} for m in chosen if m != "ours"},
         "how": f"each cycle in a fresh process; fake squeue/scontrol scripts on PATH cat the fixture files; "
                f"writes recorded by the adapter; medians of {args.runs}",

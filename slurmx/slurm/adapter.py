@@ -29,6 +29,7 @@ from slurmx.slurm.errors import (
 )
 from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_partitions, parse_version
 from slurmx.slurm.records import AccountingRecord, SlurmJob
+from slurmx.slurm.stream_jobs import JobStream, NotStreamable
 from slurmx.slurm.transport import CommandResult, Transport
 from slurmx.slurm.versions import SlurmShape, shape_for
 
@@ -263,6 +264,26 @@ class CliSlurm:
 
     # ------------------------------------------------------------------------------------------ reads
 
+    def _jobs_streamed(self, argv: Sequence[str]) -> list[SlurmJob] | None:
+        """squeue's answer decoded as it arrives, never held whole (`stream_jobs.py`: at 100,000 groups it is about
+        1 GB), on a transport that can hand stdout on; None when it cannot or the read failed in any way (the
+        usual read then runs: it retries, names the error, and reads any shape whole)."""
+        stream = getattr(self.transport, "stream", None)
+        if stream is None:
+            return None
+        reader = JobStream(argv)
+        self._counts[argv[0]] += 1
+        try:
+            result: CommandResult = stream(argv, reader.feed, timeout=self.retry.timeout_s)
+        except SlurmError:
+            return None
+        if result.returncode != 0:
+            return None
+        try:
+            return reader.finish()
+        except NotStreamable:
+            return None
+
     def version(self) -> str:
         """Slurm's major.minor on the far side of the transport ('22.05'); cached. UnsupportedSlurm below 22.05."""
         if self._version is None:
@@ -293,7 +314,8 @@ class CliSlurm:
         if job_ids is not None and len(job_ids) <= _FEW_JOBS:
             argv.append("--jobs=" + ",".join(_ids(job_ids)))
         try:
-            jobs = parse_jobs(self._call(argv).data, argv)
+            streamed = self._jobs_streamed(argv) if job_ids is None else None
+            jobs = parse_jobs(self._call(argv).data, argv) if streamed is None else streamed
         except InvalidJobError:
             if job_ids is None:
                 raise

@@ -12,7 +12,7 @@ import selectors
 import shlex
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -96,13 +96,16 @@ def _client_env(argv: Sequence[str]) -> dict[str, str]:
     return _SQUEUE_ENV if argv and argv[0] == "squeue" else {}
 
 
-def _read_all(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
-    """Everything the process writes to stdout and stderr, each written into one growing buffer.
+def _read_all(proc: subprocess.Popen[bytes], timeout: float,
+              sink: Callable[[bytes], None] | None = None) -> tuple[bytes, bytes]:
+    """Everything the process writes to stdout and stderr, each written into one growing buffer; with `sink`,
+    stdout goes to it chunk by chunk instead (and b"" is returned for it).
 
     Why not `communicate`: it keeps a list of chunks and joins them, so a 100 MB answer briefly takes 200 MB.
     """
     assert proc.stdout is not None and proc.stderr is not None
-    buffers = {proc.stdout.fileno(): io.BytesIO(), proc.stderr.fileno(): io.BytesIO()}
+    out: io.BytesIO | _Sink = io.BytesIO() if sink is None else _Sink(sink)
+    buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): io.BytesIO()}
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
         for fd in buffers:
@@ -117,12 +120,22 @@ def _read_all(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, byt
                     buffers[key.fd].write(chunk)
                 else:
                     sel.unregister(key.fd)
-    out, err = buffers.values()
-    return out.getvalue(), err.getvalue()  # BytesIO hands over its buffer: no copy
+    first, err = buffers.values()
+    return first.getvalue(), err.getvalue()  # BytesIO hands over its buffer: no copy
+
+
+class _Sink:
+    """Stdout handed on as it arrives (`LocalTransport.stream`)."""
+
+    def __init__(self, sink: Callable[[bytes], None]) -> None:
+        self.write = sink
+
+    def getvalue(self) -> bytes:
+        return b""
 
 
 def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, timeout: float,
-               extra_env: dict[str, str] | None = None) -> CommandResult:
+               extra_env: dict[str, str] | None = None, sink: Callable[[bytes], None] | None = None) -> CommandResult:
     env = {**os.environ, **extra_env} if extra_env else None
     if stdin is not None:  # small commands (a batch script, scontrol lines): the stdlib feeds stdin safely
         try:
@@ -142,7 +155,7 @@ def _run_local(argv: Sequence[str], shown: Sequence[str], stdin: str | None, tim
                              "and on PATH?") from None
     with proc:
         try:
-            out, err = _read_all(proc, timeout)
+            out, err = _read_all(proc, timeout, sink)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise SlurmTimeout(shown, None, f"no answer within {timeout:.0f} s") from None
@@ -156,6 +169,11 @@ class LocalTransport:
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30.0) -> CommandResult:
         return _run_local(argv, argv, stdin, timeout, _client_env(argv))
+
+    def stream(self, argv: Sequence[str], sink: Callable[[bytes], None], timeout: float = 30.0) -> CommandResult:
+        """`run`, with stdout handed to `sink` as it arrives instead of kept (the result's stdout is empty): a
+        large answer is read without being held whole (`slurm/stream_jobs.py`)."""
+        return _run_local(argv, argv, None, timeout, _client_env(argv), sink)
 
     def describe(self) -> str:
         return "local"
