@@ -118,8 +118,9 @@ def test_a_call_without_a_checkpoint_restarts_from_the_top_after_a_preemption(lo
 def test_the_time_limit_requeues_a_checkpointed_call_up_to_max_requeues(local: Executor, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    local.update_parameters(time="3s", grace=1, max_requeues=3)
-    job = local.submit(Counter(80), str(marks))  # 4 s of work, 2 s a run before the grace signal
+    # 4 s of work, 2 s a run before the grace signal: 2 runs on an idle machine; the cap leaves room for a busy one
+    local.update_parameters(time="3s", grace=1, max_requeues=10)
+    job = local.submit(Counter(80), str(marks))
     assert job.result(timeout=60) == 80 and job.restarts >= 1 and steps(marks) == list(range(80))
     capped = tmp_path / "capped"
     capped.mkdir()
