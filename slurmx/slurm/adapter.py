@@ -4,6 +4,8 @@ Every control call takes many job ids at once (one `scontrol hold 1,2,3` instead
 acts on batches. Reads and idempotent controls are retried with exponential backoff while slurmctld is
 unreachable; a submission is retried only when Slurm says it never reached the controller, so a retry can
 never duplicate a job.
+Long because the protocol and its one implementation are read side by side: each call's retry rule, its batching,
+how an array task is named (`A_i`) and how a full squeue read streams sit next to the command they shape.
 """
 
 from __future__ import annotations
