@@ -2,8 +2,8 @@
 
 Every expected failure (bad site config, Slurm refusing, transport down) ends as one line on stderr and a
 non-zero exit, never a traceback.
-Long because the `submit` command is sbatch's whole command line (its options, notes and outputs); the other commands live in
-cli_commands.py.
+Long because the `submit` command is sbatch's whole command line (its options, notes and outputs); the other
+commands live in cli_commands.py.
 """
 
 from __future__ import annotations
