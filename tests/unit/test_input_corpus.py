@@ -99,6 +99,10 @@ CASES: list[tuple[str, str, bytes, str]] = [
      "mistake, keep data in files it names"),
 ]
 
+# A bomb or a pathological parse costs minutes of CPU; a sound parse a fraction of a second, a few times that when
+# the machine is busy (CPU time, not wall: `make test` builds the cluster images while these run).
+BOMB_CPU_S = 8.0
+
 
 def test_the_bomb_is_as_small_as_the_issue_s() -> None:
     assert len(BOMB) < 500
@@ -111,7 +115,7 @@ def test_each_bad_input_is_one_line_naming_the_file(tmp_path: Path, kind: str, d
     started = time.process_time()  # CPU time: a bomb costs it on any machine, a busy machine only wall time
     with pytest.raises(ConfigError) as info:
         LOADERS[kind](path)
-    assert time.process_time() - started < 2.0
+    assert time.process_time() - started < BOMB_CPU_S
     assert str(info.value) == f"{path}: {message}"
     assert "\n" not in str(info.value)
 
@@ -144,20 +148,20 @@ def test_a_huge_value_is_refused_fast_and_quoted_short(tmp_path: Path, value: st
     started = time.process_time()  # CPU time: a pathological parse is slow on any machine, a busy one is not
     with pytest.raises(ConfigError) as info:
         load_spec(path)
-    assert time.process_time() - started < 2.0
+    assert time.process_time() - started < BOMB_CPU_S
     assert str(info.value).startswith(f"{path}: name: expected ") and len(str(info.value)) <= 400
 
 
 @pytest.mark.parametrize("text", ["#\n" * 130_000, "name: |\n" + "  line\n" * 36_000,
                                   "name: " + " ".join(["word"] * 50_000) + "\n"])
-def test_a_file_just_under_the_size_cap_is_read_within_2_s(tmp_path: Path, text: str) -> None:
+def test_a_file_just_under_the_size_cap_is_read_in_seconds_not_minutes(tmp_path: Path, text: str) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     assert len(text) < 256 * 1024
     started = time.process_time()  # CPU time, as above
     with pytest.raises(ConfigError):
         load_spec(path)
-    assert time.process_time() - started < 2.0
+    assert time.process_time() - started < BOMB_CPU_S
 
 
 # ---------------------------------------------------------------------------------------------- sbatch semantics
