@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict
 
 from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView, Variant
-from slurmx.core.placement import ANYWHERE
 from slurmx.core.validation import ConfigError, validate_model
 
 __all__ = ["Policy", "PolicyArgs", "available_policies", "can_place", "make_policy", "max_nodes",
@@ -66,7 +65,7 @@ def can_place(policy: Policy, variants: Iterable[Variant]) -> bool:
     for variant in variants:
         if widest is not None and variant.node_count > widest:
             return False
-        if not placing and variant.placement is not ANYWHERE and not variant.placement.anywhere:
+        if not placing and not variant.placement.anywhere:
             return False
     return True
 
