@@ -81,8 +81,7 @@ ALIASES: dict[str, _Alias] = {
     "dependency": _Alias(refused="a dependency on Slurm job ids does not follow a group's variants"),
     "teardown": _Alias(refused="the job script ends with the call (so the grace signal reaches it): "
                        "put the teardown at the end of the function"),
-    "array_parallelism": _Alias(refused="map() submits one group per call (no Slurm array yet), so there is "
-                                "nothing to throttle"),
+    "array_parallelism": _Alias("array_parallelism"),
 }
 
 

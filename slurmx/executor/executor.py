@@ -6,21 +6,25 @@ so modes, policies and exactly-once come with it; the call and the runtime trave
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from slurmx.core.arrays import index_group, task_key
 from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.executor.batch import BatchedJob, Call
 from slurmx.executor.debug import DebugJob
 from slurmx.executor.job import Job
 from slurmx.executor.local import submit_local
 from slurmx.executor.params import ExecutorParams, job_name
-from slurmx.executor.payload import call_label, carries_bytecode, folder_files, job_script, pickle_call
+from slurmx.executor.payload import array_files, call_label, carries_bytecode, folder_files, job_script, pickle_call
 from slurmx.slurm import SlurmAdapter, adapter_from_config
-from slurmx.submit.submitter import SubmittedGroup, submit_group
+from slurmx.submit.array import MAX_TASKS
+from slurmx.submit.submitter import SubmittedGroup, as_slurm_arrays, submit_group, submit_groups
 
 __all__ = ["Executor"]
 
@@ -51,6 +55,7 @@ class Executor:
             raise ValueError(f"Executor: kind={self.kind!r}: expected one of {', '.join(_KINDS)}")
         self.folder = Path(folder) if isinstance(folder, str | Path) else None
         self.params = ExecutorParams()
+        self._batch: list[BatchedJob] | None = None
         self.site: SiteConfig | None = None
         if self.kind != "slurm":
             if self.folder is None:
@@ -71,7 +76,15 @@ class Executor:
         self.params = self.params.updated(values, partitions)
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Submit `fn(*args, **kwargs)` as one group (a local process, a debug call); `result()` is its value."""
+        """Submit `fn(*args, **kwargs)` as one group (a local process, a debug call); `result()` is its value.
+        Inside `with executor.batch():` the call waits for the end of the block (`batch`)."""
+        if self._batch is not None:
+            pending = BatchedJob((fn, args, dict(kwargs)))
+            self._batch.append(pending)
+            return pending
+        return self._submit_one(fn, args, kwargs)
+
+    def _submit_one(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         params = self.params
         if self.kind == "local" and self.folder is not None:
             return submit_local(self.folder, params, fn, args, kwargs)
@@ -89,10 +102,70 @@ class Executor:
         return Job(submitted.group_id, self.site, self.adapter, submitted.variants,
                    params.max_result_bytes, params.poll)
 
-    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]:
-        """One group per item (as `map(fn, *iterables)` pairs them): each item runs exactly once, on whichever
-        variant starts first, which a job array per kind could not promise across kinds."""
-        return [self.submit(fn, *items) for items in zip(*iterables, strict=False)]
+    def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]:
+        """`fn` over the items (paired as `map(fn, *iterables)` pairs them), one job each, in order.
+
+        On Slurm the calls are one Slurm job array per resource kind (K `sbatch` calls for K kinds, per 1,000
+        items): task i of every kind's array is one group, `g[i]`, which runs once, on whichever kind starts it
+        first; `array_parallelism` caps how many run at once across the kinds. A managed spec with profiling
+        samples (`work:`) cannot be an array: each call is then a group of its own, as `submit` makes."""
+        calls: list[Call] = [(fn, tuple(items), {}) for items in zip(*iterables, strict=False)]
+        return self._submit_calls(calls)
+
+    map = map_array  # submitit's executors have map_array; slurmx had map first: both mean the same
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """`with executor.batch(): jobs = [executor.submit(f, x) for x in xs]`: the calls made inside are
+        submitted together when the block ends, as `map_array` submits them (each job's id is known from then
+        on; asking one for its result inside the block is an error). Nothing is submitted when the block
+        raises."""
+        if self._batch is not None:
+            raise RuntimeError("Executor.batch(): already inside a batch of this executor")
+        self._batch = []
+        try:
+            yield
+            pending, self._batch = self._batch, None
+            if pending:
+                submitted = self._submit_calls([job.call for job in pending])
+                for job, real in zip(pending, submitted, strict=True):
+                    job.land(real)
+        finally:
+            self._batch = None
+
+    def _submit_calls(self, calls: list[Call]) -> list[Any]:
+        if not calls:
+            return []
+        if self.kind != "slurm" or self.site is None:
+            return [self._submit_one(fn, args, kwargs) for fn, args, kwargs in calls]
+        params = self.params
+        fn = calls[0][0]
+        spec = params.job_spec(job_name(fn), "true").model_copy(
+            update={"array": (0,), "array_throttle": params.array_parallelism})
+        if not as_slurm_arrays(spec, self.site, params.mode, params.pick):
+            return [self._submit_one(fn, args, kwargs) for fn, args, kwargs in calls]
+        jobs: list[Any] = []
+        for start in range(0, len(calls), MAX_TASKS):
+            jobs += self._submit_array(calls[start:start + MAX_TASKS])
+        return jobs
+
+    def _submit_array(self, calls: list[Call]) -> list[Job]:
+        """One Slurm array per kind for up to MAX_TASKS calls (task i runs call i)."""
+        assert self.site is not None
+        params = self.params
+        pickled = [pickle_call(fn, args, kwargs) for fn, args, kwargs in calls]
+        labels = sorted({call_label(fn) for fn, _, _ in calls})
+        script = job_script(params.python, params.max_requeues, labels[0] if len(labels) == 1 else "array",
+                            any(map(carries_bytecode, pickled)), params.setup, array=True)
+        spec = params.job_spec(job_name(calls[0][0]), script).model_copy(
+            update={"array": tuple(range(len(calls))), "array_throttle": params.array_parallelism})
+        (submitted,) = submit_groups(spec, self.site, self.adapter, mode=params.mode, pick=params.pick,
+                                     source="Executor.map_array", files=array_files(pickled))
+        self._record(submitted)
+        return [Job(index_group(submitted.group_id, index), self.site, self.adapter,
+                    tuple((kind, task_key(job_id, index)) for kind, job_id in submitted.variants),
+                    params.max_result_bytes, params.poll)
+                for index in range(len(calls))]
 
     def _record(self, submitted: SubmittedGroup) -> None:
         if self.folder is None:

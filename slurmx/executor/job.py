@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from slurmx.core.arrays import index_of
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.payload import OUTCOME, caller_uid, read_outcome, read_own_output
+from slurmx.executor.payload import OUTCOME, caller_uid, read_outcome, read_own_output, task_folder
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
@@ -198,7 +199,11 @@ class Job(JobAPI):
     # ---------------------------------------------------------------------------------------------- reading
     @property
     def folder(self) -> str:
-        return group_spool(self.site, self.group_id)
+        """The call's folder: the group's, or for task i of a function array (`g[i]`) the array's `task-i`."""
+        found = index_of(self.group_id)
+        if found is None:
+            return group_spool(self.site, self.group_id)
+        return str(task_folder(group_spool(self.site, found[0]), found[1]))
 
     @property
     def job_ids(self) -> list[int]:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import traceback
+import zipfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -59,6 +60,16 @@ def read_own(folder: Path, name: str) -> bytes | None:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(f"{folder / name}: not a regular file")
         return f.read()
+
+
+def task_call(folder: Path, calls: Path, index: int) -> None:
+    """A function array's task: put call `index` of the array's `calls` zip into the task's own folder, once (a
+    requeued task keeps its call and its checkpoint)."""
+    if read_own(folder, CALL) is not None:
+        return
+    fd = os.open(calls, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f, zipfile.ZipFile(f) as archive:
+        write_private(folder, CALL, archive.read(f"{index}.pkl"))
 
 
 def checkpoint_method(fn: Any) -> Any:
@@ -252,10 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requeues", type=int, default=3)
     parser.add_argument("--folder", default=os.environ.get("SLURMX_SPOOL_DIR", ""))
     parser.add_argument("--pickled-by", default="", help="the submitting Python's major.minor version")
+    parser.add_argument("--calls", default="", help="a function array's calls (zip), of which this task runs one")
+    parser.add_argument("--index", type=int, default=-1, help="the array task's index (SLURM_ARRAY_TASK_ID)")
     opts = parser.parse_args(argv)
     if not opts.folder:
         print("slurmx: no group folder (SLURMX_SPOOL_DIR)", file=sys.stderr)
         return 2
+    if opts.calls:
+        try:
+            task_call(Path(opts.folder), Path(opts.calls), opts.index)
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:  # no call: the outcome says why
+            _redirect(Path(opts.folder))
+            return _finish(Path(opts.folder), outcome_error(exc), 1)
     return run(Path(opts.folder), opts.max_requeues, opts.pickled_by)
 
 

@@ -23,7 +23,8 @@ SPEC_KEYS = ("variants", "overrides", "class", "grace", "estimates", "work", "en
              "mem_per_cpu", "gpus", "time", "workdir", "sbatch", "checkpoint_dir",
              *(k for k in ("constraint", "nodelist", "exclude", "exclusive") if k in JobSpec.model_fields))
 EXECUTOR_KEYS = {"name": None, "mode": "the site's submit.mode", "pick": None, "python": "this interpreter",
-                 "max_requeues": 3, "max_result_bytes": 256 << 20, "poll": 2.0, "setup": "[] (shell lines)"}
+                 "max_requeues": 3, "max_result_bytes": 256 << 20, "poll": 2.0, "setup": "[] (shell lines)",
+                 "array_parallelism": "0 (no throttle)"}
 _MODES = ("managed", "race", "pick")
 
 
@@ -41,6 +42,7 @@ class ExecutorParams:
     poll: float = 2.0
     setup: tuple[str, ...] = ()  # shell lines the job script runs before the call (submitit's `setup`)
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # sbatch options by submitit name
+    array_parallelism: int = 0  # map()'s tasks running at once across the kinds (`--array=...%N`); 0: no throttle
 
     def updated(self, values: Mapping[str, Any], partitions: Mapping[str, str] | None = None) -> ExecutorParams:
         """These parameters with `values` applied; ConfigError naming every bad key, with the valid ones.
@@ -74,6 +76,10 @@ class ExecutorParams:
             problems.append(f"update_parameters: mode must be one of {', '.join(_MODES)}, got {self.mode!r}")
         if isinstance(self.max_requeues, bool) or not isinstance(self.max_requeues, int) or self.max_requeues < 0:
             problems.append(f"update_parameters: max_requeues must be an integer >= 0, got {self.max_requeues!r}")
+        if (isinstance(self.array_parallelism, bool) or not isinstance(self.array_parallelism, int)
+                or self.array_parallelism < 0):
+            problems.append("update_parameters: array_parallelism must be an integer >= 0 (0: no throttle), got "
+                            f"{self.array_parallelism!r}")
         if not isinstance(self.python, str) or not self.python or "\n" in self.python:
             problems.append(f"update_parameters: python must be an interpreter path, got {self.python!r}")
         if problems:

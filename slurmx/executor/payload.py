@@ -17,7 +17,7 @@ import re
 import shlex
 import sys
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from slurmx.executor import jobside, sequence
 from slurmx.slurm.errors import SlurmError
 from slurmx.slurm.transport import LocalTransport
 
-__all__ = ["LOCAL_MODULE", "OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "caller_uid", "carries_bytecode",
-           "folder_files", "job_script", "pickle_call", "read_outcome", "read_own_output", "runtime_zip"]
+__all__ = ["LOCAL_MODULE", "OUTCOME", "RUNTIME_MODULE", "NotYours", "OutcomeError", "array_files", "caller_uid",
+           "carries_bytecode", "folder_files", "job_script", "pickle_call", "read_outcome", "read_own_output",
+           "runtime_zip", "task_folder"]
 
 OUTCOME = jobside.OUTCOME
 # The nodes have the job side but not slurmx: the executor's own helpers travel by value (bytecode).
@@ -38,6 +39,7 @@ cloudpickle.register_pickle_by_value(sequence)
 RUNTIME_MODULE = "_slurmx_call"
 LOCAL_MODULE = "_slurmx_local"
 _CALL_B64 = "call.pkl.b64"
+_CALLS_B64 = "calls.zip.b64"
 _RUNTIME_B64 = "executor.zip.b64"
 
 
@@ -86,6 +88,21 @@ def folder_files(call: bytes) -> dict[str, str]:
     return {_CALL_B64: base64.b64encode(call).decode("ascii"), _RUNTIME_B64: _runtime_zip()}
 
 
+def array_files(calls: Sequence[bytes]) -> dict[str, str]:
+    """The array group's folder files: every task's call in one zip (`<index>.pkl`, index = position), so that
+    1,000 calls are one file written, not 1,000; each task takes its own out of it (`jobside.task_call`)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for index, call in enumerate(calls):
+            archive.writestr(f"{index}.pkl", call)
+    return {_CALLS_B64: base64.b64encode(buffer.getvalue()).decode("ascii"), _RUNTIME_B64: _runtime_zip()}
+
+
+def task_folder(group_folder: str | Path, index: int) -> Path:
+    """Where array task `index` of a function array keeps its call, outcome and output."""
+    return Path(group_folder) / f"task-{int(index)}"
+
+
 def call_label(fn: Callable[..., Any]) -> str:
     """`module.qualname` of the function (or the callable's class): in the payload, so the `h=` tag slurmxd keys
     its runtime history on tells one function from another, and not one call's arguments from another's."""
@@ -95,22 +112,32 @@ def call_label(fn: Callable[..., Any]) -> str:
 
 
 def job_script(python: str, max_requeues: int, label: str = "", bytecode: bool = True,
-               setup: tuple[str, ...] = ()) -> str:
+               setup: tuple[str, ...] = (), array: bool = False) -> str:
     """The variant payload: unpack the call and the runtime (once per run, into the group folder), then run it.
     With `bytecode` (the call carries code by value) the node refuses to run it on another minor version.
-    `setup` lines run first, as submitit runs them (a failing line does not stop the job; `source` works)."""
+    `setup` lines run first, as submitit runs them (a failing line does not stop the job; `source` works).
+    `array`: a task of a function array (`array_files`), which runs in its own `task-<index>` folder the call
+    its index names."""
     pickled_by = f" --pickled-by {sys.version_info[0]}.{sys.version_info[1]}" if bytecode else ""
     lines = "".join(f"{line}\n" for line in setup)
+    if array:
+        unpack = (f'base64 -d < "$d/{_CALLS_B64}" > "$d/.calls.$$" && mv -f "$d/.calls.$$" "$d/calls.zip"\n'
+                  'f="$d/task-$SLURM_ARRAY_TASK_ID"\n'
+                  'mkdir -p -m 700 "$f"\n')
+        where = ' --folder "$f" --calls "$d/calls.zip" --index "$SLURM_ARRAY_TASK_ID"'
+    else:
+        unpack = f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'
+        where = ""
     return (
         "#!/bin/bash\n"
         f"# slurmx call: {label}\n"
         + (f"# setup\n{lines}# end of setup\n" if setup else "")
         + "set -eu\n"
         'd="$SLURMX_SPOOL_DIR"\n'
-        f'base64 -d < "$d/{_CALL_B64}" > "$d/.call.$$" && mv -f "$d/.call.$$" "$d/{jobside.CALL}"\n'
-        f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
+        + unpack
+        + f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
         'export PYTHONPATH="$d/executor.zip${PYTHONPATH:+:$PYTHONPATH}"\n'
-        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)}{pickled_by}\n"
+        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)}{pickled_by}{where}\n"
     )
 
 

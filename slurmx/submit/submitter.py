@@ -18,7 +18,7 @@ from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.adapter import FolderTaken, SpoolRootUnsafe
 from slurmx.submit.array import array_environment, array_text
 from slurmx.submit.dependency import resolve_dependency
-from slurmx.submit.groups import find_group
+from slurmx.submit.groups import find_group, find_groups
 from slurmx.submit.placement import fit_kinds, needs_cluster
 from slurmx.submit.render import RenderedVariant, render_with_sample
 from slurmx.submit.samples import plan_samples, queue_samples
@@ -98,8 +98,9 @@ def with_resolved_dependency(spec: JobSpec, site: SiteConfig, adapter: SlurmAdap
     if spec.dependency is None:
         return spec
     try:
-        resolved = resolve_dependency(spec.dependency, lambda group_id: find_group(
-            adapter, group_id, spool_dir=site.submit.spool_dir))
+        resolved = resolve_dependency(
+            spec.dependency, lambda group_id: find_group(adapter, group_id, spool_dir=site.submit.spool_dir),
+            lambda group_id: find_groups(adapter, group_id, spool_dir=site.submit.spool_dir))
     except ValueError as exc:
         raise ConfigError([f"{source}: dependency: {exc}"]) from None
     return spec.model_copy(update={"dependency": resolved or None})
@@ -131,18 +132,20 @@ def fit_to_cluster(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *,
 
 def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mode: str | None = None,
                   pick: str | None = None, only: tuple[str, ...] | None = None,
-                  source: str = "<spec>", fitted: bool = False, slurm_arrays: bool = True) -> list[SubmittedGroup]:
+                  source: str = "<spec>", fitted: bool = False, slurm_arrays: bool = True,
+                  files: Mapping[str, str] | None = None) -> list[SubmittedGroup]:
     """The spec's group, its `--array` as one Slurm array per kind (one group), or one group per index: all of
     them or none (a refusal cancels the ones already submitted). `fitted`: `only` already holds the kinds
     `fit_to_cluster` kept (the caller showed its notes); else it is fitted here and its notes lead each group's
-    `note`. `slurm_arrays` False: one group per index always (a caller that waits on each group by id)."""
+    `note`. `slurm_arrays` False: one group per index always (a caller that waits on each group by id). `files`
+    go into every group's folder before its first sbatch (`submit_group`)."""
     notes: list[str] = []
     if not fitted:
         only, notes = fit_to_cluster(spec, site, adapter, only=only, source=source)
     resolved = with_resolved_dependency(spec, site, adapter, source)
     if resolved.array is not None and slurm_arrays and as_slurm_arrays(resolved, site, mode, pick):
         return [_with_notes(_submit_resolved(resolved, site, adapter, mode=mode, pick=pick, only=only,
-                                             source=source), notes)]
+                                             source=source, files=files), notes)]
     if resolved.array_throttle:
         raise ConfigError([f"{source}: array: a throttle (%{resolved.array_throttle}) needs one Slurm array per "
                            "kind, which a managed job with profiling samples (work in steps) cannot be; leave %N "
@@ -150,7 +153,8 @@ def submit_groups(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, mod
     submitted: list[SubmittedGroup] = []
     for one in array_specs(resolved):
         try:
-            group = _submit_resolved(one, site, adapter, mode=mode, pick=pick, only=only, source=source)
+            group = _submit_resolved(one, site, adapter, mode=mode, pick=pick, only=only, source=source,
+                                     files=files)
         except SubmitError as exc:
             earlier = [(str(g.group_id), job_id) for g in submitted for job_id in (*g.job_ids(), *g.samples)]
             raise SubmitError(f"{exc}{_roll_back(adapter, earlier)}" if earlier else str(exc)) from None

@@ -21,6 +21,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
+from slurmx.core.arrays import split_key
 from slurmx.core.model import VariantState
 from slurmx.executor import Executor, Job, JobError, RemoteTraceback
 from slurmx.slurm import CliSlurm
@@ -139,6 +140,27 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
     assert runs == sorted(str(x) for x in items)  # one run per item
     for job in jobs:
         ran_once(job, slurm)
+
+
+def test_map_array_is_one_slurm_array_per_kind_throttled_and_each_item_runs_once(
+        site_path: Path, cluster: Cluster, slurm: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
+    marks = cluster.shared / f"{tag}-array"
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)
+    ex = executor(site_path, tmp_path, calls, name=tag, array_parallelism=2)
+    items = list(range(8))
+    with ex.batch():
+        jobs = [ex.submit(calls.timed_square, x, str(marks)) for x in items]
+    assert len({split_key(job_id)[0] for job in jobs for job_id in job.job_ids}) == 2  # one array per kind
+    assert [job.result(timeout=420) for job in jobs] == [x * x for x in items]
+    runs = [p.read_text().split() for p in marks.iterdir()]
+    assert sorted(int(r[0]) for r in runs) == items  # one run per item
+    for kind in ("cpu", "gpu"):  # race mode: each kind's array runs at most 2 tasks at once
+        spans = [(float(r[2]), float(r[3])) for r in runs if r[1] == kind]
+        assert max((sum(a <= s < b for a, b in spans) for s, _ in spans), default=0) <= 2, (kind, spans)
+    for job in jobs:
+        ran_once(job, slurm)
+        assert Path(job.folder).name.startswith("task-")
 
 
 @pytest.mark.long_behaviour

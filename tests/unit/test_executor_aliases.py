@@ -36,6 +36,8 @@ def test_submitits_generic_and_slurm_names_mean_slurmx_keys() -> None:
                                        "slurm_setup": ["module load cuda"]}, PARTITIONS)
     assert (params.max_requeues, params.python, params.setup) == (7, "python3", ("module load cuda",))
     assert ExecutorParams().updated({"max_num_timeout": 2, "partition": "cpu"}, PARTITIONS).max_requeues == 2
+    assert ExecutorParams().updated({"slurm_array_parallelism": 8}, PARTITIONS).array_parallelism == 8
+    assert ExecutorParams().updated({"array_parallelism": 3}, PARTITIONS).array_parallelism == 3
 
 
 def test_additional_parameters_become_sbatch_options_and_a_later_update_replaces_them() -> None:
@@ -54,8 +56,7 @@ def test_additional_parameters_become_sbatch_options_and_a_later_update_replaces
     ({"nodes": 2}, "nodes=2 has no meaning here: multi-task and multi-node calls are not supported yet"),
     ({"tasks_per_node": 4}, "tasks_per_node=4 has no meaning here"),
     ({"slurm_use_srun": True}, "slurm_use_srun=True has no meaning here: the call runs in the batch script"),
-    ({"slurm_array_parallelism": 8}, "slurm_array_parallelism has no meaning here: map\\(\\) submits one group"),
-    ({"array_parallelism": 8}, "array_parallelism has no meaning here"),
+    ({"slurm_array_parallelism": -2}, "array_parallelism must be an integer >= 0"),
     ({"stderr_to_stdout": True}, "stderr_to_stdout=True has no meaning here: the call's stdout and stderr"),
     ({"slurm_gres": "gpu:2"}, "slurm_gres has no meaning here: ask for GPUs with gpus="),
     ({"slurm_partition": "debug"}, "slurm_partition='debug': no resource kind of the site runs on it "

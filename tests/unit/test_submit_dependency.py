@@ -104,3 +104,44 @@ def test_the_daemon_leaves_a_group_out_until_slurm_finds_its_dependency_satisfie
     jobs = [replace(job(1, "a"), dependency=shown), replace(job(2, "a", "gpu"), dependency=shown), job(3, "b")]
     view = build_view(SITE, jobs, NODES, PARTITIONS, 300.0, owner_of=spool_owners(jobs)).view
     assert ("a" not in view.groups) is waits and "b" in view.groups
+
+
+# ------------------------------------------------------------------------------- dependencies on arrays
+def _index(array: str, index: int, *states: VariantState) -> GroupStatus:
+    from slurmx.core.arrays import task_key
+
+    return _group(f"{array}[{index}]", *((task_key(700 + n, index), state) for n, state in enumerate(states)))
+
+
+ARRAY = [_index("sweep-0a1b2c", 0, DONE, GONE), _index("sweep-0a1b2c", 1, HELD, HELD),
+         _index("sweep-0a1b2c", 2, VariantState.RUNNING, GONE)]
+
+
+def _resolve_arrays(text: str, indices: list[GroupStatus]) -> str:
+    by_id = {g.group_id: g for g in indices}
+    return resolve_dependency(text, by_id.get, lambda gid: [g for g in indices if g.group_id.startswith(f"{gid}[")])
+
+
+def test_afterany_on_an_array_group_waits_for_its_kind_arrays_whole() -> None:
+    assert _resolve_arrays("afterany:sweep-0a1b2c", ARRAY) == "afterany:700,afterany:701"
+
+
+def test_afterok_on_one_index_waits_for_either_kind_s_task_of_that_index() -> None:
+    assert _resolve_arrays("afterok:sweep-0a1b2c[1]", ARRAY) == "afterok:700_1?afterok:701_1"
+    assert _resolve_arrays("afterok:sweep-0a1b2c[2]", ARRAY) == "afterok:700_2"  # the running kind
+
+
+def test_afterok_on_an_array_still_running_on_two_kinds_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"afterok:sweep-0a1b2c: every index .* write afterany:sweep-0a1b2c .*"
+                                         r"or afterok:sweep-0a1b2c\[i\] for one index"):
+        _resolve_arrays("afterok:sweep-0a1b2c", ARRAY)
+
+
+def test_afterok_on_a_one_kind_array_is_that_array_and_on_a_finished_one_nothing() -> None:
+    one_kind = [_index("pick-0a1b2c", i, HELD) for i in range(3)]
+    assert _resolve_arrays("afterok:pick-0a1b2c", one_kind) == "afterok:700"
+    ended = [_index("sweep-0a1b2c", i, DONE, GONE) for i in range(3)]
+    assert _resolve_arrays("afterok:sweep-0a1b2c", ended) == ""
+    failed = [*ended[:2], _index("sweep-0a1b2c", 2, VariantState.FAILED, GONE)]
+    with pytest.raises(ValueError, match="already ended failed"):
+        _resolve_arrays("afterok:sweep-0a1b2c", failed)
