@@ -17,9 +17,10 @@ from slurmx.executor.job import Job, JobError, JobPaths, RemoteTraceback
 from slurmx.executor.local import LocalJob
 from slurmx.executor.payload import NotYours
 from slurmx.executor.sequence import FunctionSequence
+from slurmx.hooks.environment import JobEnvironment
 
-__all__ = ["DebugJob", "Executor", "FunctionSequence", "Job", "JobError", "JobPaths", "LocalJob", "NotYours",
-           "RemoteTraceback", "Resume", "as_completed"]
+__all__ = ["DebugJob", "Executor", "FunctionSequence", "Job", "JobEnvironment", "JobError", "JobPaths", "LocalJob",
+           "NotYours", "RemoteTraceback", "Resume", "as_completed"]
 
 
 class Resume(NamedTuple):

@@ -40,7 +40,6 @@ class _Alias:
     generic: bool = False  # an AutoExecutor name (never slurm_-prefixed); else a SlurmExecutor name
 
 
-_ONE_TASK = "multi-task and multi-node calls are not supported yet: the call runs as one task on one node"
 _NO_SRUN = "the call runs in the batch script itself, as one task, without srun"
 _FLAG = "sbatch option"
 
@@ -48,10 +47,10 @@ ALIASES: dict[str, _Alias] = {
     # AutoExecutor's generic names
     "timeout_min": _Alias("time", generic=True),
     "mem_gb": _Alias("mem", _mem_gb, generic=True),
-    "tasks_per_node": _Alias(only=(1,), refused=_ONE_TASK, generic=True),
+    "tasks_per_node": _Alias("ntasks_per_node", generic=True),
     # both
     "name": _Alias("name", generic=True),
-    "nodes": _Alias(only=(1,), refused=_ONE_TASK),
+    "nodes": _Alias("nodes"),
     "cpus_per_task": _Alias("cpus"),
     "gpus_per_node": _Alias("gpus", _gpus),
     "stderr_to_stdout": _Alias(only=(False,), refused="the call's stdout and stderr are kept apart "
@@ -63,7 +62,7 @@ ALIASES: dict[str, _Alias] = {
     "mem": _Alias("mem"),
     "mem_per_cpu": _Alias("mem_per_cpu"),
     "num_gpus": _Alias("gpus", _gpus),
-    "ntasks_per_node": _Alias(only=(1,), refused=_ONE_TASK),
+    "ntasks_per_node": _Alias("ntasks_per_node"),
     "signal_delay_s": _Alias("grace"),
     "max_num_timeout": _Alias("max_requeues"),
     "python": _Alias("python"),

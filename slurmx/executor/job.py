@@ -14,16 +14,17 @@ import pickle
 import time
 import warnings
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from slurmx.core.arrays import index_of
+from slurmx.core.arrays import index_of, job_text
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.payload import OUTCOME, caller_uid, read_outcome, read_own_output, task_folder
+from slurmx.executor.jobside import outcome_name
+from slurmx.executor.payload import caller_uid, read_outcome, read_own_output, task_folder
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group
 
@@ -104,6 +105,11 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
     return outcome["value"]
 
 
+def _output_name(job_id: int, rank: int, suffix: str) -> str:
+    """What task `rank` of job `job_id` printed (jobside._redirect): task 0's is the call's own."""
+    return f"fn-{job_text(job_id)}.{suffix}" if rank == 0 else f"fn-{job_text(job_id)}.{rank}.{suffix}"
+
+
 class JobPaths(NamedTuple):
     """Where a job's files are (submitit's `job.paths`): its folder, the outcome pickle, and the call's stdout and
     stderr (of its last run; None before one started)."""
@@ -137,6 +143,16 @@ class JobAPI:
         except JobError as exc:
             return exc
         return outcome_exception(outcome)
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """Every task's return value, in rank order: here one task's."""
+        return [self.result(timeout)]
+
+    def task(self, rank: int) -> Any:
+        """Task `rank` of the call: a job that runs one task has task 0 alone."""
+        if rank != 0:
+            raise ValueError(f"task({rank!r}): this job runs one task (rank 0)")
+        return self
 
     def __await__(self) -> Generator[Any, None, Any]:
         return self._result_async().__await__()
@@ -173,6 +189,7 @@ class Job(JobAPI):
     variants: tuple[tuple[str, int], ...] = ()
     max_result_bytes: int = 256 << 20
     poll: float = 2.0
+    rank: int = 0  # the task of a multi-task call this job reads (`task(i)`); 0 is the call's own result
     _me: int | None = field(default=None, init=False, repr=False, compare=False)  # caller_uid(), asked once
 
     @classmethod
@@ -220,7 +237,20 @@ class Job(JobAPI):
         return self._me
 
     def outcome(self) -> dict[str, Any] | None:
-        return read_outcome(self.folder, self.max_result_bytes, self.me)
+        return read_outcome(self.folder, self.max_result_bytes, self.me, outcome_name(self.rank))
+
+    def task(self, rank: int) -> Job:
+        """Task `rank` of a multi-task call (`nodes=`, `tasks_per_node=`), as a job of its own: its result,
+        exception and output."""
+        if not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
+        return replace(self, rank=rank)
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """Every task's return value in rank order (one for a one-task call); the first exception re-raised."""
+        first = self.wait(timeout)
+        tasks = int(first.get("tasks", 1) or 1)
+        return [raise_outcome(first)] + [self.task(rank).result(timeout) for rank in range(1, tasks)]
 
     @property
     def state(self) -> str:
@@ -244,8 +274,9 @@ class Job(JobAPI):
     def paths(self) -> JobPaths:
         folder = Path(self.folder)
         ran = ran_variant(*self._both())
-        out, err = ((folder / f"fn-{ran[1]}.out", folder / f"fn-{ran[1]}.err") if ran is not None else (None, None))
-        return JobPaths(folder, folder / OUTCOME, out, err)
+        out, err = ((folder / _output_name(ran[1], self.rank, "out"), folder / _output_name(ran[1], self.rank, "err"))
+                    if ran is not None else (None, None))
+        return JobPaths(folder, folder / outcome_name(self.rank), out, err)
 
     def stdout(self) -> str | None:
         """What the call printed (every run of it, across requeues; the last 16 MiB of more), or None before it
@@ -259,7 +290,7 @@ class Job(JobAPI):
         ran = ran_variant(*self._both())
         if ran is None:
             return None
-        return read_own_output(Path(self.folder) / f"fn-{ran[1]}.{suffix}", OUTPUT_CAP, self.me)
+        return read_own_output(Path(self.folder) / _output_name(ran[1], self.rank, suffix), OUTPUT_CAP, self.me)
 
     def _both(self) -> tuple[GroupStatus | None, dict[str, Any] | None]:
         outcome = self.outcome()

@@ -28,6 +28,17 @@ from typing import Any
 CALL = "call.pkl"          # (fn, args, kwargs), written at submit time
 RESUME = "resume.pkl"      # (fn, args, kwargs) that a checkpoint returned, for the run after the requeue
 OUTCOME = "outcome.pkl"    # {"ok": ..., "value" | "exception", "traceback", ...}, written once at the end
+
+
+def outcome_name(rank: int) -> str:
+    """The outcome file of task `rank` of a multi-task call: task 0's is OUTCOME, as for a one-task call."""
+    return OUTCOME if rank == 0 else f"outcome-{rank}.pkl"
+
+
+def task_rank() -> int:
+    """This task's global rank (SLURM_PROCID, which srun sets per task); 0 in a one-task job."""
+    raw = os.environ.get("SLURM_PROCID", "0").strip()
+    return int(raw) if raw.isdigit() else 0
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -121,15 +132,18 @@ def outcome_error(exc: BaseException) -> dict[str, Any]:
 
 def _where() -> dict[str, Any]:
     return {"variant": os.environ.get("SLURMX_VARIANT", ""), "job_id": os.environ.get("SLURM_JOB_ID", ""),
-            "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+            "restarts": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0), "rank": task_rank(),
+            "tasks": int(os.environ.get("SLURM_NTASKS", "1") or 1) if "SLURM_PROCID" in os.environ else 1}
 
 
 def _redirect(folder: Path) -> None:
     """The function's stdout and stderr (and its subprocesses') go to files of their own, appended across
     requeues, so `Job.stdout()` shows what it printed and not the job script's lines."""
     job = os.environ.get("SLURM_JOB_ID", f"local-{os.getpid()}")
+    rank = task_rank()
     for fd, suffix in ((1, "out"), (2, "err")):
-        target = os.open(folder / f"fn-{job}.{suffix}", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        name = f"fn-{job}.{suffix}" if rank == 0 else f"fn-{job}.{rank}.{suffix}"
+        target = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         (sys.stdout if fd == 1 else sys.stderr).flush()
         os.dup2(target, fd)
         os.close(target)
@@ -154,6 +168,8 @@ class _Grace:
             print(f"slurmx: grace signal after {self.restarts} requeue(s), the cap (max_requeues): no checkpoint, "
                   "running on until the time limit", file=sys.stderr)
             return
+        if task_rank() != 0:
+            raise Preempted  # task 0 saves the call's state; the others unwind with it
         import cloudpickle
 
         fn, args, kwargs = self.call
@@ -234,7 +250,7 @@ def _leave_for_requeue(intent: Path | None, requeue: bool) -> int:
     code = _env.requeue_exit_code()
     if intent is not None and intent.is_file():
         return code  # slurmxd (or `slurmx preempt`) requeues at the deadline
-    if requeue and requeue_self():
+    if requeue and task_rank() == 0 and requeue_self():
         time.sleep(60)  # Slurm kills this job as it requeues it; leave anyway if it has not yet
     return code
 
@@ -254,7 +270,7 @@ def _finish(folder: Path, outcome: dict[str, Any], code: int) -> int:
     except Exception as exc:  # a return value that does not pickle is the function's failure
         outcome, code = outcome_error(TypeError(f"the return value does not pickle: {exc}")), 1
         data = cloudpickle.dumps(outcome)
-    write_private(folder, OUTCOME, data)
+    write_private(folder, outcome_name(task_rank()), data)
     return code
 
 

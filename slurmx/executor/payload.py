@@ -137,7 +137,12 @@ def job_script(python: str, max_requeues: int, label: str = "", bytecode: bool =
         + unpack
         + f'base64 -d < "$d/{_RUNTIME_B64}" > "$d/.zip.$$" && mv -f "$d/.zip.$$" "$d/executor.zip"\n'
         'export PYTHONPATH="$d/executor.zip${PYTHONPATH:+:$PYTHONPATH}"\n'
-        f"exec {shlex.quote(python)} -m {RUNTIME_MODULE} --max-requeues {int(max_requeues)}{pickled_by}{where}\n"
+        # More than one task or node: srun starts the call in each task (SLURM_PROCID is its rank) and forwards
+        # the grace signal to them; decided here so that a kind's own `nodes:` override counts too.
+        'launch=()\n'
+        'if [ "${SLURM_NTASKS:-1}" -gt 1 ] || [ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then launch=(srun); fi\n'
+        f'exec ${{launch[@]+"${{launch[@]}}"}} {shlex.quote(python)} -m {RUNTIME_MODULE} '
+        f"--max-requeues {int(max_requeues)}{pickled_by}{where}\n"
     )
 
 
@@ -175,14 +180,15 @@ def caller_uid(adapter: object) -> int:
                    "not reading the group folder")
 
 
-def read_outcome(folder: str | Path, max_bytes: int, me: int | None = None) -> dict[str, Any] | None:
+def read_outcome(folder: str | Path, max_bytes: int, me: int | None = None, name: str = OUTCOME) \
+        -> dict[str, Any] | None:
     """The job's outcome, or None while there is none (no folder or no outcome file yet).
 
     Read only when the folder and the file are both the caller's (`me`, default this process's euid) and writable
     by no one else, the file regular, not a link and at most `max_bytes` (`max_result_bytes`): anything else
     raises NotYours, one line naming the path and why, and nothing is unpickled.
     """
-    path = Path(folder) / OUTCOME
+    path = Path(folder) / name
     try:
         data = read_own_file(path, max_bytes=max_bytes, me=me)
     except OverCap as exc:

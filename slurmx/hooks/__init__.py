@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 from . import _env
 from ._env import checkpoint_dir, is_resumed, requeue_exit_code, restart_count
+from .environment import JobEnvironment
 from .progress import profile_path, progress, progress_path, read_progress, write_progress
 
 __all__ = [
+    "JobEnvironment",
     "checkpoint_dir",
     "grace_deadline",
     "is_resumed",

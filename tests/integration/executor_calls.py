@@ -95,3 +95,12 @@ def timed_square(x: int, marks: str) -> int:
     Path(marks, f"{x}-{os.environ['SLURM_JOB_ID']}").write_text(
         f"{x} {os.environ.get('SLURMX_VARIANT', '')} {start} {time.time()}\n")
     return x * x
+
+
+def where_am_i() -> tuple[int, int, str, list[str]]:
+    """This task's rank, the task count, its node and the job's nodes, as JobEnvironment reads them."""
+    from slurmx.hooks import JobEnvironment
+
+    env = JobEnvironment()
+    print(f"rank {env.global_rank} on {env.hostname}")
+    return env.global_rank, env.num_tasks, env.hostname, env.hostnames

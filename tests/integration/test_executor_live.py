@@ -163,6 +163,16 @@ def test_map_array_is_one_slurm_array_per_kind_throttled_and_each_item_runs_once
         assert Path(job.folder).name.startswith("task-")
 
 
+def test_a_two_node_call_runs_a_task_per_node_and_results_has_each(site_path: Path, cluster: Cluster,
+                                                                    tmp_path: Path, tag: str, calls: Any) -> None:
+    ex = executor(site_path, tmp_path, calls, name=tag, variants=["cpu"], nodes=2, tasks_per_node=1)
+    job = ex.submit(calls.where_am_i)
+    results = job.results(timeout=300)
+    assert [r[0] for r in results] == [0, 1] and all(r[1] == 2 for r in results)
+    assert len({r[2] for r in results}) == 2 and sorted(r[2] for r in results) == sorted(results[0][3])
+    assert job.task(1).stdout() == f"rank 1 on {results[1][2]}\n"
+
+
 @pytest.mark.long_behaviour
 def test_a_checkpointed_call_survives_its_time_limit_up_to_max_requeues(site_path: Path, cluster: Cluster,
                                                                         slurm: CliSlurm, tmp_path: Path,

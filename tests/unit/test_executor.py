@@ -267,7 +267,7 @@ def test_the_payload_names_the_function_so_history_tells_functions_apart() -> No
 
     assert call_label(add) == f"{__name__}.add" and call_label(Counter(1)) == f"{__name__}.Counter"
     assert job_script("python3", 1, call_label(add)) != job_script("python3", 1, call_label(fail))
-    assert "exec python3 -m _slurmx_call --max-requeues 1" in job_script("python3", 1)
+    assert 'exec ${launch[@]+"${launch[@]}"} python3 -m _slurmx_call --max-requeues 1' in job_script("python3", 1)
 
 
 def test_under_a_daemon_preemption_the_call_checkpoints_past_the_cap_and_leaves_for_its_requeue(
@@ -340,8 +340,8 @@ def test_submit_writes_the_call_into_the_group_folder_before_the_first_sbatch(tm
     assert set(written) == {"call.pkl.b64", "executor.zip.b64"}
     assert cloudpickle.loads(base64.b64decode(written["call.pkl.b64"] or ""))[1:] == ((2,), {"b": 3})
     scripts = [stdin or "" for _, stdin in transport.calls]
-    assert all("exec python3 -m _slurmx_call --max-requeues 3" in s and "#SBATCH --time=00:05:00" in s
-               for s in scripts)
+    assert all('exec ${launch[@]+"${launch[@]}"} python3 -m _slurmx_call --max-requeues 3' in s
+               and "#SBATCH --time=00:05:00" in s for s in scripts)
     assert all(f"#SBATCH --job-name=add@{k}" in s for k, s in zip(("cpu", "gpu"), scripts, strict=True))
     record = json.loads((tmp_path / "jobs" / f"{job.group_id}.json").read_text())
     assert record["variants"] == [["cpu", 101], ["gpu", 102]] and record["mode"] == "race"

@@ -53,8 +53,7 @@ def test_additional_parameters_become_sbatch_options_and_a_later_update_replaces
 @pytest.mark.parametrize(("values", "said"), [
     ({"slurm_qos": "high"}, "slurm_qos has no meaning here: slurmx sets the QOS from class="),
     ({"slurm_comment": "x"}, "slurm_comment has no meaning here: the comment carries slurmx's group tag"),
-    ({"nodes": 2}, "nodes=2 has no meaning here: multi-task and multi-node calls are not supported yet"),
-    ({"tasks_per_node": 4}, "tasks_per_node=4 has no meaning here"),
+    ({"nodes": 0}, "nodes"),
     ({"slurm_use_srun": True}, "slurm_use_srun=True has no meaning here: the call runs in the batch script"),
     ({"slurm_array_parallelism": -2}, "array_parallelism must be an integer >= 0"),
     ({"stderr_to_stdout": True}, "stderr_to_stdout=True has no meaning here: the call's stdout and stderr"),
@@ -73,8 +72,7 @@ def test_a_name_without_a_meaning_here_fails_in_one_line_naming_it(values: dict[
 
 
 def test_a_value_slurmx_has_anyway_is_accepted_as_is() -> None:
-    params = ExecutorParams().updated({"nodes": 1, "tasks_per_node": 1, "slurm_use_srun": False,
-                                       "stderr_to_stdout": False}, PARTITIONS)
+    params = ExecutorParams().updated({"slurm_use_srun": False, "stderr_to_stdout": False}, PARTITIONS)
     assert params == ExecutorParams()
 
 
