@@ -19,6 +19,7 @@ from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.executor.batch import BatchedJob, Call
 from slurmx.executor.debug import DebugJob
 from slurmx.executor.job import Job
+from slurmx.executor.jobside import as_call
 from slurmx.executor.local import submit_local
 from slurmx.executor.params import ExecutorParams, job_name
 from slurmx.executor.payload import array_files, call_label, carries_bytecode, folder_files, job_script, pickle_call
@@ -111,6 +112,20 @@ class Executor:
         samples (`work:`) cannot be an array: each call is then a group of its own, as `submit` makes."""
         calls: list[Call] = [(fn, tuple(items), {}) for items in zip(*iterables, strict=False)]
         return self._submit_calls(calls)
+
+    def submit_array(self, calls: Iterable[Any]) -> list[Any]:
+        """Calls given whole, as `map_array` submits them: each a `(fn, args, kwargs)` tuple (`slurmx.executor.
+        Resume`) or an object with `function`, `args` and `kwargs` (submitit's `DelayedSubmission`)."""
+        made: list[Call] = []
+        for position, call in enumerate(calls):
+            try:
+                made.append(as_call(call, None, (), {}))
+            except TypeError:
+                raise TypeError(f"submit_array: call {position} ({type(call).__name__}): expected (fn, args, "
+                                "kwargs) or an object with function, args and kwargs") from None
+            if not callable(made[-1][0]):
+                raise TypeError(f"submit_array: call {position}: expected (fn, args, kwargs), got no function")
+        return self._submit_calls(made)
 
     map = map_array  # submitit's executors have map_array; slurmx had map first: both mean the same
 

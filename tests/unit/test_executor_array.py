@@ -154,3 +154,15 @@ def test_local_kinds_take_map_and_batch_the_same_way(tmp_path: Path) -> None:
         batched = [ex.submit(square, i) for i in range(3)]
     assert [j.result() for j in batched] == [0, 1, 4]
     assert [j.result() for j in ex.map_array(square, [5, 6])] == [25, 36]
+
+
+def test_submit_array_takes_calls_whole_as_tuples_or_submitit_s_delayed_shape(tmp_path: Path) -> None:
+    class Delayed:  # the shape of submitit's DelayedSubmission, without submitit
+        def __init__(self, function: object, *args: object, **kwargs: object) -> None:
+            self.function, self.args, self.kwargs = function, args, kwargs
+
+    ex, transport = _executor(tmp_path, 2)
+    jobs = ex.submit_array([(add, (1, 2), {}), Delayed(add, 3, b=4)])
+    assert len(jobs) == 2 and _calls_in(transport) == [((1, 2), {}), ((3,), {"b": 4})]
+    with pytest.raises(TypeError, match=r"submit_array: call 1 \(int\): expected"):
+        ex.submit_array([(add, (1,), {}), 5])
