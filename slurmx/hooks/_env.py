@@ -21,6 +21,7 @@ DEFAULT_PROGRESS_INTERVAL_S = 1.0
 ON_PREEMPT_MODES = ("exit", "wait")
 
 _DEADLINE = re.compile(r"(?:^|\s)deadline=([0-9]+(?:\.[0-9]*)?)(?:\s|$)")
+_JOB_KEY = re.compile(r"([0-9]+)=([0-9]+(?:_[0-9]+)?)", re.ASCII)
 _GRACE = re.compile(r"(?:^|\s)grace=([0-9]+(?:\.[0-9]*)?)(?:\s|$)")
 
 
@@ -85,7 +86,12 @@ def profile_steps() -> int:
 def job_id() -> str:
     """What this job's files are named by: `SLURM_JOB_ID`; `<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>` in a job
     array's task (slurmxd knows a task by its index, not by the id Slurm gives it when it splits it off its
-    array); `local-<pid>` outside Slurm so files of unrelated local runs do not collide."""
+    array); `local-<pid>` outside Slurm so files of unrelated local runs do not collide. A slurmx job script says
+    which in `SLURMX_JOB_KEY` (`<job id>=<name>`, for that job id only: a plain job submitted from inside an array
+    task inherits `SLURM_ARRAY_*`, and any job inherits the variable itself)."""
+    said = _JOB_KEY.fullmatch(os.environ.get("SLURMX_JOB_KEY", "").strip())
+    if said is not None and said[1] == os.environ.get("SLURM_JOB_ID", "").strip():
+        return said[2]
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID", ""), os.environ.get("SLURM_ARRAY_TASK_ID", "")
     if array.isascii() and array.isdigit() and task.isascii() and task.isdigit():
         return f"{int(array)}_{int(task)}"

@@ -41,10 +41,13 @@ _slurmx_now_us() {
   fi
 }
 
-# What this job's files are named by (slurmx/hooks/_env.py job_id): SLURM_JOB_ID; <array job id>_<index> in a job
-# array's task, which slurmxd knows by its index; local-<pid> outside Slurm.
+# What this job's files are named by (slurmx/hooks/_env.py job_id): SLURMX_JOB_KEY when a slurmx job script set it;
+# else SLURM_JOB_ID, or <array job id>_<index> in a job array's task, which slurmxd knows by its index; local-<pid>
+# outside Slurm.
 _slurmx_job() {
-  if [[ ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ && ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ ]]; then
+  if [[ ${SLURMX_JOB_KEY:-} =~ ^([0-9]+)=([0-9]+(_[0-9]+)?)$ && ${BASH_REMATCH[1]} == "${SLURM_JOB_ID:-}" ]]; then
+    printf '%s' "${BASH_REMATCH[2]}"  # said by this job's slurmx script, for this job id
+  elif [[ ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ && ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ ]]; then
     printf '%s_%s' "$((10#$SLURM_ARRAY_JOB_ID))" "$((10#$SLURM_ARRAY_TASK_ID))"
   else
     printf '%s' "${SLURM_JOB_ID:-local-$$}"

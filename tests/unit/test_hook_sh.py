@@ -415,3 +415,23 @@ def test_a_sample_reports_to_slurmxd_by_appending_to_its_comment(bash: Any, tmp_
     rc, _, err = bash("_slurmx_report_to_slurmxd 'w=2:40'\necho still here\n", PATH=path, SLURM_JOB_ID="42",
                       FAIL="1").finish()
     assert rc == 0 and err == "slurmx: not reported to slurmxd (scontrol update failed): w=2:40\n"
+
+
+@pytest.mark.parametrize(("env", "name"), [
+    ({"SLURM_JOB_ID": "41"}, "41"),
+    ({"SLURM_JOB_ID": "41", "SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, "40_3"),  # no script said
+    # a plain slurmx job submitted from inside an array task: its script says it is job 41, not task 40_3
+    ({"SLURM_JOB_ID": "41", "SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3", "SLURMX_JOB_KEY": "41=41"}, "41"),
+    ({"SLURM_JOB_ID": "77", "SLURM_ARRAY_JOB_ID": "70", "SLURM_ARRAY_TASK_ID": "5", "SLURMX_JOB_KEY": "77=70_5"},
+     "70_5"),
+    # inherited from the job that submitted this one: another job id, so not believed
+    ({"SLURM_JOB_ID": "90", "SLURMX_JOB_KEY": "77=70_5"}, "90"),
+    ({"SLURM_JOB_ID": "90", "SLURMX_JOB_KEY": "90=../x"}, "90"),
+])
+def test_the_bash_and_python_hooks_name_a_job_s_files_alike(env: dict[str, str], name: str) -> None:
+    assert BASH is not None
+    shell = subprocess.run([BASH, "-c", f'. "{HOOK}"; _slurmx_job'], env=clean_env(**env), capture_output=True,
+                           text=True, timeout=30, check=True)
+    python = subprocess.run([sys.executable, "-c", "from slurmx.hooks import _env; print(_env.job_id())"],
+                            env=clean_env(**env), capture_output=True, text=True, timeout=30, check=True)
+    assert (shell.stdout, python.stdout.strip()) == (name, name)

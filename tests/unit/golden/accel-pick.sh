@@ -15,6 +15,9 @@
 set -u
 export SLURMX_GROUP=train-0a1b2c SLURMX_VARIANT=accel SLURMX_CLASS=be
 export SLURMX_SPOOL_DIR=/shared/spool/train-0a1b2c
+# The name this job's files go by (hooks: _env.job_id), for this job id only: A_i in a task of a kind's array, else
+# the job id. A plain job submitted from inside an array task inherits SLURM_ARRAY_*: the hooks do not guess.
+export SLURMX_JOB_KEY="${SLURM_JOB_ID:-}=${SLURM_JOB_ID:-}"
 export SLURMX_CHECKPOINT_DIR=/shared/ckpt/train
 export SLURMX_GRACE_SIGNAL=USR2 SLURMX_GRACE_S=45
 export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
