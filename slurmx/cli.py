@@ -22,6 +22,7 @@ from rich.table import Table
 
 from slurmx.cli_commands import register_lazy_commands
 from slurmx.cli_context import Context, site_path_or_default
+from slurmx.cli_extras import DISTRIBUTION, missing_extra_message
 from slurmx.cli_lazy import LazyGroup
 from slurmx.cli_output import console
 from slurmx.core.units import format_mem
@@ -45,7 +46,7 @@ def _console() -> Console:
 @click.option("--container", metavar="NAME", help="Reach Slurm through `docker exec NAME` (overrides transport).")
 @click.option("--host", metavar="[USER@]HOST[:PORT]",
               help="Reach Slurm over SSH on a login node (host key checked against known_hosts).")
-@click.version_option(package_name="slurmx")
+@click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
 def cli(ctx: click.Context, site_path: str | None, container: str | None, host: str | None) -> None:
     """slurmx: one job, many resource variants, scheduled by policies from the literature."""
@@ -200,7 +201,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
     if dry_run:
         if spec.dependency:
             click.echo("# --dependency names groups here; at submission each becomes its variants' job ids")
-        arrays = not wait and as_slurm_arrays(spec, site, mode, pick)  # one Slurm array per kind, else per index
+        arrays = as_slurm_arrays(spec, site, mode, pick)  # one Slurm array per kind, else one group per index
         extra = f" --array={array_text(spec.array, spec.array_throttle)}" if arrays and spec.array else ""
         for one in [spec] if arrays else array_specs(spec):
             gid, chosen, rendered = plan_group(one, site, mode=mode, pick=pick, only=only, source=path, array=arrays)
@@ -210,9 +211,7 @@ def submit(ctx: Context, variants: str | None, mode: str | None, pick: str | Non
                 if scripts:  # tens of KB each (the hook is embedded): only on request
                     click.echo(variant.script)
         return
-    # --wait follows each group by id: an array then stays one group per index (status of `g` is not one group)
-    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path, fitted=True,
-                           slurm_arrays=not wait)
+    groups = submit_groups(spec, site, ctx.adapter(), mode=mode, pick=pick, only=only, source=path, fitted=True)
     for group in groups:
         if group.note:
             click.echo(f"slurmx: note: {group.note}", err=True)
@@ -437,6 +436,12 @@ def _run(entry: Callable[..., Any], prog: str) -> None:
     except _expected_errors() as exc:  # evaluated only once something was raised
         click.echo(f"{prog}: {exc}", err=True)
         sys.exit(1)
+    except ModuleNotFoundError as exc:  # a lean client install running a daemon or simulator command
+        message = missing_extra_message(exc, prog)
+        if message is None:
+            raise
+        click.echo(message, err=True)
+        sys.exit(1)
 
 
 def _expected_errors() -> tuple[type[Exception], ...]:
@@ -455,7 +460,7 @@ def main() -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="slurmx", prog_name="slurmxd")
+@click.version_option(package_name=DISTRIBUTION, prog_name="slurmxd")
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config (default: $SLURMX_SITE, then /etc/slurmx/site.yaml).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),

@@ -14,7 +14,7 @@ from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState, VariantState
 from slurmx.core.validation import ConfigError
 from slurmx.slurm import SlurmAdapter, adapter_from_config
-from slurmx.submit.groups import GroupStatus, cancel_group, find_group
+from slurmx.submit.groups import GroupStatus, cancel_group, find_group, find_groups
 from slurmx.submit.spec import JobSpec, load_spec, parse_spec
 from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group, submit_groups
 
@@ -51,6 +51,25 @@ class GroupHandle:
                 return current
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"group {self.group_id} still {current.state.value} after {timeout:.0f} s")
+            time.sleep(poll)
+
+    def indices(self) -> list[GroupStatus]:
+        """A group of Slurm arrays: each index group `g[i]` Slurm still knows (squeue, then accounting)."""
+        return find_groups(self.adapter, self.group_id, since="now-1day",
+                           spool_dir=posixpath.dirname(self.submitted.spool_dir.rstrip("/")))
+
+    def wait_indices(self, timeout: float | None = None, poll: float = 2.0) -> list[GroupStatus]:
+        """Block until every index of a group of Slurm arrays has finished; TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        expected = len(self.submitted.indices)
+        while True:
+            known = self.indices()
+            done = [g for g in known if g.finished]
+            if len(done) >= expected:
+                return done
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"array group {self.group_id}: {len(done)} of {expected} indices ended after "
+                                   f"{timeout:.0f} s")
             time.sleep(poll)
 
 
@@ -92,6 +111,8 @@ def _prepare(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | 
 def wait_for(handle: GroupHandle, poll: float = 5.0) -> str:
     """`slurmx submit --wait`: block until the group ends, whichever variant ran. Returns the line saying so when
     it completed; raises SubmitError (as sbatch --wait fails) when it failed or was cancelled."""
+    if handle.submitted.indices:
+        return _wait_for_indices(handle, poll)
     try:
         final = handle.wait(poll=poll)
     except LookupError as exc:
@@ -100,3 +121,16 @@ def wait_for(handle: GroupHandle, poll: float = 5.0) -> str:
     if final.state is not GroupState.COMPLETED:
         raise SubmitError(f"group {handle.group_id} ended {final.state.value}{ran}")
     return f"Group {handle.group_id} completed{ran}"
+
+
+def _wait_for_indices(handle: GroupHandle, poll: float) -> str:
+    """`--wait` on a group of Slurm arrays: every index ended; SubmitError naming the first ones that did not
+    complete."""
+    ended = handle.wait_indices(poll=poll)
+    bad = [g for g in ended if g.state is not GroupState.COMPLETED]
+    if bad:
+        shown = ", ".join(f"{g.group_id} {g.state.value}" for g in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise SubmitError(f"array group {handle.group_id}: {len(bad)} of {len(ended)} indices did not complete "
+                          f"({shown}{more}); slurmx status {handle.group_id} lists each")
+    return f"Array group {handle.group_id}: all {len(ended)} indices completed"

@@ -43,6 +43,7 @@ class SubmittedGroup:
     spool_dir: str
     samples: tuple[int, ...] = ()  # profiling samples queued held for slurmxd (managed mode)
     note: str = ""  # one line on something that did not go as planned without failing the submission
+    indices: tuple[int, ...] = ()  # a group of Slurm arrays (one per kind): its indices, each a group `g[i]`
 
     def job_ids(self) -> list[int]:
         return [job_id for _, job_id in self.variants]
@@ -200,7 +201,8 @@ def _submit_resolved(spec: JobSpec, site: SiteConfig, adapter: SlurmAdapter, *, 
     if mode == "managed":  # the variants wait for slurmxd: wake it rather than wait for its next tick
         notify(site.daemon.socket)
     variants = tuple(pair for pair in submitted if pair[0] != "sample")
-    return SubmittedGroup(gid, spec.name, mode, variants, group_spool(site, gid), samples.job_ids, samples.note)
+    return SubmittedGroup(gid, spec.name, mode, variants, group_spool(site, gid), samples.job_ids, samples.note,
+                          spec.array or ())
 
 
 FOLDER_TRIES = 3  # a taken group folder means a new group id; three taken in a row is someone planting them

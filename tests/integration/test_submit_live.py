@@ -220,6 +220,23 @@ def test_sbatch_resource_options_apply_per_kind(site_path: Path, cluster: Cluste
     assert (record.request.cpus, record.request.mem_mb) == (2, 300)
 
 
+def test_wait_on_an_array_returns_when_every_index_ended_and_fails_naming_the_ones_that_failed(
+        site_path: Path, cluster: Cluster, slurm: CliSlurm, tag: str) -> None:
+    """`--wait --array`: one Slurm array per kind all the same; status 0 once every index completed, 1 naming the
+    index that failed."""
+    script = cluster.shared / f"{tag}-wait.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --time=5 --array=0-3\n[ \"$SLURM_ARRAY_TASK_ID\" != 2 ] || "
+                      "[ \"${FAIL_TWO:-}\" != 1 ]\n")
+    proc = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", "--wait", str(script))
+    gid = proc.stdout.strip()
+    assert "[" not in gid and proc.stderr.strip().endswith(f"Array group {gid}: all 4 indices completed")
+    failing = cli(site_path, "submit", "--parsable", "--mode", "race", "--variants", "cpu,gpu", "--wait",
+                  "--export=ALL,FAIL_TWO=1", str(script), check=False)
+    bad = failing.stdout.strip()
+    assert failing.returncode == 1 and f"array group {bad}: 1 of 4 indices did not complete ({bad}[2] failed)" \
+        in failing.stderr, failing.stderr
+
+
 def test_bad_spec_is_one_line_and_submits_nothing(site_path: Path, slurm: CliSlurm, tag: str) -> None:
     before = {j.job_id for j in slurm.jobs()}
     spec = tmp_spec(site_path, tag, "command: echo x\nvariants: [cpu, tpu]\n")
