@@ -125,8 +125,34 @@ class JobAPI:
 
     poll: float
 
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+    def outcome(self) -> dict[str, Any] | None:
         raise NotImplementedError
+
+    def standing(self) -> tuple[bool, str]:
+        """(whether the job ended, its state in words: `running`, `it ended failed (...)`), asked afresh."""
+        raise NotImplementedError
+
+    def label(self) -> str:
+        """How messages name the job: `group g-1a2b3c`, `local job j`."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the call has an outcome; JobError when the job ended without one, TimeoutError after
+        `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            outcome = self.outcome()
+            if outcome is not None:
+                return outcome
+            ended, said = self.standing()
+            if ended:
+                outcome = self.outcome()  # written just before the job ended
+                if outcome is not None:
+                    return outcome
+                raise JobError(f"{self.label()} has no result: {said} (see job.stderr())")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.label()} still {said} after {timeout:.0f} s")
+            time.sleep(self.poll)
 
     def done(self) -> bool:
         raise NotImplementedError
@@ -297,23 +323,14 @@ class Job(JobAPI):
         return (self.status() if outcome is None or not outcome.get("job_id") else None), outcome
 
     # ---------------------------------------------------------------------------------------------- waiting
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the call has an outcome; JobError when the group ended without one, TimeoutError."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            outcome = self.outcome()
-            if outcome is not None:
-                return outcome
-            status = self.status()
-            if status is None or status.finished:
-                outcome = self.outcome()  # written just before the job ended
-                if outcome is not None:
-                    return outcome
-                said = "Slurm knows none of its jobs" if status is None else _ended(status)
-                raise JobError(f"group {self.group_id} has no result: {said} (see job.stderr())")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"group {self.group_id} still {status.state.value} after {timeout:.0f} s")
-            time.sleep(self.poll)
+    def standing(self) -> tuple[bool, str]:
+        status = self.status()
+        if status is None:
+            return True, "Slurm knows none of its jobs"
+        return (True, _ended(status)) if status.finished else (False, status.state.value)
+
+    def label(self) -> str:
+        return f"group {self.group_id}"
 
     def cancel(self) -> list[int]:
         status = self.status()

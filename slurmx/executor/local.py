@@ -20,7 +20,7 @@ from typing import Any
 
 from slurmx.core.userfiles import UntrustedFile, read_own_file
 from slurmx.executor import jobside, localside
-from slurmx.executor.job import OUTPUT_CAP, JobAPI, JobError, JobPaths
+from slurmx.executor.job import OUTPUT_CAP, JobAPI, JobPaths
 from slurmx.executor.params import ExecutorParams, job_name
 from slurmx.executor.payload import LOCAL_MODULE, NotYours, pickle_call, read_outcome, read_own_output, runtime_zip
 
@@ -115,24 +115,15 @@ class LocalJob(JobAPI):
     def done(self) -> bool:
         return self.outcome() is not None or self._state()["state"] in _FINAL
 
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the call has an outcome; JobError when the job ended without one, TimeoutError."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            outcome = self.outcome()
-            if outcome is not None:
-                return outcome
-            state = self._state()
-            if state["state"] in _FINAL:
-                outcome = self.outcome()
-                if outcome is not None:
-                    return outcome
-                why = f": {state['why']}" if state.get("why") else ""
-                raise JobError(f"local job {self.job_id} has no result: it ended {state['state'].lower()}{why} "
-                               "(see job.stderr())")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"local job {self.job_id} still {state['state'].lower()} after {timeout:.0f} s")
-            time.sleep(self.poll)
+    def standing(self) -> tuple[bool, str]:
+        state = self._state()
+        if state["state"] not in _FINAL:
+            return False, str(state["state"]).lower()
+        why = f": {state['why']}" if state.get("why") else ""
+        return True, f"it ended {str(state['state']).lower()}{why}"
+
+    def label(self) -> str:
+        return f"local job {self.job_id}"
 
     def _runs(self) -> list[int]:
         runs = self._state().get("runs", [])
