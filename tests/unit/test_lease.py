@@ -130,6 +130,26 @@ def test_a_waiting_leased_variant_looks_held_and_one_whose_lease_ran_out_looks_p
                       3: (VariantState.PENDING, False)}  # not leased: a begin time is the user's own business
 
 
+class FreshRecordsSlurm(BeginTimeSlurm):
+    """Hands out a new record per read, as `CliSlurm` does (it parses every answer anew)."""
+
+    fresh_records = True
+
+    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
+        return [replace(j) for j in super().jobs(job_ids, user)]
+
+
+def test_a_lease_is_marked_on_fresh_records_in_place_and_on_a_copy_of_records_the_adapter_keeps() -> None:
+    records = [job(1, "a"), job(2, "b", begin=NOW - 5), job(3, "c", leased=False, begin=NOW + 60)]
+    kept, fresh = BeginTimeSlurm(records), FreshRecordsSlurm([replace(j) for j in records])
+    from_kept, from_fresh = leased(kept).jobs(), leased(fresh).jobs()
+    assert from_kept == from_fresh  # the same marks either way
+    assert [(j.state, j.held) for j in from_kept] == [(VariantState.HELD, True), (VariantState.PENDING, False),
+                                                       (VariantState.PENDING, False)]
+    assert kept.table[1].state is VariantState.PENDING and not kept.table[1].held  # the adapter's own: untouched
+    assert from_kept[1] is kept.table[2]  # nothing to mark: not copied
+
+
 def test_hold_and_release_of_a_leased_variant_move_its_begin_time_and_never_hold_it() -> None:
     fake = BeginTimeSlurm([job(1, "a", begin=NOW - 5), job(2, "b", leased=False)])
     slurm = leased(fake)
