@@ -11,7 +11,7 @@ DEMO_VERSION ?= 24.11
 PYTEST_ARGS ?=
 
 .PHONY: all deps venv system-deps images-background demo test test-unit test-integration test-matrix test-native test-daemon-crash lint bench \
-        cluster-up cluster-down cluster-status clean
+        cluster-up cluster-down cluster-status clean dist
 
 all: test
 
@@ -29,12 +29,21 @@ system-deps:
 $(BIN)/slurmx: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,plot]'
+	@# the distribution was called slurmx before it became slurmx-hpc: a venv from then still has it
+	$(BIN)/pip uninstall -q -y slurmx 2>/dev/null || true
+	$(BIN)/pip install -q -e '.[dev,all]'
 	@touch $@
 
 venv: $(BIN)/slurmx
 
 deps: system-deps venv
+
+# The wheel and the sdist of slurmx-hpc into dist/ (docs/install.md says what to do with them). `build` makes them
+# in an isolated environment with the build-system requirements from the package index.
+dist: venv
+	rm -rf dist build
+	$(BIN)/python -m build --outdir dist .
+	@ls -l dist
 
 lint: venv
 	$(BIN)/ruff check slurmx tests bench
@@ -100,4 +109,4 @@ demo: deps
 	$(BIN)/python -m slurmx.demo --slurm $(DEMO_VERSION)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from slurmx.cli_commands import register_lazy_commands
 from slurmx.cli_context import Context, site_path_or_default
-from slurmx.cli_extras import DISTRIBUTION, missing_extra_message
+from slurmx.cli_extras import DISTRIBUTION, missing_extra_message, require_daemon_extra
 from slurmx.cli_lazy import LazyGroup
 from slurmx.cli_output import console
 from slurmx.core.units import format_mem
@@ -496,6 +496,7 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
     if command is not None:
         run_drain(site, command)
         return
+    require_daemon_extra()  # drain and resume, the way out, work on any install
     level = getattr(logging, log_level.upper()) if log_level is not None else None
     if shadow:
         from slurmx.daemon.shadow import run_shadow

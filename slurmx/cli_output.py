@@ -60,7 +60,7 @@ def checked_plot_dir(path: str | Path, flag: str = "--plot") -> Path:
     """`checked_output_dir` for plots, and matplotlib installed: checked before the work, not after a long run."""
     if importlib.util.find_spec("matplotlib") is None:
         raise click.ClickException(f"{flag} {path}: plots need matplotlib, which is not installed: "
-                                   "pip install 'slurmx[plot]' (or leave out --plot)")
+                                   "pip install 'slurmx-hpc[plot]' (or leave out --plot)")
     return checked_output_dir(path, flag)
 
 

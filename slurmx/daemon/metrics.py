@@ -56,7 +56,7 @@ SLURM_COMMANDS = ("squeue", "scontrol", "scancel", "sbatch", "sacct", "sacctmgr"
 def package_version() -> str:
     """The installed slurmx's version ('unknown' when run from a tree that was never installed)."""
     try:
-        return metadata.version("slurmx")
+        return metadata.version("slurmx-hpc")
     except metadata.PackageNotFoundError:
         return "unknown"
 

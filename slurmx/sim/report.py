@@ -100,7 +100,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotError("plots need matplotlib: pip install 'slurmx[plot]'") from None
+        raise PlotError("plots need matplotlib: pip install 'slurmx-hpc[plot]'") from None
     return plt
 
 

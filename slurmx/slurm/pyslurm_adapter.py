@@ -22,7 +22,7 @@ class PyslurmAdapter:
         try:
             import pyslurm
         except ImportError:
-            raise TransportError(["pyslurm"], None, "pyslurm is not installed; pip install 'slurmx[pyslurm]' "
+            raise TransportError(["pyslurm"], None, "pyslurm is not installed; pip install 'slurmx-hpc[pyslurm]' "
                                  "or set transport.implementation: cli") from None
         self._pyslurm: Any = pyslurm
         self._cli = fallback

@@ -15,7 +15,7 @@ from tests.unit.test_daemon import SITE
 
 
 def test_version_and_short_help() -> None:
-    assert CliRunner().invoke(cli._daemon, ["--version"]).output == f"slurmxd, version {version('slurmx')}\n"
+    assert CliRunner().invoke(cli._daemon, ["--version"]).output == f"slurmxd, version {version('slurmx-hpc')}\n"
     result = CliRunner().invoke(cli._daemon, ["-h"])
     assert result.exit_code == 0 and "--log-level [debug|info|warning|error]" in result.output
 

@@ -97,7 +97,7 @@ def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
 
 
-_NO_MPL = "plots need matplotlib, which is not installed: pip install 'slurmx[plot]' (or leave out --plot)"
+_NO_MPL = "plots need matplotlib, which is not installed: pip install 'slurmx-hpc[plot]' (or leave out --plot)"
 
 
 def test_reproduce_plot_without_matplotlib_says_so_before_any_work(config: Path, tmp_path: Path,
