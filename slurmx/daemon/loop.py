@@ -212,16 +212,21 @@ class Daemon:
         facts = self.store.group_facts()
         fresh: list[GroupFact] = []
         matched: set[tuple[str, int, int]] = set()
+        groups = obs.view.groups
         for tg in obs.groups.values():
-            if not any(job.state.is_active for job in tg.jobs.values()):
+            jobs = tg.jobs.values()
+            for job in jobs:  # a plain loop: it runs for every group every cycle
+                if job.state.is_active:
+                    break
+            else:
                 continue  # closed: its facts (if any) are dropped below
-            ids = {job.job_id for job in tg.jobs.values()}
+            ids = frozenset([job.job_id for job in jobs])
             fact = fact_of(facts, tg) if tg.group_id in facts else None
             if fact is None:
-                group = obs.view.groups.get(tg.group_id)
-                times = [float(j.submit_time) for j in tg.jobs.values() if j.submit_time]
-                submit = group.submit_time if group is not None else min(times, default=obs.view.now)
-                fresh.append(GroupFact(tg.group_id, tg.user_id, tg.first_job_id, frozenset(ids), submit))
+                group = groups.get(tg.group_id)
+                submit = group.submit_time if group is not None else \
+                    min([float(j.submit_time) for j in jobs if j.submit_time], default=obs.view.now)
+                fresh.append(GroupFact(tg.group_id, tg.user_id, tg.first_job_id, ids, submit))
                 continue
             matched.add((fact.group_id, fact.owner_uid, fact.first_job))
             if not ids <= fact.job_ids:
@@ -237,8 +242,10 @@ class Daemon:
         if removed:
             log.info("audit retention: %d old entries removed", removed, extra={"event": "prune", "cycle": self.cycles})
 
-    def run(self, stop: threading.Event, waker: Waker | None = None) -> None:
-        """Cycle until `stop` is set; never let one bad cycle end the loop.
+    def run(self, stop: threading.Event, waker: Waker | None = None,
+            beat: Callable[[int], None] | None = None) -> None:
+        """Cycle until `stop` is set; never let one bad cycle end the loop. `beat(cycles)` after every cycle,
+        whatever its outcome (systemd's readiness and watchdog, `sdnotify`).
 
         Any `Exception` from a cycle (Slurm down, a parser or policy bug, an OSError from a planted file, a cycle
         the watchdog abandoned) is logged, counted and backed off from, doubling the wait: a daemon that exits on
@@ -266,6 +273,8 @@ class Daemon:
                     self.metrics.error("cycle")
                     wait = min(max(wait * 2, interval), MAX_BACKOFF_S)
                     self._report_failure(exc, wait)
+                if beat is not None:
+                    beat(self.cycles)
                 if waker is not None:
                     waker.wait(wait, stop)
                 else:
