@@ -171,8 +171,10 @@ class JobAPI:
         return outcome_exception(outcome)
 
     def results(self, timeout: float | None = None) -> list[Any]:
-        """Every task's return value, in rank order: here one task's."""
-        return [self.result(timeout)]
+        """Every task's return value in rank order (one for a one-task call); the first exception re-raised."""
+        first = self.wait(timeout)
+        tasks = int(first.get("tasks", 1) or 1)
+        return [raise_outcome(first)] + [self.task(rank).result(timeout) for rank in range(1, tasks)]
 
     def task(self, rank: int) -> Any:
         """Task `rank` of the call: a job that runs one task has task 0 alone."""
@@ -271,12 +273,6 @@ class Job(JobAPI):
         if not isinstance(rank, int) or rank < 0:
             raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
         return replace(self, rank=rank)
-
-    def results(self, timeout: float | None = None) -> list[Any]:
-        """Every task's return value in rank order (one for a one-task call); the first exception re-raised."""
-        first = self.wait(timeout)
-        tasks = int(first.get("tasks", 1) or 1)
-        return [raise_outcome(first)] + [self.task(rank).result(timeout) for rank in range(1, tasks)]
 
     @property
     def state(self) -> str:

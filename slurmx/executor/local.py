@@ -44,7 +44,8 @@ def submit_local(folder: Path, params: ExecutorParams, fn: Callable[..., Any], a
     jobside.write_private(job_folder, "executor.zip", runtime_zip(local=True))
     config = {"python": params.python, "max_requeues": params.max_requeues, "time_s": spec.time_s,
               "grace_s": spec.grace_s if spec.grace_s is not None else DEFAULT_GRACE_S, "env": dict(spec.env),
-              "path": [p for p in sys.path if p], "cwd": os.getcwd()}  # the call imports what this process can
+              "path": [p for p in sys.path if p], "cwd": os.getcwd(),  # the call imports what this process can
+              **_tasks(spec.nodes, spec.ntasks, spec.ntasks_per_node)}
     jobside.write_private(job_folder, localside.CONFIG, json.dumps(config).encode())
     log = os.open(job_folder / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
@@ -56,15 +57,22 @@ def submit_local(folder: Path, params: ExecutorParams, fn: Callable[..., Any], a
     return LocalJob(job_id, job_folder, params.max_result_bytes, poll=0.1, _supervisor=proc)
 
 
+def _tasks(nodes: int | None, ntasks: int | None, per_node: int | None) -> dict[str, int]:
+    """How many tasks and "nodes" a multi-task call runs with, as Slurm counts them (`-N`, `-n`,
+    `--ntasks-per-node`); every node is this machine."""
+    count = nodes or 1
+    return {"nodes": count, "tasks": ntasks or count * (per_node or 1)}
+
+
 class LocalJob(JobAPI):
     """A call running as a local process: the same questions as a cluster `Job`, and `preempt()` for tests."""
 
     variant = "local"
 
     def __init__(self, job_id: str, folder: Path, max_result_bytes: int = 256 << 20, poll: float = 0.1,
-                 _supervisor: subprocess.Popen[bytes] | None = None) -> None:
+                 _supervisor: subprocess.Popen[bytes] | None = None, rank: int = 0) -> None:
         self.job_id, self.folder, self.max_result_bytes, self.poll = job_id, Path(folder), max_result_bytes, poll
-        self._supervisor = _supervisor
+        self._supervisor, self.rank = _supervisor, rank
 
     def __repr__(self) -> str:
         return f"LocalJob({self.job_id!r}, folder={str(self.folder)!r})"
@@ -74,7 +82,13 @@ class LocalJob(JobAPI):
         return [self.job_id]
 
     def outcome(self) -> dict[str, Any] | None:
-        return read_outcome(self.folder, self.max_result_bytes)
+        return read_outcome(self.folder, self.max_result_bytes, name=jobside.outcome_name(self.rank))
+
+    def task(self, rank: int) -> LocalJob:
+        """Task `rank` of a multi-task call, as a job of its own."""
+        if not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
+        return LocalJob(self.job_id, self.folder, self.max_result_bytes, self.poll, self._supervisor, rank)
 
     def _state(self) -> dict[str, Any]:
         try:
@@ -126,15 +140,20 @@ class LocalJob(JobAPI):
         return f"local job {self.job_id}"
 
     def _runs(self) -> list[int]:
-        runs = self._state().get("runs", [])
-        return [r for r in runs if isinstance(r, int)]
+        """This task's pid in each run (the job side names its output files by it)."""
+        state = self._state()
+        runs = state.get("task_runs") or [[pid] for pid in state.get("runs", [])]
+        return [run[self.rank] for run in runs
+                if isinstance(run, list) and len(run) > self.rank and isinstance(run[self.rank], int)]
+
+    def _file(self, pid: int, suffix: str) -> Path:
+        return self.folder / (f"fn-local-{pid}.{suffix}" if self.rank == 0 else f"fn-local-{pid}.{self.rank}.{suffix}")
 
     @property
     def paths(self) -> JobPaths:
         runs = self._runs()
-        out, err = ((self.folder / f"fn-local-{runs[-1]}.out", self.folder / f"fn-local-{runs[-1]}.err")
-                    if runs else (None, None))
-        return JobPaths(self.folder, self.folder / jobside.OUTCOME, out, err)
+        out, err = (self._file(runs[-1], "out"), self._file(runs[-1], "err")) if runs else (None, None)
+        return JobPaths(self.folder, self.folder / jobside.outcome_name(self.rank), out, err)
 
     def stdout(self) -> str | None:
         """What the call printed, every run of it (the last 16 MiB of more); None before it started."""
@@ -144,7 +163,7 @@ class LocalJob(JobAPI):
         return self._output("err")
 
     def _output(self, suffix: str) -> str | None:
-        texts = [read_own_output(self.folder / f"fn-local-{pid}.{suffix}", OUTPUT_CAP) for pid in self._runs()]
+        texts = [read_own_output(self._file(pid, suffix), OUTPUT_CAP) for pid in self._runs()]
         found = [t for t in texts if t is not None]
         return "".join(found)[-OUTPUT_CAP:] if found else None
 

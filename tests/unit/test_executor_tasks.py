@@ -118,3 +118,53 @@ def test_property_a_host_list_expands_as_slurm_writes_it(parts: list[tuple[str, 
         text.append(f"{prefix}[{first:0{width}d}-{last:0{width}d}]")
         expected += [f"{prefix}{n:0{width}d}" for n in range(first, last + 1)]
     assert expand_hostlist(",".join(text)) == expected
+
+
+class Steps:
+    """`total` steps of 0.05 s, each marked by task and run; checkpoints its step (task 0's is the one kept)."""
+
+    def __init__(self, total: int, marks: str, step: int = 0) -> None:
+        self.total, self.marks, self.step = total, marks, step
+
+    def __call__(self) -> tuple[int, int]:
+        import time
+
+        from slurmx.hooks import JobEnvironment
+
+        rank = JobEnvironment().global_rank
+        while self.step < self.total:
+            Path(self.marks, f"r{rank}-s{self.step}-{os.getpid()}").touch()
+            self.step += 1
+            time.sleep(0.05)
+        return rank, self.step
+
+    def checkpoint(self) -> Steps:
+        return Steps(self.total, self.marks, self.step)
+
+
+def test_a_local_multi_task_call_runs_every_task_and_resumes_them_from_task_0_s_checkpoint(tmp_path: Path) -> None:
+    from slurmx.executor import Executor
+    from tests.unit.test_executor_local import wait_for
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ex = Executor(tmp_path / "jobs", kind="local")
+    ex.update_parameters(nodes=2, tasks_per_node=2)
+    job = ex.submit(rank_and_world)
+    assert job.results(timeout=60) == [(rank, 4, "localhost") for rank in range(4)]
+    assert job.task(3).stdout() == "task 3 of 4\n" and job.task(3).paths.result_pickle.name == "outcome-3.pkl"
+    steps = Executor(tmp_path / "jobs", kind="local")
+    steps.update_parameters(ntasks=2)
+    preempted = steps.submit(Steps(40, str(marks)))
+    wait_for(lambda: len(list(marks.glob("r0-*"))) >= 10)
+    preempted.preempt(grace=10)
+    assert preempted.results(timeout=60) == [(0, 40), (1, 40)]
+    assert preempted.restarts == 1
+    runs: dict[tuple[int, int], list[int]] = {}  # (rank, pid) -> steps
+    for mark in marks.iterdir():
+        rank, step, pid = mark.name.split("-")
+        runs.setdefault((int(rank[1:]), int(pid)), []).append(int(step[1:]))
+    zero = sorted((min(v), k) for k, v in runs.items() if k[0] == 0)  # task 0's runs, first step first
+    assert sorted(s for (rank, _), v in runs.items() if rank == 0 for s in v) == list(range(40))  # each step once
+    resumed = zero[1][0]  # where task 0's checkpoint left the call
+    assert [min(v) for (rank, _), v in runs.items() if rank == 1 and min(v) > 0] == [resumed]  # task 1 resumed there
