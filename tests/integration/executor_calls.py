@@ -104,3 +104,15 @@ def where_am_i() -> tuple[int, int, str, list[str]]:
     env = JobEnvironment()
     print(f"rank {env.global_rank} on {env.hostname}")
     return env.global_rank, env.num_tasks, env.hostname, env.hostnames
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def env_ranks() -> tuple[int, int, int]:
+    """submitit's JobEnvironment example: this task's global rank, the task count and its local rank."""
+    from slurmx.hooks import JobEnvironment  # was: submitit.JobEnvironment()
+
+    env = JobEnvironment()
+    return env.global_rank, env.num_tasks, env.local_rank

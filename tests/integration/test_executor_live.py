@@ -142,6 +142,18 @@ def test_map_runs_each_item_exactly_once_in_order(site_path: Path, cluster: Clus
         ran_once(job, slurm)
 
 
+def test_submitits_documented_examples_give_the_same_results_on_the_cluster_as_locally(
+        site_path: Path, tmp_path: Path, tag: str, calls: Any) -> None:
+    """Issue 33's acceptance: submitit's examples unchanged but for the executor, live; and the local executor's
+    results equal the cluster's for the same calls."""
+    from .submitit_docs import EXPECTED, run_examples
+
+    cluster_out = run_examples(executor(site_path, tmp_path, calls, name=tag), calls)
+    local_out = run_examples(Executor(tmp_path / "local", kind="local"), calls)
+    assert cluster_out == EXPECTED and local_out == cluster_out
+
+
+@pytest.mark.long_behaviour
 def test_map_array_is_one_slurm_array_per_kind_throttled_and_each_item_runs_once(
         site_path: Path, cluster: Cluster, slurm: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
     marks = cluster.shared / f"{tag}-array"
@@ -163,6 +175,7 @@ def test_map_array_is_one_slurm_array_per_kind_throttled_and_each_item_runs_once
         assert Path(job.folder).name.startswith("task-")
 
 
+@pytest.mark.long_behaviour
 def test_a_two_node_call_runs_a_task_per_node_and_results_has_each(site_path: Path, cluster: Cluster,
                                                                     tmp_path: Path, tag: str, calls: Any) -> None:
     ex = executor(site_path, tmp_path, calls, name=tag, variants=["cpu"], nodes=2, tasks_per_node=1)

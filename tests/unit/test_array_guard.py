@@ -121,3 +121,14 @@ def test_a_plain_job_that_inherited_an_array_tasks_variables_keeps_the_plain_gua
 def test_an_arrays_script_outside_a_job_array_stops_before_any_work(tmp_path: Path) -> None:
     calls, ran = _run_task(tmp_path, "managed", MANAGED, array="")
     assert ran == "" and calls == []
+
+
+def test_the_payload_a_kind_s_tasks_share_is_executable_before_it_takes_its_name() -> None:
+    """Every task of a kind's array writes the same payload file: a task renames its copy over the one another task
+    is about to run, so the copy must carry its execute bit before the rename (live, 22.05: `payload-cpu:
+    Permission denied` when chmod came after)."""
+    spec = parse_spec({"name": "m", "command": "true", "variants": ["cpu"]})
+    lines = render_variant(spec, spool_site("/spool"), "cpu", GID, "race", "job.yaml", array=True).script.splitlines()
+    chmod = lines.index('chmod +x "$_slurmx_payload.tmp.$$"')
+    rename = lines.index('mv -f "$_slurmx_payload.tmp.$$" "$_slurmx_payload"')
+    assert chmod < rename and not any(line.startswith("chmod") and "tmp" not in line for line in lines[rename:])

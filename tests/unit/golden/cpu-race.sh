@@ -152,8 +152,10 @@ cat > "$_slurmx_payload.tmp.$$" <<'SLURMX_EOF_052ed201e97d'
 #!/bin/bash
 python3 train.py --epochs 10
 SLURMX_EOF_052ed201e97d
+# Executable before it takes the name: the tasks of a kind's array share the file, and one task's rename must
+# never leave another about to run a copy without its execute bit.
+chmod +x "$_slurmx_payload.tmp.$$"
 mv -f "$_slurmx_payload.tmp.$$" "$_slurmx_payload"
-chmod +x "$_slurmx_payload"
 cd -- '/shared/work dir' || exit 1
 slurmx_run "$_slurmx_payload" --lr 0.1 'two words' '$HOME;`id`'
 
