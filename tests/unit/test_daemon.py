@@ -780,3 +780,40 @@ def test_the_facts_slurmxd_keeps_beside_the_table_are_the_tables(tmp_path: Path)
                     .group_facts().items()}
     assert [(f.job_ids, f.preemptions, f.last_requeue) for f in kept["a"]] == [(frozenset({1, 2}), 1, 90.0)]
     assert [(f.first_job, f.submit_time, f.preemptions) for f in kept["b"]] == [(9, 95.0, 0)]
+
+
+def test_a_cycle_leaves_the_collector_on_and_its_cyclic_garbage_to_the_next_full_pass(tmp_path: Path) -> None:
+    """The collector is off during a cycle and its survivors are set aside unscanned after it (`gc.freeze`); every
+    FULL_COLLECTION_EVERY cycles a full pass frees the cyclic garbage the cycles since left."""
+    import gc
+    import weakref
+
+    from slurmx.daemon.loop import FULL_COLLECTION_EVERY
+
+    class Cell:
+        other: object = None
+
+    fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
+    daemon = Daemon(SITE, fake, Store(tmp_path / "s.sqlite"), make_policy("fifo"),  # type: ignore[arg-type]
+                    clock=lambda: 1000.0)
+    kept: list[weakref.ref[Cell]] = []
+
+    def cyclic_garbage(obs: object, now: float) -> None:
+        first, second = Cell(), Cell()
+        first.other, second.other = second, first  # a cycle: refcounting alone never frees it
+        kept.append(weakref.ref(first))
+
+    daemon.backend.on_observed = cyclic_garbage
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        daemon.cycle()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert kept[0]() is not None  # frozen: no pass sees it
+        daemon.cycles = FULL_COLLECTION_EVERY  # the next cycle is one with a full pass
+        daemon.cycle()
+        assert kept[0]() is None and kept[1]() is not None
+    finally:
+        gc.unfreeze()
+        if not was_enabled:
+            gc.disable()
