@@ -108,6 +108,7 @@ def test_slurms_throttle_holds_the_indices_slurmxd_releases(slurm: CliSlurm, adm
     assert len(waiting) == 2 and {j.reason for j in waiting} == {"JobArrayTaskLimit"}
 
 
+@pytest.mark.long_behaviour
 def test_slurmxd_runs_each_index_once_never_more_than_n_across_kinds(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tag: str, tmp_path: Path) -> None:
     """`--array=0-9%3` per kind, held as managed variants without a lease: slurmxd (FIFO) starts one kind of each
@@ -171,6 +172,7 @@ def test_a_lease_is_renewed_on_the_arrays_pending_record_whole_and_leaves_releas
         admin.cancel([array])
 
 
+@pytest.mark.long_behaviour
 def test_slurmx_submit_array_is_one_slurm_array_per_kind_and_runs_each_index_once(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tag: str, tmp_path: Path) -> None:
     """`slurmx submit --array=0-9%3` (managed, cpu and gpu): two sbatch calls, one array per kind, one group; under

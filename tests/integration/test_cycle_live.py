@@ -40,6 +40,7 @@ def _run_all(daemon: DaemonProcess, admin: CliSlurm, be: list[Submitted]) -> Non
     daemon.stop()
 
 
+@pytest.mark.long_behaviour
 def test_a_specs_own_grace_is_the_grace_fitgpp_scores_and_slurmxd_grants(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site_path = daemon_site(cluster, tmp_path, "fitgpp", kinds=("cpu",), grace=10)
@@ -76,6 +77,7 @@ def test_a_specs_own_grace_is_the_grace_fitgpp_scores_and_slurmxd_grants(
 _STUBBORN = "trap 'echo signalled >> {log}' USR2\nfor i in $(seq 300); do sleep 1; done\n"
 
 
+@pytest.mark.long_behaviour
 def test_a_victim_that_uses_its_whole_grace_is_the_only_victim_of_its_beneficiary(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     grace = 10

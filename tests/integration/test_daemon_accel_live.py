@@ -14,6 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
@@ -98,6 +99,7 @@ def test_plan_of_the_batch_is_the_one_the_test_expects() -> None:
     assert {NODES[r]: [BATCH[i].name for i in order] for r, order in enumerate(schedule.orders)} == PLANNED
 
 
+@pytest.mark.long_behaviour
 def test_accel_batch_live_runs_the_planned_batch_on_the_planned_responders_in_order(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     gids = {job.name: f"{tag}-{job.name}" for job in BATCH}

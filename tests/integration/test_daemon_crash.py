@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from slurmx.core.model import VariantState
 from slurmx.daemon.store import Store
 from slurmx.slurm import CliSlurm
@@ -38,6 +40,7 @@ def _restart_slurmctld(cluster: Cluster, admin: CliSlurm) -> None:
     wait_until(admin.ping, 120, "slurmctld to answer after its restart")
 
 
+@pytest.mark.long_behaviour
 def test_daemon_killed_at_random_moments_completes_every_group_exactly_once(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     rng = random.Random(SEED)

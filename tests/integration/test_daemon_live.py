@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slurmx.core.actions import Preempt, Start
 from slurmx.core.model import VariantState
 from slurmx.daemon.store import Store
@@ -29,6 +31,7 @@ def _marker(shared: Path, gid: str, kind: str) -> str:
     return f"echo ran >> {shared}/{gid}.{kind}.ran; sleep"
 
 
+@pytest.mark.long_behaviour
 def test_allox_live_runs_one_variant_per_group_as_the_policy_decides(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site = daemon_site(cluster, tmp_path, "allox")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slurmx.core.actions import Start
 from slurmx.core.model import VariantState
 from slurmx.daemon.store import Store
@@ -29,6 +31,7 @@ from tests.integration.test_daemon_helpers import (
 ESTIMATES = (24, 8, 40, 4, 12, 6)  # by submit order; MLF-H's order is by estimate: 3, 5, 1, 4, 0, 2
 
 
+@pytest.mark.long_behaviour
 def test_mlfs_live_runs_every_group_once_in_the_policys_order_on_its_hosts(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site = daemon_site(cluster, tmp_path, "mlfs", kinds=("cpu",), params={"normalize": "none"})

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from slurmx.core.actions import Plan, Resize
 from slurmx.core.config import load_site_config
 from slurmx.core.model import ClusterView, GroupState, VariantState
@@ -78,6 +80,7 @@ def test_running_job_is_resized_through_grace_requeuehold_update_release(
     assert jobs_of(admin, [group])[job_id].restart_count == 1
 
 
+@pytest.mark.long_behaviour
 def test_synergy_sizes_a_gpu_job_to_its_share_before_releasing_it(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     work = shared_folder(cluster, f"{tag}-work")

@@ -256,6 +256,7 @@ def _past(marks: Path, restarts: int, step: int) -> bool:
     return int(run) == restarts and int(done) >= step
 
 
+@pytest.mark.long_behaviour
 def test_submitit_code_runs_unchanged_its_names_setup_and_checkpointable_preempted(
         site_path: Path, cluster: Cluster, admin: CliSlurm, tmp_path: Path, tag: str, calls: Any) -> None:
     """submitit's parameter names (the partition as the site's kinds on it, setup lines) and a class whose

@@ -89,6 +89,7 @@ def test_groups_run_exactly_once_after_the_lease_when_slurmxd_is_killed(
     assert time.monotonic() - killed < 60 + 120
 
 
+@pytest.mark.long_behaviour
 def test_drain_hands_every_group_to_slurm_at_once_and_the_daemon_then_decides_nothing(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site, admin_site = _sites(cluster, tmp_path, "20m")
@@ -113,6 +114,7 @@ def test_drain_hands_every_group_to_slurm_at_once_and_the_daemon_then_decides_no
     assert not [e for e in Store(store).history(limit=10_000) if e.event == "decide"], "a drained daemon decided"
 
 
+@pytest.mark.long_behaviour
 def test_an_operators_bulk_release_runs_one_variant_per_group_and_a_user_cannot_move_a_lease(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site, admin_site = _sites(cluster, tmp_path, "20m")

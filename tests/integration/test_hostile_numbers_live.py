@@ -28,6 +28,7 @@ def bob(cluster: Cluster) -> CliSlurm:
     return CliSlurm(DockerExecTransport(cluster.container("login"), "bob"), RetryPolicy(retries=3, timeout_s=60))
 
 
+@pytest.mark.long_behaviour
 def test_a_huge_rate_in_bobs_progress_file_leaves_every_other_group_scheduled(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, bob: CliSlurm, tmp_path: Path, tag: str,
         cleanup: list[int]) -> None:

@@ -26,7 +26,9 @@ from tests.integration.test_daemon_helpers import (
 )
 
 pytestmark = pytest.mark.integration
-POLICIES = ["fitgpp", "allox"]
+# FitGpp on every version (Slurm's node fields, the steering); AlloX's placement is the same Slurm calls, so it runs on
+# the newest version only (long_behaviour).
+POLICIES = ["fitgpp", pytest.param("allox", marks=pytest.mark.long_behaviour)]
 
 
 def _submit(slurm: CliSlurm, group: Submitted, kind: str, flags: list[str], payload: str = "sleep 2",

@@ -140,6 +140,7 @@ def finished(slurm: CliSlurm, job_id: int, restarts: int) -> SlurmJob:
 # ------------------------------------------------------------------------------------------------ the examples
 
 
+@pytest.mark.long_behaviour
 def test_train_loop_checkpoints_requeues_and_resumes(slurm: CliSlurm, deployed: Deployed, tag: str,
                                                     cleanup: list[int]) -> None:
     steps = 250
@@ -190,6 +191,7 @@ def test_bash_counter_checkpoints_requeues_and_resumes(slurm: CliSlurm, deployed
     finished(slurm, job_id, restarts=1)
 
 
+@pytest.mark.long_behaviour
 def test_a_job_preempted_twice_resumes_twice(slurm: CliSlurm, deployed: Deployed, tag: str,
                                              cleanup: list[int]) -> None:
     steps = 300
@@ -214,6 +216,7 @@ def test_a_job_preempted_twice_resumes_twice(slurm: CliSlurm, deployed: Deployed
 # ------------------------------------------------------------------------------------------------ the edges
 
 
+@pytest.mark.long_behaviour
 def test_a_job_that_ignores_the_signal_is_requeued_at_the_deadline(slurm: CliSlurm, deployed: Deployed, tag: str,
                                                                    cleanup: list[int]) -> None:
     """No handler anywhere and no forwarding: the batch shell swallows the signal; the requeue comes anyway."""
@@ -234,6 +237,7 @@ def test_a_job_that_ignores_the_signal_is_requeued_at_the_deadline(slurm: CliSlu
     assert again is not None and again.restart_count == 1
 
 
+@pytest.mark.long_behaviour
 def test_a_job_that_finishes_during_grace_is_left_alone(slurm: CliSlurm, deployed: Deployed, tag: str,
                                                         cleanup: list[int]) -> None:
     marks = deployed.work / f"{tag}-runs"

@@ -64,6 +64,7 @@ def sample_jobs(admin: CliSlurm) -> list[tuple[str, VariantState, str, int]]:
             if j.comment.startswith("slurmx-sample:")]
 
 
+@pytest.mark.long_behaviour
 def test_daemon_profiles_groups_within_ten_percent_at_three_percent_and_the_cap_never_delays_a_real_job(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     count = int(os.environ.get("SLURMX_PROFILE_GROUPS", "4"))

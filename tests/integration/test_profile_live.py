@@ -120,6 +120,7 @@ def test_samples_estimate_twenty_jobs_within_ten_percent_at_three_percent_overhe
     assert max(overheads) <= 0.03, overheads
 
 
+@pytest.mark.long_behaviour
 def test_cpu_knee_found_within_one_cpu(site_path: Path, cluster: Cluster, slurm: CliSlurm, cleanup: list[int],
                                        tag: str) -> None:
     """The Synergy search on a payload whose rate rises with CPUs up to 3 (the test nodes have 4)."""

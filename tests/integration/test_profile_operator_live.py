@@ -97,6 +97,7 @@ def test_a_non_root_operator_daemon_samples_new_groups_and_allox_starts_them_on_
         assert len(took) == 4 and all(d.endswith("(reported by the sample)") for d in took), took
 
 
+@pytest.mark.long_behaviour
 def test_a_synergy_group_gets_its_sensitivity_search_and_a_sized_allocation_from_a_non_root_daemon(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     """A GPU job whose speed rises with CPUs up to 3 (the gpu nodes: 4 CPUs, 2 GPUs, so 2 CPUs is a GPU's

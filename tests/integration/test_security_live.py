@@ -107,6 +107,7 @@ def test_a_checkpoint_folder_of_bob_is_refused_with_one_line_and_the_job_can_run
     assert (Path(again.spool_dir) / "ran").read_text() == f"{ALICE_UID}\n"
 
 
+@pytest.mark.long_behaviour
 def test_files_bob_plants_where_the_daemon_reads_never_stop_it_scheduling_alice(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, bob: CliSlurm, tmp_path: Path, tag: str,
         cleanup: list[int]) -> None:

@@ -30,6 +30,7 @@ def _variants(i: int) -> list[str]:
     return ["cpu"] if i % 5 == 4 else ["gpu"] if i % 7 == 6 else ["cpu", "gpu"]
 
 
+@pytest.mark.long_behaviour
 def test_shadow_report_names_every_race_group_and_its_would_be_decision(
         cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tmp_path: Path, tag: str, cleanup: list[int]) -> None:
     site_path = daemon_site(cluster, tmp_path, "allox", interval=1)
