@@ -16,9 +16,11 @@ PYTEST_ARGS ?=
 all: test
 
 # apt packages the dockerized cluster needs (docker engine, debootstrap for the base image, ssh-keygen), and
-# promtool (Debian's prometheus package) for the alert-rule tests.
+# promtool (Debian's prometheus package) for the alert-rule tests, systemd-analyze (Debian's systemd package) for
+# the unit-file test.
 system-deps:
-	@missing=""; for c in dockerd:docker.io debootstrap:debootstrap ssh-keygen:openssh-client promtool:prometheus; do \
+	@missing=""; for c in dockerd:docker.io debootstrap:debootstrap ssh-keygen:openssh-client promtool:prometheus \
+	    systemd-analyze:systemd; do \
 	  command -v $${c%%:*} >/dev/null || missing="$$missing $${c##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \

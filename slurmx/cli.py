@@ -319,11 +319,11 @@ def _open_store(site: SiteConfig) -> Any:
     from slurmx.daemon.store import Store, StoreError
 
     path = store_path(site)
-    if not path.exists():
-        return None
     try:
+        if not path.exists():
+            return None
         return Store(path)
-    except StoreError:
+    except (StoreError, OSError):  # the unit keeps the store to slurmxd's own user (UMask=0077)
         return None
 
 

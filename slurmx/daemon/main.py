@@ -24,8 +24,8 @@ from slurmx.daemon.checks import NotOperator, run_checks
 from slurmx.daemon.drain import DRAIN_MARKER, drain, resume
 from slurmx.daemon.endpoint import health_limit, serve_metrics
 from slurmx.daemon.errors import DaemonError
-from slurmx.daemon.loop import MAX_BACKOFF_S, CycleReport, Daemon, Waker, acquire_lock, store_path
-from slurmx.daemon.sdnotify import Notifier
+from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_path
+from slurmx.daemon.sdnotify import notifying
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import SlurmError, adapter_from_config
@@ -153,12 +153,9 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     log.info("slurmxd started: policy %s, every %d s, store %s%s", site.policy.name, site.daemon.interval_s, path,
              f", metrics and /healthz on {_where(site.daemon.metrics_address, server.server_port)}" if server else "",
              extra={"event": "start"})
-    notifier = Notifier.from_env()
-    notifier.need_watchdog(daemon.cycle_limit() + max(float(site.daemon.interval_s), MAX_BACKOFF_S) + 30)
     try:
-        daemon.run(stop, waker, beat=notifier.cycle_done)
+        notifying(lambda beat: daemon.run(stop, waker, beat), daemon)
     finally:
-        notifier.stopping()
         if waker is not None:
             waker.close()
         if server is not None:

@@ -72,7 +72,7 @@ def privilege_warnings(site: SiteConfig, privileges: Privileges) -> list[str]:
         lines.append("no access to the users' group folders (slurmxd is not root and lacks CAP_DAC_OVERRIDE): "
                      "preemptions and resizes are signalled without their intent files (jobs use their own grace "
                      "period, not the daemon's deadline) and running jobs' progress files go unread; run slurmxd as "
-                     "root (site-config/slurmxd.service)")
+                     "root or give it CAP_DAC_OVERRIDE (docs/daemon.md, \"Permissions\": a systemd drop-in)")
     port = site.daemon.metrics_port
     if port and port < privileges.first_unprivileged_port and not privileges.has(CAP_NET_BIND_SERVICE):
         lines.append(f"daemon.metrics_port {port} is below {privileges.first_unprivileged_port} and slurmxd lacks "

@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-__all__ = ["Notifier", "watchdog_period_s"]
+from slurmx.daemon.loop import MAX_BACKOFF_S, Daemon
+
+__all__ = ["Notifier", "longest_gap_s", "notifying", "watchdog_period_s"]
 
 log = logging.getLogger("slurmxd")
 
@@ -84,3 +86,20 @@ class Notifier:
 
     def stopping(self) -> None:
         self.send("STOPPING=1")
+
+
+def longest_gap_s(daemon: Daemon) -> float:
+    """The longest time between two beats: a cycle at its limit, then the longest wait (the interval or the
+    back-off cap), and half a minute to spare."""
+    return daemon.cycle_limit() + max(float(daemon.site.daemon.interval_s), MAX_BACKOFF_S) + 30
+
+
+def notifying(run: Callable[[Callable[[int], None]], None], daemon: Daemon,
+              environ: Mapping[str, str] | None = None) -> None:
+    """`run(beat)` (a daemon's loop) with systemd told of readiness, each cycle and the stop."""
+    notifier = Notifier.from_env(environ)
+    notifier.need_watchdog(longest_gap_s(daemon))
+    try:
+        run(notifier.cycle_done)
+    finally:
+        notifier.stopping()

@@ -27,6 +27,7 @@ from slurmx.daemon.checks import run_checks
 from slurmx.daemon.enforce import grace_marks
 from slurmx.daemon.loop import CycleReport, Daemon, acquire_lock
 from slurmx.daemon.observe import Observation, build_view
+from slurmx.daemon.sdnotify import notifying
 from slurmx.daemon.shadow_store import SeenGroup, ShadowDecision, ShadowStore, shadow_path
 from slurmx.daemon.shadow_view import as_if_managed
 from slurmx.daemon.store import Store
@@ -149,7 +150,7 @@ def run_shadow(site: SiteConfig, *, once: bool = False, log_level: int | None = 
             signal.signal(sig, lambda *_: stop.set())
         log.info("slurmxd --shadow started: policy %s, every %d s, record %s; acting on nothing", site.policy.name,
                  site.daemon.interval_s, record.path, extra={"event": "start"})
-        daemon.run(stop, None)
+        notifying(lambda beat: daemon.run(stop, None, beat), daemon)  # a copy of the unit runs it as Type=notify
     finally:
         store.close()
         record.close()

@@ -39,7 +39,8 @@ def test_the_slurm_user_hears_one_line_per_missing_privilege() -> None:
     assert lines == [
         "no access to the users' group folders (slurmxd is not root and lacks CAP_DAC_OVERRIDE): preemptions and "
         "resizes are signalled without their intent files (jobs use their own grace period, not the daemon's "
-        "deadline) and running jobs' progress files go unread; run slurmxd as root (site-config/slurmxd.service)",
+        "deadline) and running jobs' progress files go unread; run slurmxd as root or give it CAP_DAC_OVERRIDE "
+        "(docs/daemon.md, \"Permissions\": a systemd drop-in)",
         "daemon.metrics_port 80 is below 1024 and slurmxd lacks CAP_NET_BIND_SERVICE: the metrics and /healthz "
         "endpoint cannot listen; choose a port of 1024 or more, or run as root",
     ]
