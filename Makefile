@@ -40,11 +40,11 @@ venv: $(BIN)/slurmx
 
 deps: system-deps venv
 
-# The wheel and the sdist of slurmx-hpc into dist/ (docs/install.md says what to do with them). `build` makes them
-# in an isolated environment with the build-system requirements from the package index.
+# The wheel and the sdist of slurmx-hpc into dist/ (docs/install.md says what to do with them). The build
+# requirements (build, setuptools) are in the dev extra, so it runs offline: no isolated environment to fetch.
 dist: venv
 	rm -rf dist build
-	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m build --no-isolation --outdir dist .
 	@ls -l dist
 
 lint: venv
