@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,34 @@ def test_a_store_private_to_slurmxd_leaves_status_without_its_decisions_not_a_tr
     monkeypatch.setattr(Path, "exists", exists)
     assert cli._open_store(site) is None
     assert cli._daemon_decisions(site) == {}
+
+
+_UNDER_MDWE = """
+import ctypes, mmap, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(65, 1, 0, 0, 0) != 0:  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN (Linux 6.3)
+    print("no PR_SET_MDWE"); sys.exit(3)
+try:
+    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    sys.exit("writable code still allowed")
+except OSError:
+    pass
+assert ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(1) == 2
+import numpy, scipy.optimize, paramiko, prometheus_client, msgspec, pydantic, jinja2, yaml
+from pathlib import Path
+from tests.unit.test_daemon_resilience import FailingSlurm, Ticks, _daemon
+daemon = _daemon(Path(sys.argv[1]), FailingSlurm([None, None]))
+daemon.run(Ticks(2))
+assert daemon.cycles == 2
+print("ok", scipy.optimize.linprog([1, 1], A_ub=[[-1, -1]], b_ub=[-1]).status)
+"""
+
+
+def test_the_daemon_runs_without_writable_code(tmp_path: Path) -> None:
+    """The unit's MemoryDenyWriteExecute=yes, as the kernel's own per-process switch (PR_SET_MDWE), over the
+    daemon's imports, a ctypes callback (libffi's static trampolines) and two cycles."""
+    done = subprocess.run([sys.executable, "-c", _UNDER_MDWE, str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+    if done.returncode == 3:
+        pytest.skip("this kernel has no PR_SET_MDWE (Linux 6.3 or later)")
+    assert done.returncode == 0 and done.stdout.endswith("ok 0\n"), done.stdout + done.stderr
