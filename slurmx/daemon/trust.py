@@ -63,6 +63,10 @@ class Rejected:
     reason: str
 
 
+# One member of a group as `sort_jobs` reads it: (kind, job, estimate, grace), the last two from the job's tag.
+_Member = tuple[str, SlurmJob, float | None, int | None]
+
+
 def _class_of(site: SiteConfig) -> dict[str, JobClass]:
     return {site.qos_for(JobClass.TE): JobClass.TE, site.qos_for(JobClass.BE): JobClass.BE}
 
@@ -74,31 +78,30 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
     `owner_of` answers who owns a group's folder. A job of another uid than the folder's owner is set aside
     (reported while active), never the group; a group without a verifiable owner is reported while active.
     """
-    by_group: dict[str, list[tuple[str, SlurmJob]]] = {}
+    # group id -> its members as (kind, job, estimate, grace): everything read from the tag kept beside its job
+    by_group: dict[str, list[tuple[str, SlurmJob, float | None, int | None]]] = {}
     rejected: list[Rejected] = []
-    estimates: dict[int, float | None] = {}
-    graces: dict[int, int | None] = {}
     max_grace = site.preemption.max_grace_s
+    fields = tag.fields
     for job in jobs:
         comment = job.comment
         if not comment.startswith("slurmx:"):
             continue
         try:  # everything read from the comment, before the job joins a group: one bad comment costs its job only
-            tags = tag.fields(comment)
-            estimate, grace = _estimate(tags.get("e"), job), _grace(tags.get("gr"), max_grace)
+            tags = fields(comment)
+            estimate = _estimate(tags.get("e"), job)
+            grace = _grace(tags.get("gr"), max_grace)
         except Exception as exc:  # TagError, or any bug a crafted comment finds: that job is set aside, named
             rejected.append(Rejected(f"job{job_text(job.job_id)}", (job.job_id,), f"unreadable group tag: {exc}"))
             continue
-        group_id, kind = tags["g"], tags["v"]  # the grammar requires both, each a plain name (core/tag.py)
+        group_id = tags["g"]  # the grammar requires g and v, each a plain name (core/tag.py)
         if job.array_task_id is not None:
             group_id = index_group(group_id, job.array_task_id)  # Slurm's index: a name no tag can write
         members = by_group.get(group_id)
         if members is not None:
-            members.append((kind, job))
+            members.append((tags["v"], job, estimate, grace))
         else:
-            by_group[group_id] = [(kind, job)]
-        estimates[job.job_id] = estimate
-        graces[job.job_id] = grace
+            by_group[group_id] = [(tags["v"], job, estimate, grace)]
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
@@ -109,7 +112,7 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
         elif len(members) > 2:
             members.sort(key=_job_id_of)
         owner = owner_of(folder_group(group_id))  # an index group's owner is its array's folder's
-        if owner is None or any(j.user_id != owner.uid for _, j in members):
+        if owner is None or not _all_owned(members, owner.uid):
             members, set_aside = _split_foreign(site, group_id, members, owner)
             if set_aside is not None:
                 rejected.append(set_aside)
@@ -118,25 +121,37 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
         first = members[0][1]
         reason = _problem(members, classes, partitions)
         if reason:
-            rejected.append(Rejected(group_id, tuple(j.job_id for _, j in members), reason))
+            rejected.append(Rejected(group_id, tuple(m[1].job_id for m in members), reason))
             continue
-        by_kind = dict(members)  # newest wins: a resubmitted variant replaces a finished one
-        trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind,
-                                    {kind: estimates[job.job_id] for kind, job in by_kind.items()},
-                                    graces[first.job_id], min(job.job_id for job in by_kind.values()),
+        if len(members) == 2 and members[0][0] != members[1][0]:  # the usual group: two kinds, one job each
+            (kind_a, job_a, estimate_a, _), (kind_b, job_b, estimate_b, _) = members
+            by_kind = {kind_a: job_a, kind_b: job_b}
+            estimates = {kind_a: estimate_a, kind_b: estimate_b}
+            first_job_id = job_a.job_id  # sorted above
+        else:
+            by_kind, estimates = {}, {}
+            for kind, job, estimate, _ in members:  # newest wins: a resubmitted variant replaces a finished one
+                by_kind[kind], estimates[kind] = job, estimate
+            first_job_id = min(job.job_id for job in by_kind.values())
+        trusted.append(TrustedGroup(group_id, first.user, first.user_id, classes[first.qos], by_kind, estimates,
+                                    members[0][3], first_job_id,
                                     _throttle(by_kind.values()) if first.array_job_id else 0))
     return trusted, rejected
 
 
-def _split_foreign(site: SiteConfig, group_id: str, members: list[tuple[str, SlurmJob]],
-                   owner: FolderOwner | None) -> tuple[list[tuple[str, SlurmJob]], Rejected | None]:
+def _all_owned(members: list[_Member], uid: int) -> bool:
+    return all(member[1].user_id == uid for member in members)
+
+
+def _split_foreign(site: SiteConfig, group_id: str, members: list[_Member],
+                   owner: FolderOwner | None) -> tuple[list[_Member], Rejected | None]:
     """The folder owner's own jobs of the group, and the active foreign ones to report.
 
     A finished foreign job is dropped silently: it can no longer run, so it must not stall the rightful group for
     the minutes `MinJobAge` keeps it in squeue.
     """
-    pairs = {id(job): (kind, job) for kind, job in members}
-    own_jobs, foreign_jobs = owned_members([job for _, job in members], owner)
+    pairs = {id(member[1]): member for member in members}
+    own_jobs, foreign_jobs = owned_members([member[1] for member in members], owner)
     own = [pairs[id(job)] for job in own_jobs]
     foreign = [j for j in foreign_jobs if j.state.is_active]
     if not foreign:
@@ -158,7 +173,7 @@ def _throttle(jobs: Iterable[SlurmJob]) -> int:
     return min((job.array_throttle for job in jobs if job.array_throttle > 0), default=0)
 
 
-def _job_id_of(member: tuple[str, SlurmJob]) -> int:
+def _job_id_of(member: _Member) -> int:
     return member[1].job_id
 
 
@@ -192,19 +207,18 @@ def _estimate(text: str | None, job: SlurmJob) -> float | None:
     return limit if job.time_limit_s and job.time_limit_s > 0 else None
 
 
-def _problem(members: list[tuple[str, SlurmJob]], classes: Mapping[str, JobClass],
-             partitions: Mapping[str, str]) -> str:
+def _problem(members: list[_Member], classes: Mapping[str, JobClass], partitions: Mapping[str, str]) -> str:
     first = members[0][1]
     same_qos = True
-    for _, j in members:  # a plain loop: the usual group is two jobs, and this runs for every group every cycle
-        same_qos = same_qos and j.qos == first.qos
+    for member in members:  # a plain loop: the usual group is two jobs, and this runs for every group every cycle
+        same_qos = same_qos and member[1].qos == first.qos
     if not same_qos:
-        qos = sorted({j.qos for _, j in members})
+        qos = sorted({member[1].qos for member in members})
         return f"variants run under different QOS ({', '.join(qos)}); the class must be one"
     if first.qos not in classes:
         return f"QOS {first.qos!r} is neither the TE nor the BE QOS of this site ({', '.join(sorted(classes))})"
     active: dict[str, int] = {}
-    for kind, job in members:
+    for kind, job, _, _ in members:
         partition = partitions.get(kind)
         if partition is None:
             return f"job {job_text(job.job_id)}: variant {kind!r} is not a resource kind of this site"
