@@ -6,6 +6,8 @@ local side; the SSH transport quotes every argument for the remote shell.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import os
 import selectors
@@ -105,6 +107,7 @@ def _read_all(proc: subprocess.Popen[bytes], timeout: float,
     """
     assert proc.stdout is not None and proc.stderr is not None
     out: io.BytesIO | _Sink = io.BytesIO() if sink is None else _Sink(sink)
+    _widen(proc.stdout.fileno())
     buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): io.BytesIO()}
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
@@ -122,6 +125,16 @@ def _read_all(proc: subprocess.Popen[bytes], timeout: float,
                     sel.unregister(key.fd)
     first, err = buffers.values()
     return first.getvalue(), err.getvalue()  # BytesIO hands over its buffer: no copy
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe hold up to `_CHUNK` (Linux: F_SETPIPE_SZ, within /proc/sys/fs/pipe-max-size; the default is
+    64 KiB): a 1 GB answer is then read in about a thousand reads and wake-ups instead of sixteen thousand, on both
+    sides of the pipe. Elsewhere, or when refused, the pipe stays as it is."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, set_size, _CHUNK)
 
 
 class _Sink:
