@@ -395,10 +395,26 @@ def _states(text: str) -> tuple[VariantState, bool]:
     return state, state is VariantState.PENDING
 
 
+# One string object per distinct value of the fields a queue holds few values of (user, state, reason, partition,
+# QOS): the decoder makes a new one for every job, 50 MB of copies at 100,000 groups. Bounded: a field can only
+# hold what Slurm accepts, but a site with more distinct values than this simply keeps the rest unshared.
+_SHARED: dict[str, str] = {}
+_SHARED_MAX = 4096
+
+
+def _shared(text: str) -> str:
+    got = _SHARED.get(text)
+    if got is not None:
+        return got
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[text] = text
+    return text
+
+
 def _job(job: _SqueueJob) -> SlurmJob:
     raw_state = job.job_state
-    text = "+".join(raw_state) if raw_state.__class__ is list else raw_state
-    state, pending = _states(text)  # type: ignore[arg-type]
+    text = _shared("+".join(raw_state) if raw_state.__class__ is list else raw_state)  # type: ignore[arg-type]
+    state, pending = _states(text)
     priority = _num(job.priority) or 0
     if not pending:
         held = False
@@ -415,13 +431,13 @@ def _job(job: _SqueueJob) -> SlurmJob:
     return SlurmJob(
         job.job_id,
         job.name,
-        job.user_name,
+        _shared(job.user_name),
         -1 if user_id is None else user_id,
         VariantState.HELD if held else state,
-        text,  # type: ignore[arg-type]
-        job.state_reason,
-        job.partition,
-        job.qos,
+        text,
+        _shared(job.state_reason),
+        _shared(job.partition),
+        _shared(job.qos),
         job.comment,
         job.nodes,
         parse_tres(job.tres_req_str),
@@ -585,6 +601,7 @@ def _gres_counts(text: str) -> Mapping[str, int]:
 def clear_caches() -> None:
     """Forget every parsed TRES and node shape (benchmarks time a cold first listing)."""
     parse_tres.cache_clear()
+    _SHARED.clear()
     _node_resources.cache_clear()
     _gres_counts.cache_clear()
 
