@@ -195,9 +195,14 @@ class StartSteps(EnforcerBase):
         starts = {i.group_id: int(i.data["job_id"]) for i in self.store.intents("start")}
         occupying = (VariantState.RUNNING, VariantState.COMPLETING)
         for group in obs.groups.values():
+            for job in group.jobs.values():  # a plain loop: it runs for every group every cycle
+                if job.state not in WAITING:
+                    break
+            else:
+                continue  # the common case: every variant still waits, nothing of the group runs or ran yet
             active = [j for j in group.jobs.values() if j.state.is_active]
-            if not active or (len(active) == len(group.jobs) and all(j.state in WAITING for j in active)):
-                continue  # the common case: nothing of the group runs or ran yet
+            if not active:
+                continue
             running = [j for j in active if j.state in occupying]
             self._report_unchosen(group.group_id, running, starts.get(group.group_id))
             if running:
