@@ -64,8 +64,8 @@ def run(config_path: str, json_path: str | None, plot_dir: str | None, trace_pat
         raise click.ClickException(str(exc)) from None
     sized = None
     if workload is not None:
-        sized = resolve_cluster(config, workload.jobs, workload.info)
-        if config.cluster.from_trace is not None:
+        sized = resolve_cluster(config, workload.jobs, workload.info, trace=workload.source.startswith("trace:"))
+        if config.cluster.from_trace is not None or sized.skipped:
             workload = replace(workload.on_cluster(sized.assumptions, sized.skipped), jobs=sized.jobs)
     total = len(workload.jobs) if workload is not None else None
     bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),

@@ -34,6 +34,7 @@ from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import parse_duration, parse_mem
 from slurmx.core.validation import ConfigError, load_yaml, validate_model
 from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
+from slurmx.sim.holding import Holder, PartitionsHolder
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.sizing import (
     SizedCluster,
@@ -194,6 +195,9 @@ class FromTraceConfig(_Model):
 class ClusterConfig(_Model):
     partitions: tuple[PartitionConfig, ...] = ()
     from_trace: FromTraceConfig | None = None
+    # A job no node set of the cluster could hold: left out and counted (the default, whatever built the cluster),
+    # or the run refused naming the first such job.
+    oversized: Literal["leave_out", "abort"] = "leave_out"
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
@@ -217,14 +221,18 @@ def swf_header_machine(config: SimConfig, spec: SwfHeaderConfig, header: Mapping
         raise ConfigError([f"cluster.from_trace.swf_header: {exc}"]) from None
 
 
-def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, str] | None = None) -> SizedCluster:
-    """The partitions a run uses and the jobs it keeps (all of them, unless sized from a trace). `info`: what the
-    trace's loader read about it (an SWF header's fields)."""
+def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, str] | None = None,
+                    trace: bool = False) -> SizedCluster:
+    """The partitions a run uses and the jobs it keeps. `info`: what the trace's loader read about it (an SWF
+    header's fields). `trace`: the jobs come from a trace file, whose jobs no node set could hold are left out and
+    counted (`cluster.oversized`) whatever built the cluster; a generator's are kept, and the engine refuses them
+    in one line (the config asks for jobs its cluster cannot run)."""
     spec = config.cluster.from_trace
     if spec is None:
-        return SizedCluster(config.cluster.shapes(), jobs, (), 0)
+        shapes = config.cluster.shapes()
+        return _held(config, PartitionsHolder(shapes), jobs) if trace else SizedCluster(shapes, jobs, (), 0)
     if spec.swf_header is not None:
-        return swf_header_machine(config, spec.swf_header, info or {}).sized(jobs)
+        return _held(config, swf_header_machine(config, spec.swf_header, info or {}), jobs)
     if spec.nodes_file is not None:
         from slurmx.sim.traces.alibaba import load_alibaba_nodes
 
@@ -234,6 +242,18 @@ def resolve_cluster(config: SimConfig, jobs: list[SimJob], info: Mapping[str, st
         return sized_for_load(jobs, {kind: n.capacity() for kind, n in spec.node.items()}, spec.load)
     except ValueError as exc:
         raise ConfigError([str(exc)]) from None
+
+
+def _held(config: SimConfig, holder: Holder, jobs: list[SimJob]) -> SizedCluster:
+    """The jobs `holder`'s cluster can hold; the others left out and counted, or, with `cluster.oversized: abort`,
+    the run refused in one line naming the first."""
+    kept = [job for job in jobs if holder.holds(job)]
+    skipped = len(jobs) - len(kept)
+    if skipped and config.cluster.oversized == "abort":
+        first = next(job for job in jobs if not holder.holds(job))
+        raise ConfigError([f"cluster.oversized: abort: {holder.problem(first)} ({skipped:,} such jobs); leave "
+                           "oversized out (the default) to count them and run the rest"])
+    return SizedCluster(holder.partitions, kept, holder.notes(skipped), skipped)
 
 
 class WorkloadConfig(_Model):

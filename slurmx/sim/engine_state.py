@@ -17,6 +17,7 @@ from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.sim.cluster import ModelCluster, SimulationError, Vector
 from slurmx.sim.config import EngineOptions
+from slurmx.sim.holding import count_problem, placement_problem, size_problem
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.metrics import JobRecord
 
@@ -123,17 +124,16 @@ class EngineState:
         largest = self._largest.get(kind)
         if largest is None:
             largest = self._largest[kind] = self.cluster.largest(kind)
-        if any(v > c for v, c in zip(vec, largest, strict=True)):
-            raise SimulationError(f"job {job.job_id} variant {kind}: requests {request}, more than any node of "
-                                  f"partition {self.cluster.kinds[kind]} has ({self.cluster.resources(largest)})")
+        said = size_problem(self.cluster, kind, request, vec, largest)
+        if said is not None:
+            raise SimulationError(f"job {job.job_id} variant {kind}: {said}")
         return vec
 
     def _check_node_count(self, job: SimJob, kind: str, count: int) -> None:
         """A multi-node variant needs at least `count` nodes in its partition (set-up): else it could never run."""
-        have = len(self.cluster.kind_nodes[kind])
-        if count < 1 or count > have:
-            raise SimulationError(f"job {job.job_id} variant {kind}: runs on {count} nodes; partition "
-                                  f"{self.cluster.kinds[kind]} has {have}")
+        said = count_problem(self.cluster, kind, count)
+        if said is not None:
+            raise SimulationError(f"job {job.job_id} variant {kind}: {said}")
 
     def _check_placement(self, job: SimJob, kind: str, vec: Vector, count: int, placement: Placement) -> None:
         """A variant with a placement rule needs `count` nodes of its partition the rule admits, each large enough
@@ -142,8 +142,6 @@ class EngineState:
         have = self._placeable.get(key)
         if have is None:
             have = self._placeable[key] = len(self.cluster.admitted(kind, placement, vec))
-        if have < count:
-            some = "no node" if not have else f"only {have} node{'s' * (have != 1)}"
-            raise SimulationError(f"job {job.job_id} variant {kind}: its placement ({placement.describe()}) admits "
-                                  f"{some} of partition {self.cluster.kinds[kind]} that can hold "
-                                  f"{self.cluster.resources(vec)}; it runs on {count}")
+        said = placement_problem(self.cluster, kind, vec, count, placement, have)
+        if said is not None:
+            raise SimulationError(f"job {job.job_id} variant {kind}: {said}")

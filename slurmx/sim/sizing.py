@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmx.core.resources import Resources
-from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape
+from slurmx.sim.cluster import MAX_NODES, NodeShape, PartitionShape, SimulationError
+from slurmx.sim.holding import Holder
 from slurmx.sim.jobs import SimJob
 
 __all__ = ["HeldStream", "SizedCluster", "SwfMachine", "partitions_from_machines", "sized_for_load"]
@@ -118,6 +119,15 @@ class SwfMachine:
         v = job.variants.get("cpu")
         return v is not None and v.request.fits_in(self.capacity) and v.nodes <= self.count
 
+    def problem(self, job: SimJob) -> str | None:
+        if self.holds(job):
+            return None
+        v = job.variants.get("cpu")
+        if v is None:
+            return f"job {job.job_id}: only a GPU variant, and the header's machine has CPU nodes alone"
+        return (f"job {job.job_id}: {v.nodes} node(s) of {v.request}; the header's machine has {self.count:,} nodes "
+                f"of {self.capacity}")
+
     def notes(self, skipped: int) -> tuple[str, ...]:
         cpus = self.capacity.cpus
         notes = [f"cluster = the SWF header's machine: {self.count:,} nodes of {cpus} processor{'s' * (cpus != 1)} "
@@ -130,11 +140,13 @@ class SwfMachine:
 
 
 class HeldStream:
-    """The jobs of a stream that `machine` can hold, in order; the others are counted as they pass."""
+    """The jobs of a stream that `machine` can hold, in order; the others are counted as they pass (or, with
+    `abort`, the run refused at the first)."""
 
-    def __init__(self, jobs: Iterable[SimJob], machine: SwfMachine) -> None:
+    def __init__(self, jobs: Iterable[SimJob], machine: Holder, abort: bool = False) -> None:
         self._jobs = jobs
         self.machine = machine
+        self.abort = abort
         self.skipped = 0
 
     def __iter__(self) -> Iterator[SimJob]:
@@ -142,6 +154,9 @@ class HeldStream:
         for job in self._jobs:
             if holds(job):
                 yield job
+            elif self.abort:
+                raise SimulationError(f"cluster.oversized: abort: {self.machine.problem(job)}; leave oversized out "
+                                      "(the default) to count such jobs and run the rest")
             else:
                 self.skipped += 1
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from slurmx.sim.cluster import PartitionShape
 from slurmx.sim.config import SimConfig, Workload, swf_header_machine
+from slurmx.sim.holding import Holder, PartitionsHolder
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.sizing import HeldStream
 
@@ -27,7 +28,7 @@ class StreamedWorkload:
     source: str  # as `load_workload` names it: "trace:<path>"
     partitions: tuple[PartitionShape, ...]
     stream: TraceStream
-    held: HeldStream | None  # the jobs the header's machine can hold, when the cluster is that machine
+    held: HeldStream | None  # the jobs the cluster can hold (the others counted as they pass)
 
     @property
     def jobs(self) -> Iterable[SimJob]:
@@ -70,7 +71,9 @@ def stream_workload(config: SimConfig, trace: str | None = None) -> StreamedWork
         return None
     if stream is None:
         return None
+    abort = config.cluster.oversized == "abort"
     if spec is None or spec.swf_header is None:
-        return StreamedWorkload(f"trace:{path}", config.cluster.shapes(), stream, None)
-    machine = swf_header_machine(config, spec.swf_header, stream.info)
-    return StreamedWorkload(f"trace:{path}", machine.partitions, stream, HeldStream(stream, machine))
+        holder: Holder = PartitionsHolder(config.cluster.shapes())
+    else:
+        holder = swf_header_machine(config, spec.swf_header, stream.info)
+    return StreamedWorkload(f"trace:{path}", holder.partitions, stream, HeldStream(stream, holder, abort))

@@ -50,7 +50,7 @@ def _documents(config_doc: dict[str, object]) -> tuple[str, str]:
     result = run_streamed(config, streamed)
     by_stream = result_json(result_document(config, compute_metrics(result, 10), streamed.workload()))
     workload = load_workload(config.workload, config.seed)
-    sized = resolve_cluster(config, workload.jobs, workload.info)
+    sized = resolve_cluster(config, workload.jobs, workload.info, trace=True)
     whole = run_config(config, sized.jobs, sized=sized)
     skipped = {**workload.skipped, **({"larger than any node": sized.skipped} if sized.skipped else {})}
     from slurmx.sim.config import Workload
@@ -67,7 +67,7 @@ def test_a_streamed_run_writes_the_whole_runs_document_skips_included(tmp_path: 
                                   "policy": {"name": "fifo", "params": {"backfill": backfill}},
                                   "workload": {"trace": str(path)}})
     assert streamed == whole
-    assert '"larger than any node": 1' in streamed and '"no_run_time": 1' in streamed
+    assert '"larger than any node": 1' in streamed and '"cancelled_before_start": 1' in streamed
 
 
 @pytest.mark.skipif(not KTH.exists(), reason="the shared KTH-SP2 log is not on this machine")
@@ -169,3 +169,39 @@ def test_a_helios_stream_reads_no_further_than_the_loader(tmp_path: Path, tail: 
         assert stream is not None
         tuple(stream)
     assert str(streamed.value) == str(whole.value)
+
+
+HAND_WRITTEN = {"partitions": [{"name": "cpu", "kind": "cpu", "nodes": 8, "cpus": 4, "mem": "32G"}]}
+
+
+@pytest.mark.parametrize("cluster", [HAND_WRITTEN, {"from_trace": {"swf_header": {"mem_per_cpu": "8G"}}}],
+                         ids=["hand-written", "swf-header"])
+def test_a_job_larger_than_the_machine_is_left_out_and_counted_whatever_built_the_cluster(
+        tmp_path: Path, cluster: dict[str, object]) -> None:
+    """The same 8 nodes of 4 processors and 32 GB written by hand or read from the header: the 48-processor job and
+    the one asking 95 GB are left out and counted by both routes, streamed or loaded whole, and the others run."""
+    path = tmp_path / "wider.swf"
+    path.write_text(WIDER_SWF, encoding="utf-8")
+    streamed, whole = _documents({"cluster": cluster, "policy": {"name": "fifo"}, "workload": {"trace": str(path)}})
+    assert streamed == whole
+    assert '"larger than any node": 2' in streamed and '"jobs": 4' in streamed
+
+
+def test_oversized_abort_refuses_the_run_in_one_line_naming_the_first_job(tmp_path: Path) -> None:
+    from slurmx.core.validation import ConfigError
+    from slurmx.sim.cluster import SimulationError
+
+    path = tmp_path / "wider.swf"
+    path.write_text(WIDER_SWF, encoding="utf-8")
+    config = parse_sim_config({"cluster": {**HAND_WRITTEN, "oversized": "abort"}, "policy": {"name": "fifo"},
+                               "workload": {"trace": str(path)}})
+    workload = load_workload(config.workload, config.seed)
+    with pytest.raises(ConfigError) as info:
+        resolve_cluster(config, workload.jobs, workload.info, trace=True)
+    assert info.value.errors == ["cluster.oversized: abort: job swf-5 variant cpu: requests cpus=2 mem=97656M, more "
+                                 "than any node of partition cpu has (cpus=4 mem=32G) (2 such jobs); leave oversized "
+                                 "out (the default) to count them and run the rest"]
+    streamed = stream_workload(config)
+    assert streamed is not None
+    with pytest.raises(SimulationError, match=r"cluster\.oversized: abort: job swf-5 variant cpu: requests cpus=2"):
+        run_streamed(config, streamed)

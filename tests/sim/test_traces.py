@@ -253,7 +253,7 @@ def test_swf_fixture() -> None:
     trace = load_swf(FIXTURES / "curie_small.swf")
     _sorted_from_zero(trace)
     assert [j.job_id for j in trace.jobs] == ["swf-1", "swf-3", "swf-4", "swf-5"]
-    assert dict(trace.skipped) == {"no_run_time": 1}
+    assert dict(trace.skipped) == {"cancelled_before_start": 1}  # job 2: cancelled with run time 0
     assert trace.info["UnixStartTime"] == "1296571124" and trace.info["Partition 8"] == "hybrid"
     plain, hybrid, used_mem, req_mem = trace.jobs
     assert plain.variants["cpu"].request == Resources(32, 32 * 4096) and plain.user == "u7"
@@ -288,14 +288,17 @@ def test_swf_malformed(tmp_path: Path) -> None:
 @needs(not CURIE.exists(), reason="../shared/traces not present")
 def test_swf_real_curie_log() -> None:
     trace = load_swf(CURIE)
-    # 312,826 job lines; 17,286 never ran (run time 0); partition 8 ("hybrid") has 13,408 jobs that ran.
-    assert len(trace) == 295540 and dict(trace.skipped) == {"no_run_time": 17286}
+    # 312,826 job lines; run time 0 is under a second (the archive's definition): 14,730 of them were cancelled
+    # (status 5), i.e. before they started, and 2,556 completed or failed and run for 1 s; 4 have no processor
+    # count (run time 0 and no processors). Partition 8 ("hybrid") has 13,577 jobs.
+    assert len(trace) == 298092 and dict(trace.skipped) == {"cancelled_before_start": 14730, "no_processors": 4}
+    assert "2556 jobs with run time 0 (under a second, as the archive defines it) run for 1 s" in trace.assumptions
     assert trace.info["UnixStartTime"] == "1296571124" and trace.info["Partition 8"] == "hybrid"
     _sorted_from_zero(trace)
     gpu_jobs = [j for j in trace.jobs if "gpu" in j.variants]
-    assert len(gpu_jobs) == 13408
+    assert len(gpu_jobs) == 13577
     cpus = [next(iter(j.variants.values())).request.cpus for j in trace.jobs]
-    assert min(cpus) == 1 and max(cpus) == 79808
+    assert min(cpus) == 1 and max(cpus) == 79920  # a 1-second job; the widest that ran longer: 79,808
     assert trace.jobs[-1].submit_time == 21923322  # 53580159 - 31656837
 
 

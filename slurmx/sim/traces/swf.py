@@ -71,11 +71,13 @@ class _Tally:
 
     header: dict[str, str] = field(default_factory=dict)
     partitions: dict[int, str] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=lambda: {"no_run_time": 0, "no_processors": 0})
+    skipped: dict[str, int] = field(default_factory=lambda: {"no_run_time": 0, "cancelled_before_start": 0,
+                                                             "no_processors": 0})
     mem_from: dict[str, int] = field(default_factory=lambda: {"requested": 0, "used": 0, "assumed": 0,
                                                               "job_total": 0})
     node_size: int | None = None
     wide: int = 0
+    sub_second: int = 0  # jobs whose run time is 0: under a second, run for one
     gpu_parts: set[int] | None = None
     rows: int = 0
 
@@ -128,9 +130,15 @@ def _rows(path: str | Path, opts: SwfOptions, tally: _Tally) -> Iterator[JobRow]
                 if not sum(map(abs, v)) < _HUGE:  # nan, inf (1e400) and absurd magnitudes, in one pass over C floats
                     _check_magnitudes(path, line_no, fields, v)
                 run = v[3]
-                if run <= 0:
+                if run < 0:  # -1: unknown (the archive's convention); 0 is a run of under a second
                     skipped["no_run_time"] += 1
                     continue
+                if run == 0:
+                    if v[10] == 5:  # cancelled with no run time: cancelled before it started
+                        skipped["cancelled_before_start"] += 1
+                        continue
+                    run = 1.0
+                    tally.sub_second += 1
                 procs = int(v[4]) if v[4] > 0 else int(v[7])
                 if procs <= 0:
                     skipped["no_processors"] += 1
@@ -189,8 +197,14 @@ def _assumptions(opts: SwfOptions, tally: _Tally, base: float) -> tuple[str, ...
         f"job class: TE for partitions {sorted(opts.te_partitions)}, BE otherwise (SWF has no classes)",
         "user = u<field 12>",
     ]
+    if tally.sub_second:
+        assumptions.append(f"{tally.sub_second} jobs with run time 0 (under a second, as the archive defines it) "
+                           "run for 1 s")
     if skipped["no_run_time"]:
-        assumptions.append(f"{skipped['no_run_time']} jobs with no run time (never started) are skipped")
+        assumptions.append(f"{skipped['no_run_time']} jobs with an unknown run time (-1) are skipped")
+    if skipped["cancelled_before_start"]:
+        assumptions.append(f"{skipped['cancelled_before_start']} jobs cancelled (status 5) with run time 0, i.e. "
+                           "before they started, are skipped")
     if skipped["no_processors"]:
         assumptions.append(f"{skipped['no_processors']} jobs with no processor count are skipped")
     if base:
