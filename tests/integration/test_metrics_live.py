@@ -100,3 +100,62 @@ def test_promtool_lints_a_live_scrape_clean(cluster: Cluster, tmp_path: Path) ->
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+
+
+def _prometheus_query(port: int, path: str) -> dict[str, object]:
+    import json
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        data = json.loads(answer.read().decode())
+    assert data.get("status") == "success", data
+    return dict(data["data"])
+
+
+def test_a_real_prometheus_scrapes_the_daemon_and_evaluates_the_shipped_alert_rules(cluster: Cluster,
+                                                                                    tmp_path: Path) -> None:
+    """Debian's Prometheus server, configured as site-config/README.md says: it scrapes slurmxd (`up` is 1, the cycle
+    histogram has counts), loads site-config/slurmxd-alerts.yaml with every rule healthy, and no alert fires for a
+    daemon that works."""
+    import shutil
+    import subprocess
+
+    server = shutil.which("prometheus")
+    assert server is not None, "prometheus is missing: `make test` installs Debian's prometheus package"
+    site_path = daemon_site(cluster, tmp_path, "fifo")
+    port, web = _free_port(), _free_port()
+    data = yaml.safe_load(site_path.read_text())
+    data["daemon"]["metrics_port"] = port
+    site_path.write_text(yaml.safe_dump(data))
+    rules = Path(__file__).resolve().parents[2] / "site-config" / "slurmxd-alerts.yaml"
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [{"job_name": "slurmxd", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
+    daemon = DaemonProcess(site_path, tmp_path / "slurmxd.log")
+    daemon.start()
+    log = (tmp_path / "prometheus.log").open("w")
+    prom = subprocess.Popen([server, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{web}"], stdout=log, stderr=log)
+    try:
+        wait_log(daemon, "slurmxd started")
+
+        def scraped() -> bool:
+            try:
+                up = _prometheus_query(web, "/api/v1/query?query=up%7Bjob%3D%22slurmxd%22%7D")["result"]
+                cycles = _prometheus_query(web, "/api/v1/query?query=slurmxd_cycle_seconds_count")["result"]
+            except OSError:
+                return False
+            return bool(up) and up[0]["value"][1] == "1" and bool(cycles)  # type: ignore[index]
+
+        wait_until(scraped, 60, "Prometheus to scrape slurmxd", every=1.0)
+        groups = _prometheus_query(web, "/api/v1/rules")["groups"]
+        rules_seen = [r for g in groups for r in g["rules"]]  # type: ignore[attr-defined]
+        assert rules_seen and all(r["health"] == "ok" for r in rules_seen), rules_seen
+        firing = _prometheus_query(web, "/api/v1/alerts")["alerts"]
+        assert not [a for a in firing if a["state"] == "firing"], firing  # type: ignore[index]
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)
+        log.close()
+        daemon.stop()
