@@ -113,9 +113,9 @@ def _prometheus_query(port: int, path: str) -> dict[str, object]:
 
 def test_a_real_prometheus_scrapes_the_daemon_and_evaluates_the_shipped_alert_rules(cluster: Cluster,
                                                                                     tmp_path: Path) -> None:
-    """Debian's Prometheus server, configured as site-config/README.md says: it scrapes slurmxd (`up` is 1, the cycle
-    histogram has counts), loads site-config/slurmxd-alerts.yaml with every rule healthy, and no alert fires for a
-    daemon that works."""
+    """Debian's Prometheus server, configured as docs/daemon.md says: it scrapes slurmxd (`up` is 1, the cycle
+    histogram has counts), loads site-config/slurmxd-alerts.yaml with every rule healthy, no alert fires for a daemon
+    that works, and every query of site-config/slurmxd-dashboard.json returns series."""
     import shutil
     import subprocess
 
@@ -154,6 +154,16 @@ def test_a_real_prometheus_scrapes_the_daemon_and_evaluates_the_shipped_alert_ru
         assert rules_seen and all(r["health"] == "ok" for r in rules_seen), rules_seen
         firing = _prometheus_query(web, "/api/v1/alerts")["alerts"]
         assert not [a for a in firing if a["state"] == "firing"], firing  # type: ignore[index]
+        from urllib.parse import quote
+
+        from tests.unit.test_dashboard import targets
+
+        def series(expr: str) -> bool:
+            query = expr.replace("$job", "slurmxd").replace("$instance", ".*")
+            return bool(_prometheus_query(web, f"/api/v1/query?query={quote(query)}")["result"])
+
+        for title, expr in targets():  # the shipped dashboard: every query returns series (rates need two scrapes)
+            wait_until(lambda e=expr: series(e), 30, f"dashboard panel {title!r} to show series", every=1.0)
     finally:
         prom.terminate()
         prom.wait(timeout=30)
