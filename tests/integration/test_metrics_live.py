@@ -111,6 +111,7 @@ def _prometheus_query(port: int, path: str) -> dict[str, object]:
     return dict(data["data"])
 
 
+@pytest.mark.long_behaviour  # the exposition is Slurm-independent: the newest version is enough
 def test_a_real_prometheus_scrapes_the_daemon_and_evaluates_the_shipped_alert_rules(cluster: Cluster,
                                                                                     tmp_path: Path) -> None:
     """Debian's Prometheus server, configured as docs/daemon.md says: it scrapes slurmxd (`up` is 1, the cycle
