@@ -106,7 +106,8 @@ def _job_dict(job: Any) -> dict[str, Any]:
 @cli.command()
 @pass_ctx
 def doctor(ctx: Context) -> None:
-    """Check the site config against the live cluster: version, partitions, GRES, accounting."""
+    """Check the site config against the live cluster: version, partitions, GRES, accounting, the spool, the lease
+    guard, and the fields slurmx reads in squeue, the node listing and sacct (read-only)."""
     from slurmx.slurm.versions import shape_for
 
     site = ctx.site()
@@ -148,6 +149,10 @@ def doctor(ctx: Context) -> None:
         console.print(f"[red]✗[/red] {escape(spool)}" if spool else
                       f"[green]✓[/green] spool root {escape(site.submit.spool_dir)}: root's, sticky, not a link")
 
+        from slurmx.slurm.conformance import probe
+
+        for finding in probe(transport, shape.nodes_argv):  # the fields slurmx reads, as this release writes them
+            console.print(f"{'[green]✓[/green]' if finding.ok else '[yellow]![/yellow]'} {escape(finding.line)}")
         shown = transport.run(["scontrol", "show", "config"], timeout=30.0)
         problem = lease_guard_problem(parse_config(shown.stdout)) if shown.returncode == 0 else \
             "cannot read `scontrol show config`"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -180,3 +181,22 @@ def test_retries_while_slurmctld_is_down(cluster: Cluster, slurm: CliSlurm) -> N
     finally:
         restarter.wait(timeout=60)
         wait_until(lambda: slurm.ping(), 60, "slurmctld back")
+
+
+def test_doctor_finds_every_field_slurmx_reads_in_this_release_s_output(slurm: CliSlurm, cluster: Cluster,
+                                                                        site_path: object, tag: str,
+                                                                        cleanup: list[int]) -> None:
+    """`slurmx doctor`'s conformance probe on the live release: squeue (with a job in it), the node listing and
+    sacct each carry every field slurmx's parsers read."""
+    import sys
+
+    job_id = slurm.submit("#!/bin/bash\ntrue\n", ["--hold", f"--job-name={tag}", "--partition=cpu", "--mem=100M",
+                                                  "--output=/dev/null"])
+    cleanup.append(job_id)
+    done = subprocess.run([sys.executable, "-m", "slurmx.cli", "--site", str(site_path), "doctor"],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "COLUMNS": "400"})  # one finding per line
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = [line for line in done.stdout.splitlines() if "fields slurmx reads are there" in line]
+    assert [line.split()[1] for line in found] == ["squeue", "sinfo" if cluster.version == "22.05" else "scontrol",
+                                                   "sacct"], done.stdout
