@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from slurmx.policies.mlfs import MlfsArgs
-from slurmx.policies.mlfs_model import JobState, TaskState
-from slurmx.policies.mlfs_rules import RAW, TermScale, _base_terms
+from slurmx.policies.mlfs.model import JobState, TaskState
+from slurmx.policies.mlfs.rules import RAW, TermScale, _base_terms
 from slurmx.reproduce.mlfs import DURATIONS_MIN, WEEK_H
 from slurmx.reproduce.mlfs.task_mlfh import MlfH
 from slurmx.reproduce.mlfs.task_model import MlfsSimParams, Snapshot, TaskPlan, simulate_mlfs

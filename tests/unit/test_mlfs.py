@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, TaskState
-from slurmx.policies.mlfs_rules import (
+from slurmx.policies.mlfs.model import FloatArray, JobState, ServerState, TaskState
+from slurmx.policies.mlfs.rules import (
     MlfsArgs,
     choose_server,
     eviction_candidates,

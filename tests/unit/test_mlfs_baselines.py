@@ -10,7 +10,7 @@ from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Var
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies import available_policies, make_policy
-from slurmx.policies.mlfs_baselines import FairShare, Gandiva, MlfsBaselineArgs, Slaq, Tiresias, TiresiasArgs
+from slurmx.policies.mlfs.baselines import FairShare, Gandiva, MlfsBaselineArgs, Slaq, Tiresias, TiresiasArgs
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from slurmx.policies.mlfs_baseline_rules import fair_shares
-from slurmx.policies.mlfs_model import JobState, TaskState
-from slurmx.policies.mlfs_rules import MlfsArgs
+from slurmx.policies.mlfs.baseline_rules import fair_shares
+from slurmx.policies.mlfs.model import JobState, TaskState
+from slurmx.policies.mlfs.rules import MlfsArgs
 from slurmx.reproduce.mlfs.task_baselines import Tiresias
 from slurmx.reproduce.mlfs.task_mlfh import MlfH
 from slurmx.reproduce.mlfs.task_model import (

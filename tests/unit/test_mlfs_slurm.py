@@ -14,7 +14,7 @@ from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies import make_policy
 from slurmx.policies.mlfs import MlfsSlurm, MlfsSlurmArgs, rank_groups
-from slurmx.policies.mlfs_rules import MlfsArgs
+from slurmx.policies.mlfs.rules import MlfsArgs
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.engine import Engine
 from slurmx.sim.jobs import SimJob, SimVariant

@@ -6,7 +6,7 @@
 - `task_model`: a replica of the paper's task-level simulator (DAG tasks on shared GPUs, migration, MLF-C's early
   stop), which the one engine cannot express; `task_mlfh` and `task_baselines` are its schedulers, and they decide
   through the very functions the registered policies `mlfs`, `mlfs-fairshare`, `gandiva`, `slaq` and `tiresias`
-  call (`slurmx.policies.mlfs_rules`, `slurmx.policies.mlfs_baseline_rules`).
+  call (`slurmx.policies.mlfs.rules`, `slurmx.policies.mlfs.baseline_rules`).
 """
 
 from __future__ import annotations

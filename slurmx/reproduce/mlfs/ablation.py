@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Literal
 
-from slurmx.policies.mlfs_rules import MlfsArgs
+from slurmx.policies.mlfs.rules import MlfsArgs
 from slurmx.reproduce.mlfs.experiment import DURATIONS_MIN, WEEK_H
 from slurmx.reproduce.mlfs.task_baselines import FairShare, Gandiva, Slaq, Tiresias
 from slurmx.reproduce.mlfs.task_mlfh import MlfH

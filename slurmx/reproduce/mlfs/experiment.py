@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from slurmx.policies.mlfs_rules import MlfsArgs
+from slurmx.policies.mlfs.rules import MlfsArgs
 from slurmx.reproduce.base import ReproOptions
 from slurmx.reproduce.mlfs.philly_week import philly_week
 from slurmx.reproduce.mlfs.task_baselines import FairShare, Gandiva, Slaq, Tiresias

@@ -1,6 +1,6 @@
 """The replica's baselines MLFS is compared with (digest §3), on the task-level snapshot: fair share (TensorFlow on
 Borg), SLAQ, Tiresias and Gandiva. Their decisions (shares, order, fill, affinity) are the functions of
-`slurmx.policies.mlfs_baseline_rules`, which the registered `mlfs-fairshare`, `slaq`, `tiresias` and `gandiva`
+`slurmx.policies.mlfs.baseline_rules`, which the registered `mlfs-fairshare`, `slaq`, `tiresias` and `gandiva`
 call too; what is here is task placement on per-GPU utilisation, which a Slurm group does not have.
 
 Each decides per *job* how many of its workers run, which is how these systems allocate, and then places tasks:
@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from slurmx.policies.mlfs_baseline_rules import (
+from slurmx.policies.mlfs.baseline_rules import (
     affinity,
     fair_shares,
     gang_fill,
@@ -32,7 +32,7 @@ from slurmx.policies.mlfs_baseline_rules import (
     slaq_gain,
     tiresias_level,
 )
-from slurmx.policies.mlfs_model import JobState, TaskState
+from slurmx.policies.mlfs.model import JobState, TaskState
 from slurmx.reproduce.mlfs.task_model import Snapshot, TaskPlan
 
 __all__ = ["FairShare", "Gandiva", "Slaq", "Tiresias"]

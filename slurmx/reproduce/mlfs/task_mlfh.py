@@ -1,6 +1,6 @@
 """The replica's MLF-H: one call = the paper's once-a-minute scheduling round over DAG tasks on shared GPUs.
 
-A part of the task-level replica (`task_model`): every decision goes through `slurmx.policies.mlfs_rules`, the
+A part of the task-level replica (`task_model`): every decision goes through `slurmx.policies.mlfs.rules`, the
 very functions the registered policy `mlfs` calls (priorities and their scales, job rank and queue order, the
 ideal virtual host, eviction, MLF-C's overload test, the take-back rule of preemption). What is here is only the
 bookkeeping a task-level world needs and a Slurm group does not: per-task placement on per-GPU utilisation,
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, TaskKey, TaskState
-from slurmx.policies.mlfs_rules import (
+from slurmx.policies.mlfs.model import FloatArray, JobState, ServerState, TaskKey, TaskState
+from slurmx.policies.mlfs.rules import (
     RAW,
     MlfsArgs,
     choose_server,

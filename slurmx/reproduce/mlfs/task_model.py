@@ -6,8 +6,8 @@ single tasks (model partitions and the parameter server) on GPUs shared by utili
 overloaded servers, and stops jobs by accuracy, which that engine cannot express. So the reproduction keeps this
 replica: DAG tasks on shared GPUs, learning curves, deadlines, time-stepped at the paper's one-minute scheduling
 period and deterministic for a seed (the only non-determinism is the measured scheduler time, which is only
-reported). Its schedulers (`task_mlfh.MlfH`, `task_baselines`) decide through `slurmx.policies.mlfs_rules` and
-`slurmx.policies.mlfs_baseline_rules`, the functions the registered `mlfs`, `mlfs-fairshare`, `gandiva`, `slaq`
+reported). Its schedulers (`task_mlfh.MlfH`, `task_baselines`) decide through `slurmx.policies.mlfs.rules` and
+`slurmx.policies.mlfs.baseline_rules`, the functions the registered `mlfs`, `mlfs-fairshare`, `gandiva`, `slaq`
 and `tiresias` call; `TaskPolicy` is this replica's call (a snapshot in, a task plan out), nothing else uses it.
 
 Job model (ours where the paper is silent, all in `MlfsSimParams`):
@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from slurmx.policies.mlfs_model import JobState, ServerState, TaskKey, TaskState
+from slurmx.policies.mlfs.model import JobState, ServerState, TaskKey, TaskState
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.workloads.common import make_rng
 from slurmx.sim.workloads.mlfs import AccuracyCurve, task_graph

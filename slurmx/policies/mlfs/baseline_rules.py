@@ -1,5 +1,5 @@
 """The decision rules of MLFS's baselines (digest §3), pure functions shared by the registered policies
-(`mlfs-fairshare`, `slaq`, `tiresias`, `gandiva` in `slurmx.policies.mlfs_baselines`) and the reproduction's
+(`mlfs-fairshare`, `slaq`, `tiresias`, `gandiva` in `slurmx.policies.mlfs.baselines`) and the reproduction's
 task-level replica (`slurmx.reproduce.mlfs.task_baselines`), so both run the same baseline.
 
 - fair share (TensorFlow on Borg): max-min fair integer shares by water-filling (`fair_shares`);

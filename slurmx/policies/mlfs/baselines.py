@@ -1,7 +1,7 @@
 """MLFS's baselines (digest §3) as registered policies on a `ClusterView`: `mlfs-fairshare`, `slaq`, `tiresias`
 and `gandiva`, so a site can run in slurmxd and `slurmx sim run` what the reproduction compares MLF-H with.
 
-Each decides through `slurmx.policies.mlfs_baseline_rules`, the functions the reproduction's task-level replica
+Each decides through `slurmx.policies.mlfs.baseline_rules`, the functions the reproduction's task-level replica
 calls. On Slurm a group is one job with a fixed request that runs whole or not at all, so a group's demand is its
 variant's count of `resource` (GPUs by default) and it is its own granule:
 - `mlfs-fairshare` (TensorFlow on Borg): max-min fair shares of the cluster's `resource` over the active groups
@@ -32,7 +32,7 @@ from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
-from slurmx.policies.mlfs_baseline_rules import (
+from slurmx.policies.mlfs.baseline_rules import (
     affinity,
     fair_shares,
     gang_fill,

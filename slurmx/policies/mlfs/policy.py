@@ -4,7 +4,7 @@ The paper schedules *tasks* (one model partition for one iteration) and shares G
 cannot be split into per-iteration tasks, so here each pending or running group is one MLFS job with a single
 worker task whose demand is its variant's request, and the group is the unit of placement and preemption.
 
-Every decision goes through `slurmx.policies.mlfs_rules`, the functions the reproduction's task-level replica
+Every decision goes through `slurmx.policies.mlfs.rules`, the functions the reproduction's task-level replica
 (`slurmx reproduce mlfs`) calls too:
 - Priority: Eqs. 2-6 through `job_priorities` and `term_scale` on a `JobState` built from the group, and
   `job_rank` / `queue_key` for the order. Terms with no source on Slurm take neutral values (docs/policies/mlfs.md,
@@ -38,8 +38,8 @@ from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import register
-from slurmx.policies.mlfs_model import JobState, TaskState
-from slurmx.policies.mlfs_rules import (
+from slurmx.policies.mlfs.model import JobState, TaskState
+from slurmx.policies.mlfs.rules import (
     RAW,
     MlfhWeights,
     MlfsArgs,

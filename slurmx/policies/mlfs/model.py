@@ -1,7 +1,7 @@
 """What MLFS's rules read: jobs made of DAG tasks, and servers with per-GPU utilisation.
 
 MLFS (CoNEXT '20, digest `../shared/papers/mlfs.md`) decides per *task* (a model partition on one worker, plus
-the job's parameter server) and per GPU with utilisation-based sharing. The rules (`slurmx.policies.mlfs_rules`)
+the job's parameter server) and per GPU with utilisation-based sharing. The rules (`slurmx.policies.mlfs.rules`)
 read these objects and never change them. The registered policy `mlfs` builds a one-worker `JobState` per Slurm
 group; the reproduction's task-level replica (`slurmx.reproduce.mlfs.task_model`) owns a full one per job and
 updates it between calls.

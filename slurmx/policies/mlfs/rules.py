@@ -36,7 +36,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from slurmx.policies.base import PolicyArgs
-from slurmx.policies.mlfs_model import FloatArray, JobState, ServerState, TaskKey, TaskState
+from slurmx.policies.mlfs.model import FloatArray, JobState, ServerState, TaskKey, TaskState
 
 __all__ = [
     "RAW",
