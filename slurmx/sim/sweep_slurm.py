@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import slurmx
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.sim.sweep import SweepPoint
@@ -47,7 +46,7 @@ def prepare(points: Sequence[SweepPoint], spool_dir: str) -> Path:
     for sub in ("results", "logs"):
         (directory / sub).mkdir(parents=True)
         (directory / sub).chmod(0o1777)  # the tasks run as the submitting user, maybe not us
-    package = Path(slurmx.__file__).parent
+    package = Path(__file__).resolve().parents[1]  # the slurmx package this module is part of
     shutil.copytree(package, directory / "code" / "slurmx", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     documents = []
     for point in points:
