@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import Field
 
 from slurmx.core.actions import Plan, Start
-from slurmx.core.model import ClusterView, Group, Variant, VariantState
+from slurmx.core.model import ClusterView, Group, JobClass, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import PolicyArgs, register
 from slurmx.policies.matching import Instance, solve
@@ -45,11 +45,13 @@ __all__ = [
     "Cluster",
     "Job",
     "Machine",
+    "SamplesArgs",
     "dominant_share",
     "job_value",
     "matching_instance",
     "read_cluster",
     "select_users",
+    "start_samples",
     "user_progress",
 ]
 
@@ -101,6 +103,7 @@ class Cluster:
     free: dict[str, Resources]
     jobs: list[Job] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    samples: list[tuple[str, str]] = field(default_factory=list)  # (user, kind) of the samples started now
 
     def idle(self, kind: str | None = None) -> list[int]:
         return [i for i, m in enumerate(self.machines) if m.idle and (kind is None or m.kind == kind)]
@@ -340,10 +343,61 @@ def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Inst
     return Instance(proc, arrival, types, avail)
 
 
+# ---------------------------------------------------------------------------------------------- samples
+
+
+class SamplesArgs(PolicyArgs):
+    """`samples_first`: profiling samples as the AlloX authors' simulator runs them (off by default: an
+    artifact of their code, not the paper's design; docs/policies/allox.md). A sample is a trial-and-error
+    group (`JobClass.TE`, one variant): it starts before anything the policy's own rule starts, round robin
+    over users (by name), on an idle machine of its kind, and counts against its owner's share while it runs."""
+
+    samples_first: bool = False
+
+
+def start_samples(cluster: Cluster) -> list[Start]:
+    """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
+    in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
+    id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
+    takes no more samples once one of them found no idle machine. Every sample leaves `cluster.jobs`: no
+    policy's own rule starts one."""
+    samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
+    if not samples:
+        return []
+    cluster.jobs = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
+    waiting: dict[str, list[Job]] = {}
+    for job in sorted(samples, key=lambda j: (j.group.submit_time, j.group.group_id)):
+        waiting.setdefault(job.user, []).append(job)
+    users = sorted(waiting)
+    longest = max(len(q) for q in waiting.values())
+    full: set[str] = set()
+    actions: list[Start] = []
+    for r in range(longest + 1):
+        for user in users:
+            mine = waiting[user]
+            if r >= len(mine):
+                continue
+            job = mine[r]
+            kind = next(iter(job.estimates))
+            if kind in full:
+                continue
+            idle = cluster.idle(kind)
+            start = cluster.start(idle[0], job, kind, "profiling sample first") if idle else None
+            if start is None:
+                full.add(kind)
+                continue
+            mine.pop(r)
+            actions.append(start)
+            cluster.samples.append((user, kind))
+        if len(full) == len(cluster.kinds):
+            break
+    return actions
+
+
 # ---------------------------------------------------------------------------------------------- policies
 
 
-class AlphaArgs(PolicyArgs):
+class AlphaArgs(SamplesArgs):
     """The fairness knobs AlloX and AlloX+ share (the authors' AlloX+ uses the α subset too).
 
     - `alpha`: fraction of users (lowest progress first) whose jobs are considered; 1 = no fairness constraint.
@@ -392,7 +446,7 @@ class AlphaRounds(Generic[AA]):
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now)
         progress = user_progress(view, cluster)
-        actions: list[Start] = []
+        actions: list[Start] = start_samples(cluster) if self.args.samples_first else []
         alpha = self.args.alpha
         while cluster.jobs and cluster.idle():
             population = _population(view, cluster, self.args.alpha_over)

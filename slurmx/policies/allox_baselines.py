@@ -28,7 +28,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 
 from slurmx.core.actions import Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
-from slurmx.policies.allox import Cluster, Job, Machine, favoured, read_cluster
+from slurmx.policies.allox import Cluster, Job, Machine, SamplesArgs, favoured, read_cluster, start_samples
 from slurmx.policies.base import PolicyArgs, register
 
 __all__ = [
@@ -69,6 +69,9 @@ def _usage(view: ClusterView, cluster: Cluster) -> dict[str, Usage]:
         mine = usage.setdefault(group.user, {})
         mine[variant.kind] = mine.get(variant.kind, 0.0) + _units(cluster, variant.kind, group)
         mine["mem"] = mine.get("mem", 0.0) + variant.request.mem_mb
+    for user, kind in cluster.samples:  # started this decision (`start_samples`): they count as running
+        mine = usage.setdefault(user, {})
+        mine[kind] = mine.get(kind, 0.0) + 1.0
     return usage
 
 
@@ -101,8 +104,9 @@ class _OnMachines(Generic[A]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)
+        first = start_samples(cluster) if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
         actions = self.decide(view, cluster, now)
-        return Plan(tuple(actions), tuple(cluster.notes))
+        return Plan((*first, *actions), tuple(cluster.notes))
 
     def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         """The baseline's rule: the starts (and, for SRPT, preemptions) on `cluster`, which it updates."""
@@ -161,7 +165,7 @@ def _drf_share(cluster: Cluster) -> Share:
     return share
 
 
-class DrffArgs(PolicyArgs):
+class DrffArgs(SamplesArgs):
     """`config`: "accelerator" always takes the first accelerator variant a job has (the authors' DRFF);
     "first" takes the variant the user listed first (her stated preference).
 
@@ -191,7 +195,7 @@ class Drff(_OnMachines[DrffArgs]):
         return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drff", self.args.ties)
 
 
-class DrfsArgs(PolicyArgs):
+class DrfsArgs(SamplesArgs):
     """SJF by the best estimate within a user, on the faster kind.
 
     `ties`: who goes first among users with equal shares (frequent: every job is one machine of 20).
@@ -215,7 +219,7 @@ class Drfs(_OnMachines[DrfsArgs]):
         return _progressive_filling(view, cluster, _drf_share(cluster), pick, "drfs", self.args.ties)
 
 
-class DrfaArgs(PolicyArgs):
+class DrfaArgs(SamplesArgs):
     """`beta`: machines of the base kind one machine of each kind is worth (the base kind, the first kind
     without GRES, is 1). None: the mean over the view's jobs with estimates on both of base time / kind
     time, i.e. the average speedup (the authors average over the whole workload, known in advance).
@@ -265,7 +269,7 @@ def _average_speedups(view: ClusterView, cluster: Cluster) -> dict[str, float]:
     return beta
 
 
-class EqualShareArgs(PolicyArgs):
+class EqualShareArgs(SamplesArgs):
     """`order`: "sjf" (evaluation, §5.1.1): a freed machine takes the user's job shortest on it, kinds in
     turn, accelerators first; "fcfs" (intro, Table 1): the user's jobs in order, each on its favourite kind
     if her share of it is free, else on another, and her later jobs wait behind it. A kind's m machines
@@ -390,7 +394,7 @@ def _online_equal_share(view: ClusterView, cluster: Cluster) -> list[Start]:
     return actions
 
 
-class SrptArgs(PolicyArgs):
+class SrptArgs(SamplesArgs):
     """No knobs. Free preemption and migration: simulator only (module docstring)."""
 
 

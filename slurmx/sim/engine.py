@@ -160,6 +160,12 @@ class Engine(IsolationSteps, ViewSteps):
         self._quiet = False
         self._releases_seen = 0
         self._late_visible = False
+        # Jobs held until named jobs finish (meta "after": the AlloX authors' profiling samples, which hold
+        # machines, release their job when done): held idx -> how many it waits for; awaited id -> who waits;
+        # the awaited (meta "awaited") that already finished.
+        self._held: dict[int, int] = {}
+        self._waiters: dict[str, list[int]] = {}
+        self._awaited_done: set[str] = set()
         self._skipped_calls = 0
         self._vectors: dict[tuple[str, Resources], Vector] = {}
         self._next_vid = 1
@@ -337,6 +343,14 @@ class Engine(IsolationSteps, ViewSteps):
         self._arrived += 1
         j = self._jobs[idx]
         opts = self.options
+        after = [a for a in j.job.meta.get("after", ()) if a not in self._awaited_done]
+        if after:  # shown when every job it waits for has finished (`_release_waiters`)
+            j.status = PROFILING
+            self._busy += 1
+            self._held[idx] = len(after)
+            for a in after:
+                self._waiters.setdefault(a, []).append(idx)
+            return True
         measured = j.job.meta.get("profiling_delay_s")  # set by sim.profiling_model: the samples' own times
         if measured is not None:
             delay = float(measured)
@@ -378,7 +392,18 @@ class Engine(IsolationSteps, ViewSteps):
         j.done = total
         self._release(j, t)
         self._close(j, t, DONE)
+        if j.job.meta.get("awaited"):
+            self._release_waiters(j.group_id)
         return True
+
+    def _release_waiters(self, group_id: str) -> None:
+        """`group_id` finished: a job held for it (meta "after") and nothing else is shown now."""
+        self._awaited_done.add(group_id)
+        for idx in self._waiters.pop(group_id, ()):
+            self._held[idx] -= 1
+            if not self._held[idx]:
+                del self._held[idx]
+                self._on_profiled(idx, 0, self.now)
 
     def _on_grace_end(self, idx: int, version: int, t: float) -> bool:
         j = self._jobs.get(idx)

@@ -66,6 +66,7 @@ class Spec:
     user: str
     times: Mapping[str, float]
     submit: float = 0.0
+    job_class: JobClass = JobClass.BE  # TE: a profiling sample (the authors'-simulator option samples_first)
 
 
 @dataclass
@@ -102,7 +103,7 @@ def _view(now: float, specs: list[Spec], running: dict[str, _Run], left: dict[st
                 state, est, start = VariantState.PENDING, left[spec.name] * time, None
             variants.append(Variant(spec.name, kind, None, state, REQUEST[kind], kind, where, est,
                                     submit_time=spec.submit, start_time=start))
-        groups[spec.name] = Group(spec.name, spec.name, spec.user, JobClass.BE, tuple(variants),
+        groups[spec.name] = Group(spec.name, spec.name, spec.user, spec.job_class, tuple(variants),
                                   submit_time=spec.submit)
     node_map = {name: Node(name, (part,), cap, used.get(name, Resources()), "IDLE") for name, part, cap in nodes}
     parts = {p: Partition(p, tuple(n for n, q, _ in nodes if q == p), kind=p) for p in ("gpu", "cpu")}

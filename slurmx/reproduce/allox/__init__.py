@@ -19,9 +19,9 @@ unit (60 s; the authors' plots call it "mins").
 
 from __future__ import annotations
 
-from slurmx.reproduce.allox import authors_sim
+from slurmx.reproduce.allox import ablation, authors_sim
 from slurmx.reproduce.allox.experiment import EXPERIMENTS, run_all, scale_of, selected
-from slurmx.reproduce.allox.report import TITLE, report
+from slurmx.reproduce.allox.report import PAPER_REDUCTION, TITLE, report
 from slurmx.reproduce.base import Reproduction, ReproOptions
 
 __all__ = ["EXPERIMENTS", "TITLE", "reproduce"]
@@ -42,4 +42,7 @@ def reproduce(options: ReproOptions, jobs_per_user: int | None = None) -> Reprod
                               f"({authors_sim.PEER_ENV}), run with its run.sh{switched} in a temporary directory")
         rep.tables += authors_sim.tables(compared)
         rep.data["authors-sim"] = authors_sim.as_data(compared)
+        ablated = ablation.ablation(options.workers, options.progress)  # ours only: runs without their pack
+        rep.tables.append(ablation.table(ablated, PAPER_REDUCTION))
+        rep.data["authors-sim-ablation"] = ablation.as_data(ablated)
     return rep

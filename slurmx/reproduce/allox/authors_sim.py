@@ -41,6 +41,7 @@ from slurmx.reproduce.allox.experiment import (
     UNIT_S,
     RunSpec,
 )
+from slurmx.reproduce.allox.samples import is_sample
 from slurmx.reproduce.base import ResultTable
 from slurmx.sim.jobs import SimJob
 from slurmx.sim.parallel import parallel_map
@@ -209,11 +210,11 @@ def run_ours(task: tuple[str, Path, str, float]) -> dict[str, JobTimes]:
     pool can pickle it."""
     policy, input_path, variant, overhead = task
     spec = RunSpec.make(policy, 0, FULL, source="authors", variant=variant, overhead=overhead)
-    jobs = list(authors_jobs(input_path, with_errors=spec.error_sd > 0))
+    jobs = spec.with_samples(authors_jobs(input_path, with_errors=spec.error_sd > 0))
     result = run_config(spec.config(jobs), jobs)
     return {r.job_id: JobTimes((r.first_start if r.first_start is not None else math.nan) / UNIT_S,
                                r.finish / UNIT_S, r.kind or "other")
-            for r in result.jobs if not r.cancelled}
+            for r in result.jobs if not r.cancelled and not is_sample(r.job_id)}
 
 
 def _mean_jct(times: Mapping[str, JobTimes], submit: Mapping[str, float]) -> float:

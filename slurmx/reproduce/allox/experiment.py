@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.allox.authors_input import authors_jobs
+from slurmx.reproduce.allox.samples import is_sample, with_samples
 from slurmx.reproduce.base import ReproOptions
 from slurmx.sim.config import SimConfig, parse_sim_config
 from slurmx.sim.jobs import SimJob
@@ -24,11 +25,36 @@ from slurmx.sim.parallel import parallel_map
 from slurmx.sim.runner import run_config
 from slurmx.sim.workloads.allox import AlloxParams, allox
 
-__all__ = ["ALLOX_PLUS_TIMEOUT_UNITS", "AS_AUTHORS_SIM", "AUTHORS_SIM_OPTIONS", "CPU_NODE_CORES", "DEFAULT_ALPHA",
-           "DEFAULT_ERROR", "DEFAULT_OVERHEAD", "EXPERIMENTS", "FULL", "MAIN_POLICIES", "ON_REQUEST", "QUICK",
-           "STORED_CODE", "STORED_DRFA_BETA_CORES", "UNIT_S", "Results", "RunOutcome", "RunSpec", "Scale",
-           "authors_sim_options", "average_speedup", "experiment_specs", "progress_spread", "run_all", "run_one",
-           "scale_of", "selected"]
+__all__ = [
+    "ALLOX_PLUS_TIMEOUT_UNITS",
+    "AS_AUTHORS_SIM",
+    "AUTHORS_SIM_OPTIONS",
+    "CPU_NODE_CORES",
+    "DEFAULT_ALPHA",
+    "DEFAULT_ERROR",
+    "DEFAULT_OVERHEAD",
+    "EXPERIMENTS",
+    "FULL",
+    "MAIN_POLICIES",
+    "ON_REQUEST",
+    "PROFILING_SAMPLES",
+    "QUICK",
+    "STORED_CODE",
+    "STORED_DRFA_BETA_CORES",
+    "UNIT_S",
+    "Results",
+    "RunOutcome",
+    "RunSpec",
+    "Scale",
+    "authors_sim_options",
+    "average_speedup",
+    "experiment_specs",
+    "progress_spread",
+    "run_all",
+    "run_one",
+    "scale_of",
+    "selected",
+]
 
 EXPERIMENTS = ("authors", "main", "alpha", "error", "overhead")
 # Run only when named: the authors' own simulator beside ours (`authors_sim`; needs their pack and a JDK).
@@ -50,11 +76,14 @@ STORED_CODE = "stored_code"  # RunSpec.variant of the runs that follow the store
 # options of ours: option name -> policy -> params. RunSpec.variant AS_AUTHORS_SIM turns them all on,
 # AS_AUTHORS_SIM + ":" + name one of them (the ablation). All are artifacts: off in our defaults.
 AS_AUTHORS_SIM = "authors_sim"
+PROFILING_SAMPLES = "profiling_samples"
 AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "drf_ties": {p: {"ties": "by_name"} for p in ("drff", "drfs", "drfa")},  # equal shares: lowest queue index
     "es_gpu_pass": {"es": {"base_blocks_accelerators": True}},  # a user on CPU gets no GPU pass
     "allox_ties": {"allox": {"ties": "by_name"}},  # equal progress: lowest queue index
     "allox_nmax": {"allox": {"n_max": 50}},  # MAX_N_JOB_AlloX: the matching sees at most 50 jobs
+    # profiling samples hold machines, first, against the owner's share (`samples`); DRFF never profiles
+    PROFILING_SAMPLES: {p: {"samples_first": True} for p in ("drfs", "es", "drfa", "allox")},
 }
 
 
@@ -122,13 +151,24 @@ class RunSpec:
             "cluster": {"partitions": [{"name": "gpu", "kind": "gpu", **GPU_NODE},
                                        {"name": "cpu", "kind": "cpu", **CPU_NODE}]},
             "policy": {"name": self.policy, "params": params},
-            "profiling": {"fraction": self.overhead},
+            "profiling": {"fraction": 0.0 if self.samples else self.overhead},
         }, f"allox reproduction ({self.policy})")
+
+    @property
+    def samples(self) -> bool:
+        """Whether profiling runs as samples holding machines (the PROFILING_SAMPLES option) instead of a delay."""
+        return PROFILING_SAMPLES in authors_sim_options(self.variant) and self.policy in \
+            AUTHORS_SIM_OPTIONS[PROFILING_SAMPLES] and self.overhead > 0
+
+    def with_samples(self, jobs: Sequence[SimJob]) -> list[SimJob]:
+        """`jobs`, with their profiling samples when the spec runs them (`samples.with_samples`)."""
+        return with_samples(jobs, UNIT_S) if self.samples else list(jobs)
 
     def workload(self) -> list[SimJob]:
         if self.source == "authors":  # one fixed input: their drawn errors (sd 0.1), or none (DRFF)
-            return list(authors_jobs(with_errors=self.error_sd > 0))
-        return allox(AlloxParams(jobs_per_user=self.jobs_per_user, estimate_error_sd=self.error_sd), self.seed)
+            return self.with_samples(authors_jobs(with_errors=self.error_sd > 0))
+        return self.with_samples(
+            allox(AlloxParams(jobs_per_user=self.jobs_per_user, estimate_error_sd=self.error_sd), self.seed))
 
 
 @dataclass(frozen=True)
@@ -145,12 +185,14 @@ class RunOutcome:
 
 def authors_sim_options(variant: str) -> tuple[str, ...]:
     """The authors'-simulator options a RunSpec.variant turns on: all for AS_AUTHORS_SIM, one for
-    "AS_AUTHORS_SIM:name", none otherwise."""
+    "AS_AUTHORS_SIM:name", all but one for "AS_AUTHORS_SIM:-name" (the ablation), none otherwise."""
     if variant == AS_AUTHORS_SIM:
         return tuple(AUTHORS_SIM_OPTIONS)
     head, _, name = variant.partition(":")
     if head == AS_AUTHORS_SIM and name in AUTHORS_SIM_OPTIONS:
         return (name,)
+    if head == AS_AUTHORS_SIM and name.startswith("-") and name[1:] in AUTHORS_SIM_OPTIONS:
+        return tuple(o for o in AUTHORS_SIM_OPTIONS if o != name[1:])
     return ()
 
 
@@ -161,6 +203,9 @@ def run_one(spec: RunSpec) -> RunOutcome:
     records = [r for r in result.jobs if not r.cancelled]
     if len(records) != len(jobs):
         raise RuntimeError(f"{spec}: {len(jobs) - len(records)} jobs did not complete")
+    if spec.samples:  # the samples are not jobs of the workload: JCTs and progress are the jobs'
+        jobs = [j for j in jobs if not is_sample(j.job_id)]
+        records = [r for r in records if not is_sample(r.job_id)]
     jct = np.sort(np.array([(r.finish - r.submit) / UNIT_S for r in records]))
     top = jct[-max(1, math.ceil(0.01 * jct.size)):]
     preemptive = any(r.preemptions for r in records)
@@ -171,7 +216,8 @@ def run_one(spec: RunSpec) -> RunOutcome:
 def average_speedup(jobs: Sequence[SimJob]) -> float:
     """Mean over the workload of CPU time / GPU time: DRFA's β in CPU machines per GPU (the authors' simulator
     averages (cores x CPU time) / (GPUs x GPU time) over all jobs; a machine here is a whole CPU node)."""
-    return float(np.mean([j.variants["cpu"].duration_s / j.variants["gpu"].duration_s for j in jobs]))
+    return float(np.mean([j.variants["cpu"].duration_s / j.variants["gpu"].duration_s for j in jobs
+                          if "cpu" in j.variants and "gpu" in j.variants]))  # not the one-kind samples
 
 
 def _value(job: SimJob, kind: str) -> float:
