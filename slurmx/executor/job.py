@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import pickle
+import threading
 import time
 import warnings
 from collections.abc import Generator
@@ -26,7 +27,7 @@ from slurmx.core.userfiles import UntrustedFile, read_own_file
 from slurmx.executor.jobside import outcome_name
 from slurmx.executor.payload import caller_uid, read_outcome, read_own_output, task_folder
 from slurmx.slurm import SlurmAdapter, adapter_from_config
-from slurmx.submit.groups import GroupStatus, cancel_group, find_group
+from slurmx.submit.groups import GroupStatus, cancel_group, find_group, list_groups
 
 __all__ = ["Job", "JobAPI", "JobError", "JobPaths", "RemoteTraceback", "job_state", "outcome_exception",
            "raise_outcome", "ran_variant"]
@@ -207,6 +208,30 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+class _Listings:
+    """squeue's groups, one listing per adapter and spool kept for a short while (the jobs of one `map` share it)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, str], tuple[float, dict[str, GroupStatus]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, adapter: SlurmAdapter, spool_dir: str, max_age: float) -> dict[str, GroupStatus]:
+        key = (id(adapter), spool_dir)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and time.monotonic() - kept[0] < max_age:
+                return kept[1]
+        listing = {g.group_id: g for g in list_groups(adapter, spool_dir=spool_dir)}
+        now = time.monotonic()
+        with self._lock:
+            self._kept = {k: v for k, v in self._kept.items() if now - v[0] < max_age}  # none outlives its use
+            self._kept[key] = (now, listing)
+        return listing
+
+
+_LISTINGS = _Listings()
+
+
 @dataclass
 class Job(JobAPI):
     """A function call submitted as one group; `result()` waits for it."""
@@ -255,6 +280,13 @@ class Job(JobAPI):
         return [job_id for _, job_id in self.variants]
 
     def status(self) -> GroupStatus | None:
+        """The group as squeue shows it, from one listing shared by this process's jobs for `poll / 2` seconds (so
+        `as_completed` over 1,000 jobs of a `map` asks squeue once a round, not 1,000 times); accounting when
+        squeue has forgotten it."""
+        listing = _LISTINGS.get(self.adapter, self.site.submit.spool_dir, self.poll / 2)
+        found = listing.get(self.group_id)
+        if found is not None:
+            return found
         return find_group(self.adapter, self.group_id, since="now-7days", spool_dir=self.site.submit.spool_dir)
 
     @property

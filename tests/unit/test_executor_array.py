@@ -166,3 +166,40 @@ def test_submit_array_takes_calls_whole_as_tuples_or_submitit_s_delayed_shape(tm
     assert len(jobs) == 2 and _calls_in(transport) == [((1, 2), {}), ((3,), {"b": 4})]
     with pytest.raises(TypeError, match=r"submit_array: call 1 \(int\): expected"):
         ex.submit_array([(add, (1,), {}), 5])
+
+
+def test_the_jobs_of_a_map_ask_squeue_once_a_round_not_once_each(tmp_path: Path) -> None:
+    """`as_completed` over the jobs of one array: every job's state comes from one squeue listing per round."""
+    import os
+    from dataclasses import replace as copy
+
+    from slurmx.core.arrays import task_key
+    from slurmx.core.config import SiteConfig
+    from slurmx.executor import as_completed
+    from tests.unit.test_profile_daemon import variant_job
+    from tests.unit.test_submitter import _LocalFolders
+
+    spool = tmp_path / "spool"
+    (spool / "sq-0a1b2c").mkdir(parents=True, mode=0o700)
+    the_site = SiteConfig.model_validate({"cluster": {"name": "t"},
+                                          "resources": {"cpu": {"partition": "cpu", "cpus": 1, "mem": "1G"}},
+                                          "submit": {"spool_dir": str(spool)}})
+    tasks = [copy(variant_job(task_key(900, i), "sq-0a1b2c", "cpu", ""), user_id=os.getuid(), array_job_id=900,
+                  array_task_id=i) for i in range(20)]
+
+    class Counting(_LocalFolders):
+        calls = 0
+
+        def jobs(self, user: str | None = None, **_: object) -> list[object]:
+            Counting.calls += 1
+            return list(tasks)
+
+        def accounting(self, since: str = "") -> list[object]:
+            raise AssertionError("every job is in squeue's listing")
+
+    adapter = Counting()
+    jobs = [Job(f"sq-0a1b2c[{i}]", the_site, adapter, poll=60.0) for i in range(20)]  # type: ignore[arg-type]
+    assert [job.state for job in jobs] == ["PENDING"] * 20 and Counting.calls == 1
+    with pytest.raises(TimeoutError, match="20 of 20 job"):
+        next(iter(as_completed(jobs, timeout=0.2, poll_frequency=0.1)))
+    assert Counting.calls == 1  # the same listing, younger than poll / 2
