@@ -134,7 +134,8 @@ class Daemon:
         return self.backend.read(now)
 
     def cycle(self) -> CycleReport:
-        with _collector_settled(full_pass=self.cycles % FULL_COLLECTION_EVERY == 0):  # see _collector_settled
+        full_pass = self.cycles > 0 and self.cycles % FULL_COLLECTION_EVERY == 0  # nothing is frozen before the first
+        with _collector_settled(full_pass):  # see _collector_settled
             try:
                 return self._cycle()
             except SlurmError:
@@ -314,8 +315,8 @@ def _collector_settled(full_pass: bool) -> Iterator[None]:
     Why: the collector counts allocations while it is off, so the first allocation after it was back on ran a pass
     over every object the cycle made and kept (the view, the records: 0.4 s at 100,000 groups) and found nothing,
     for they are acyclic. Frozen objects are still freed by refcounting (the previous cycle's records, as always),
-    but never by the collector: so each cycle first unfreezes, and every `FULL_COLLECTION_EVERY` cycles (the
-    first one too) a full pass finds whatever cyclic garbage the cycles since left (an exception's traceback).
+    but never by the collector: so each cycle first unfreezes, and every `FULL_COLLECTION_EVERY` cycles a full
+    pass finds whatever cyclic garbage the cycles since left (an exception's traceback).
     Freezing and unfreezing take constant time.
     """
     was_enabled = gc.isenabled()
