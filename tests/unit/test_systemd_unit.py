@@ -71,7 +71,6 @@ def test_hardening_keys(unit: dict[str, dict[str, list[str]]]) -> None:
 def test_the_state_dir_is_writable_under_protect_system_strict(unit: dict[str, dict[str, list[str]]]) -> None:
     """systemd makes `StateDirectory=` (under /var/lib) writable whatever `ProtectSystem=` says."""
     state_dir = DaemonConfig().state_dir
-    writable = [p.lstrip("-") for value in unit["Service"].get("ReadWritePaths", []) for p in value.split()]
     assert Path("/var/lib") / one(unit, "Service", "StateDirectory") == state_dir
 
 
