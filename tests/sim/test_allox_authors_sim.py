@@ -99,12 +99,13 @@ def test_the_authors_simulator_and_ours_run_on_the_same_input(monkeypatch: pytes
     drfa = result.data["authors-sim"]["methods"]["drfa"]
     assert drfa["jobs"] == 10_000
     assert drfa["theirs_jct"] == pytest.approx(293.75, abs=0.01)  # their README's DRFExt, run as packaged
-    assert drfa["options"] == ["drf_ties"] and drfa["ours_jct"] != drfa["ours_default_jct"]
+    assert drfa["options"] == ["drf_ties", "profiling_samples"] and drfa["ours_jct"] != drfa["ours_default_jct"]
     assert 100 < drfa["ours_default_jct"] < 200 and 0.0 <= drfa["end_match"] <= 1.0
     first = drfa["first_divergence"]
     assert first is not None and first["theirs"] != first["ours"]
     assert [t.title.split(":")[0] for t in result.tables] == ["authors-sim", "authors-sim"]
     assert any(c.startswith("authors-sim: their simulator from") for c in result.conditions)
+    assert "authors-sim: ablation skipped (SLURMX_ALLOX_PEER_METHODS names a subset)" in result.conditions
 
 
 def test_switches_are_dash_d_words_and_anything_else_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
