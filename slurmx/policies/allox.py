@@ -355,7 +355,7 @@ class SamplesArgs(PolicyArgs):
     samples_first: bool = False
 
 
-def start_samples(cluster: Cluster) -> list[Start]:
+def start_samples(cluster: Cluster, keep_waiting: bool = False) -> list[Start]:
     """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
     in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
     id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
@@ -364,7 +364,8 @@ def start_samples(cluster: Cluster) -> list[Start]:
     samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
     if not samples:
         return []
-    cluster.jobs = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
+    others = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
+    cluster.jobs = others
     waiting: dict[str, list[Job]] = {}
     for job in sorted(samples, key=lambda j: (j.group.submit_time, j.group.group_id)):
         waiting.setdefault(job.user, []).append(job)
@@ -391,6 +392,8 @@ def start_samples(cluster: Cluster) -> list[Start]:
             cluster.samples.append((user, kind))
         if len(full) == len(cluster.kinds):
             break
+    if keep_waiting:
+        cluster.jobs = [*(j for user in users for j in waiting[user]), *others]
     return actions
 
 

@@ -104,7 +104,8 @@ class _OnMachines(Generic[A]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)
-        first = start_samples(cluster) if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
+        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False)) \
+            if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
         actions = self.decide(view, cluster, now)
         return Plan((*first, *actions), tuple(cluster.notes))
 
@@ -290,12 +291,17 @@ class EqualShareArgs(SamplesArgs):
     simulator (IRFsim's `EqualShareScheduler`, whose accelerator pass is given a CPU share of 0 and then
     subtracts the user's CPU use), a user holding any machine of a kind without GRES gets no accelerator pass;
     her accelerator share is filled only in the base-kind pass, where her jobs go in order of base-kind
-    time, each to an accelerator of her share when she has room there, else to the base kind."""
+    time, each to an accelerator of her share when she has room there, else to the base kind.
+
+    `samples_in_passes` (with `samples_first`; off by default: an artifact): as in the authors' simulator,
+    whose ES passes take the user's waiting items sorted by length, profiling samples among them, the
+    samples still waiting after the samples' own turn are jobs of their owner in her passes, on either kind."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
     users: tuple[str, ...] | None = None
     split: Literal["static", "online"] = "static"
     base_blocks_accelerators: bool = False
+    samples_in_passes: bool = False
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):

@@ -6,14 +6,14 @@ from __future__ import annotations
 from slurmx.core.actions import Start
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
-from slurmx.policies.allox_baselines import Drfs, DrfsArgs
+from slurmx.policies.allox_baselines import Drfs, DrfsArgs, EqualShare, EqualShareArgs
 from slurmx.reproduce.allox import ablation
 from slurmx.reproduce.allox.experiment import AS_AUTHORS_SIM, FULL, UNIT_S, RunSpec
 from slurmx.reproduce.allox.samples import is_sample, with_samples
 from slurmx.sim.config import parse_sim_config
 from slurmx.sim.jobs import SimJob, SimVariant
 from slurmx.sim.runner import run_config
-from tests.unit.test_allox import Spec, _nodes, _view
+from tests.unit.test_allox import Spec, _nodes, _Run, _view
 
 
 def _job(job_id: str, user: str, submit: float, gpu_units: float, cpu_units: float) -> SimJob:
@@ -95,3 +95,18 @@ def test_the_ablation_shares_a_run_between_settings_whose_options_do_not_touch_t
     table = ablation.table({"s": {"allox": 50.0, "drff": 1000.0, "drfs": 100.0, "es": 200.0, "drfa": 50.0,
                                   "srpt": 40.0}}, {"drff": 0.95, "drfs": 0.84, "es": 0.88, "drfa": 0.53})
     assert table.rows[1][:6] == ("s", "95.0%", "50.0%", "75.0%", "0.0%", "20.0%")
+
+
+def test_es_with_samples_in_passes_starts_a_waiting_sample_on_a_gpu_before_her_jobs() -> None:
+    # one GPU, one CPU node busy with ann's r; ann's CPU sample a~2 (also runnable on a GPU, 1 unit) waits
+    specs = [Spec("a~2", "ann", {"cpu": 5.0, "gpu": 1.0}, job_class=JobClass.TE), Spec("a", "ann", {"gpu": 10.0}),
+             Spec("r", "ann", {"cpu": 100.0})]
+    running = {"r": _Run("cpu", "c1", 0.0, 1.0)}
+    view = _view(1.0, specs, running, {s.name: 1.0 for s in specs}, set(), _nodes(1, 1, 1))
+
+    def starts(**args: bool) -> list[tuple[str, str]]:
+        plan = EqualShare(EqualShareArgs(samples_first=True, **args)).schedule(view, 1.0)
+        return [(a.group_id, a.kind) for a in plan.of_type(Start)]
+
+    assert starts(samples_in_passes=True) == [("a~2", "gpu")]
+    assert starts() == [("a", "gpu")]  # the sample waits for a CPU node

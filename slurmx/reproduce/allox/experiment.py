@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from slurmx.core.model import JobClass
 from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.allox.authors_input import authors_jobs
 from slurmx.reproduce.allox.samples import is_sample, with_samples
@@ -83,7 +84,8 @@ AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "allox_ties": {"allox": {"ties": "by_name"}},  # equal progress: lowest queue index
     "allox_nmax": {"allox": {"n_max": 50}},  # MAX_N_JOB_AlloX: the matching sees at most 50 jobs
     # profiling samples hold machines, first, against the owner's share (`samples`); DRFF never profiles
-    PROFILING_SAMPLES: {p: {"samples_first": True} for p in ("drfs", "es", "drfa", "allox")},
+    PROFILING_SAMPLES: {**{p: {"samples_first": True} for p in ("drfs", "drfa", "allox")},
+                        "es": {"samples_first": True, "samples_in_passes": True}},
 }
 
 
@@ -162,7 +164,10 @@ class RunSpec:
 
     def with_samples(self, jobs: Sequence[SimJob]) -> list[SimJob]:
         """`jobs`, with their profiling samples when the spec runs them (`samples.with_samples`)."""
-        return with_samples(jobs, UNIT_S) if self.samples else list(jobs)
+        if not self.samples:
+            return list(jobs)
+        params = AUTHORS_SIM_OPTIONS[PROFILING_SAMPLES][self.policy]
+        return with_samples(jobs, UNIT_S, any_kind=bool(params.get("samples_in_passes")))
 
     def workload(self) -> list[SimJob]:
         if self.source == "authors":  # one fixed input: their drawn errors (sd 0.1), or none (DRFF)
@@ -217,7 +222,7 @@ def average_speedup(jobs: Sequence[SimJob]) -> float:
     """Mean over the workload of CPU time / GPU time: DRFA's β in CPU machines per GPU (the authors' simulator
     averages (cores x CPU time) / (GPUs x GPU time) over all jobs; a machine here is a whole CPU node)."""
     return float(np.mean([j.variants["cpu"].duration_s / j.variants["gpu"].duration_s for j in jobs
-                          if "cpu" in j.variants and "gpu" in j.variants]))  # not the one-kind samples
+                          if j.job_class is not JobClass.TE]))  # not the profiling samples
 
 
 def _value(job: SimJob, kind: str) -> float:

@@ -31,22 +31,34 @@ def is_sample(job_id: str) -> bool:
     return "~" in job_id
 
 
-def _samples(job: SimJob, unit_s: float) -> list[SimJob]:
+def _units(job: SimJob, kind: str, scale: float, unit_s: float) -> float:
+    # their clock steps by one unit: a sample ends at the first step at or after its time
+    return math.ceil(max(job.variants[kind].duration_s / unit_s * scale, _MIN_UNITS) - 1e-9) * unit_s
+
+
+def _samples(job: SimJob, unit_s: float, any_kind: bool) -> list[SimJob]:
+    """The job's four samples, each on its own kind; with `any_kind` also on the job's other kinds at its
+    scale of the job's time there (their ES starts waiting samples in its own passes, on either kind), its
+    own kind listed first (where the samples' turn starts it)."""
     out = []
     for n, (kind, scale) in enumerate(SCALES, start=1):
-        variant = job.variants[kind]
-        # their clock steps by one unit: a sample ends at the first step at or after its time
-        duration = math.ceil(max(variant.duration_s / unit_s * scale, _MIN_UNITS) - 1e-9) * unit_s
+        kinds = (kind, *(k for k in job.variants if k != kind and any_kind))
+        variants = {}
+        for k in kinds:
+            duration = _units(job, k, scale, unit_s)
+            variants[k] = SimVariant(k, job.variants[k].request, duration, duration)
         out.append(SimJob(job_id=f"{job.job_id}~{n}", user=job.user, submit_time=job.submit_time,
-                          variants={kind: SimVariant(kind, variant.request, duration, duration)},
-                          job_class=JobClass.TE, meta={"awaited": True, "sample_of": job.job_id}))
+                          variants=variants, job_class=JobClass.TE,
+                          meta={"awaited": True, "sample_of": job.job_id}))
     return out
 
 
-def with_samples(jobs: Sequence[SimJob], unit_s: float, group: bool = True) -> list[SimJob]:
+def with_samples(jobs: Sequence[SimJob], unit_s: float, group: bool = True,
+                 any_kind: bool = False) -> list[SimJob]:
     """`jobs` with their four samples each, samples first; every job waits for the samples of all jobs that
-    arrived at the same instant (`group`, their default) or for its own."""
-    samples = {j.job_id: _samples(j, unit_s) for j in jobs}
+    arrived at the same instant (`group`, their default) or for its own. `any_kind`: a sample may also run
+    on the job's other kinds (for a policy that starts waiting samples by its own rule: their ES)."""
+    samples = {j.job_id: _samples(j, unit_s, any_kind) for j in jobs}
     by_arrival: dict[float, list[str]] = {}
     for j in jobs:
         by_arrival.setdefault(j.submit_time, []).extend(s.job_id for s in samples[j.job_id])
