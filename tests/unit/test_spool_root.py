@@ -140,6 +140,7 @@ def recorded_cluster(version: str = "24.11") -> ReplayTransport:
                        ("scontrol", "show", "partition"): ok(read(version, "partitions.txt")),
                        ("scontrol", "show", "nodes"): ok(read(version, "nodes.json")),
                        ("sacct",): ok(read(version, "sacct.json")),
+                       ("squeue",): ok(read(version, "squeue.json")),
                        ("scontrol", "show", "config"): ok("JobSubmitPlugins = lua\n")})
 
 
@@ -156,6 +157,7 @@ def test_doctor_checks_the_spool_root_where_submit_makes_folders(tmp_path: Path,
     if how == "ok":
         assert f"✓ spool root {root}: root's, sticky, not a link ✓" in shown
         assert result.exit_code == 0, result.output
+        assert shown.count("fields slurmx reads are there") == 3  # the conformance probe: squeue, nodes, sacct
     else:
         assert f"✗ {expected} ✓" in shown  # the whole line, then the next check's
         assert result.exit_code != 0 and "1 problem(s)" in result.output
