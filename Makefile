@@ -54,16 +54,14 @@ lint: venv
 test-unit: venv
 	$(BIN)/pytest -q tests/unit tests/sim tests/parity $(PYTEST_ARGS)
 
-# Integration tests run against each real Slurm version in turn; the fixture brings the cluster up (or reuses it).
-# Tests marked long_behaviour (minutes of live behaviour whose Slurm calls other tests cover on every version) run
-# on the last version of TEST_VERSIONS only; `make test-matrix` runs every test on every version.
+# Integration tests run against each real Slurm version, the versions side by side (each has its own cluster, and
+# live tests mostly wait on Slurm: tests/run-integration); the fixture brings the cluster up (or reuses it). Tests
+# marked long_behaviour (live behaviour whose Slurm calls other tests cover on every version) run on the last version
+# of TEST_VERSIONS only; `make test-matrix` runs every test on every version, one version after the other.
+PARALLEL_VERSIONS ?= 1
 test-integration: deps
-	@set -e; last=$(lastword $(TEST_VERSIONS)); for v in $(TEST_VERSIONS); do \
-	  echo "=== integration tests on Slurm $$v ==="; \
-	  only=(); if [ "$$v" != "$$last" ] && [ -z "$(ALL_ON_EVERY_VERSION)" ]; then only=(-m "not long_behaviour"); fi; \
-	  SLURMX_TEST_SLURM=$$v $(BIN)/pytest -q --durations=15 "$${only[@]}" tests/integration $(PYTEST_ARGS); \
-	  if [ -n "$$CI" ]; then $(CLUSTER) down --slurm $$v; fi; \
-	done
+	VERSIONS="$(TEST_VERSIONS)" BIN=$(BIN) PARALLEL=$(PARALLEL_VERSIONS) ALL_ON_EVERY_VERSION=$(ALL_ON_EVERY_VERSION) \
+	  tests/run-integration $(PYTEST_ARGS)
 
 # The cluster images of TEST_VERSIONS build in the background while lint and the unit tests run (an image build is
 # mostly downloads and unpacking; the unit tests use one core); the integration fixture's `cluster up` waits for a
@@ -76,6 +74,7 @@ test: deps images-background lint test-unit test-integration
 
 test-matrix: TEST_VERSIONS = $(MATRIX_VERSIONS)
 test-matrix: ALL_ON_EVERY_VERSION = 1
+test-matrix: PARALLEL_VERSIONS = 0
 test-matrix: test-unit test-integration
 
 # slurmxd's crash test at the issue's full size (40 groups, 20 SIGKILLs, 2 slurmctld restarts); `make test` runs a
