@@ -348,9 +348,10 @@ def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Inst
 
 class SamplesArgs(PolicyArgs):
     """`samples_first`: profiling samples as the AlloX authors' simulator runs them (off by default: an
-    artifact of their code, not the paper's design; docs/policies/allox.md). A sample is a trial-and-error
-    group (`JobClass.TE`, one variant): it starts before anything the policy's own rule starts, round robin
-    over users (by name), on an idle machine of its kind, and counts against its owner's share while it runs."""
+    artifact of their code, not the paper's design; docs/policies/allox.md). With it, every trial-and-error
+    group (`JobClass.TE`) is taken for a sample, so it is meant for the reproduction's workloads, not a site's
+    TE jobs: a sample starts before anything the policy's own rule starts, round robin over users (by name),
+    on an idle machine of its first variant's kind, and counts against its owner's share while it runs."""
 
     samples_first: bool = False
 
