@@ -9,6 +9,7 @@ submitted from inside an array task inherits them (live, 24.11, `--export=ALL`) 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -21,12 +22,15 @@ from tests.unit.test_submit_properties import site as spool_site
 
 BASH = shutil.which("bash")
 _RECORDER = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
+# scancel as Slurm acts on it: a job cancelling itself is ended a moment later (slurmctld's cancel is asynchronous).
+_SCANCEL = _RECORDER + ('for id in "$@"; do [ "$id" = "$SLURM_JOB_ID" ] && (sleep 0.5; kill -TERM "$PPID") & done\n'
+                        'exit 0\n')
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 
 
 def _run_task(tmp_path: Path, mode: str, squeue_out: str, *, array: str = "80", index: str = "3",
               my_start: str = "2026-01-01T00:00:05", spool: Path | None = None,
-              as_array: bool = True) -> tuple[list[str], str]:
+              as_array: bool = True, codes: list[int] | None = None) -> tuple[list[str], str]:
     """Run the cpu variant's script as task `array`_`index` (job id 91 since Slurm split it off): what the fakes
     were asked, and the payload's mark ("" when the task left without work)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -36,8 +40,8 @@ def _run_task(tmp_path: Path, mode: str, squeue_out: str, *, array: str = "80", 
     (tmp_path / "job.sh").write_text(script)
     fakes, log = tmp_path / "bin", tmp_path / "calls.log"
     fakes.mkdir()
-    for name in ("scontrol", "scancel"):
-        (fakes / name).write_text(_RECORDER.format(log=log))
+    for name, fake in (("scontrol", _RECORDER), ("scancel", _SCANCEL)):
+        (fakes / name).write_text(fake.format(log=log))
         (fakes / name).chmod(0o755)
     (fakes / "squeue").write_text(
         f'#!/bin/sh\necho "squeue $*" >> "{log}"\ncase "$*" in *-j*) echo \'{my_start}\'; exit 0;; esac\n'
@@ -46,8 +50,10 @@ def _run_task(tmp_path: Path, mode: str, squeue_out: str, *, array: str = "80", 
     env = {"PATH": f"{fakes}:/usr/bin:/bin", "SLURM_JOB_ID": "91", "SLURM_ARRAY_JOB_ID": array,
            "SLURM_ARRAY_TASK_ID": index, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
     assert BASH is not None
-    subprocess.run([BASH, str(tmp_path / "job.sh")], cwd=tmp_path, env=env, capture_output=True, timeout=60,
-                   check=False)
+    done = subprocess.run([BASH, str(tmp_path / "job.sh")], cwd=tmp_path, env=env, capture_output=True, timeout=60,
+                          check=False)
+    if codes is not None:
+        codes.append(done.returncode)
     calls = log.read_text().splitlines() if log.exists() else []
     ran = tmp_path / "ran"
     return [c for c in calls if not c.startswith("squeue")], ran.read_text() if ran.exists() else ""
@@ -132,3 +138,12 @@ def test_the_payload_a_kind_s_tasks_share_is_executable_before_it_takes_its_name
     chmod = lines.index('chmod +x "$_slurmx_payload.tmp.$$"')
     rename = lines.index('mv -f "$_slurmx_payload.tmp.$$" "$_slurmx_payload"')
     assert chmod < rename and not any(line.startswith("chmod") and "tmp" not in line for line in lines[rename:])
+
+
+def test_a_task_that_leaves_without_work_is_ended_by_its_cancel_not_by_its_own_exit(tmp_path: Path) -> None:
+    """A script that exited 0 before slurmctld processed its own cancel would end COMPLETED (live, 22.05), and a
+    group whose running variant failed would read as completed: the leaving task waits to be cancelled."""
+    codes: list[int] = []
+    out = MANAGED.replace("95_3 PENDING N/A", "95_3 RUNNING 2026-01-01T00:00:02")
+    calls, ran = _run_task(tmp_path, "managed", out, codes=codes)
+    assert ran == "" and calls[-1] == "scancel 91" and codes == [-signal.SIGTERM]

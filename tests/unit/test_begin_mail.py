@@ -169,6 +169,9 @@ def test_a_failed_mail_update_never_keeps_the_siblings_from_being_cancelled(tmp_
 
 BASH = shutil.which("bash")
 _RECORDER = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
+# scancel as Slurm acts on it: a job cancelling itself is ended a moment later (slurmctld's cancel is asynchronous).
+_SCANCEL = _RECORDER + ('for id in "$@"; do [ "$id" = "$SLURM_JOB_ID" ] && (sleep 0.5; kill -TERM "$PPID") & done\n'
+                        'exit 0\n')
 
 
 def _run_variant(tmp_path: Path, mode: str, squeue_out: str, my_start: str = "") -> list[str]:
@@ -183,8 +186,8 @@ def _run_variant(tmp_path: Path, mode: str, squeue_out: str, my_start: str = "")
     (tmp_path / "job.sh").write_text(script)
     fakes, log = tmp_path / "bin", tmp_path / "calls.log"
     fakes.mkdir()
-    for name in ("scontrol", "scancel"):
-        (fakes / name).write_text(_RECORDER.format(log=log))
+    for name, fake in (("scontrol", _RECORDER), ("scancel", _SCANCEL)):
+        (fakes / name).write_text(fake.format(log=log))
         (fakes / name).chmod(0o755)
     (fakes / "squeue").write_text(f"#!/bin/sh\ncase \"$*\" in *-j*) echo '{my_start}'; exit 0;; esac\n"
                                   f"cat <<'EOF'\n{squeue_out.format(g=GID)}EOF\n")

@@ -104,6 +104,16 @@ SLURMX_EOF_bdbcf29588b0
 mv -f "$_slurmx_pylib/progress.py.tmp.$$" "$_slurmx_pylib/progress.py"
 export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 
+# A variant that does no work ends CANCELLED, never COMPLETED: it cancels itself and waits for Slurm to end it (a
+# script that exited first would end COMPLETED, and a group whose variant that ran failed would read as completed).
+# The wait is bounded: a cancel that never comes ends the script after a minute; one that is refused, at once.
+_slurmx_leave() {
+  local _i
+  scontrol update JobId="$SLURM_JOB_ID" MailType=NONE >/dev/null 2>&1 || true
+  scancel "$SLURM_JOB_ID" 2>/dev/null || exit 0
+  for _i in $(seq 60); do sleep 1; done
+  exit 0
+}
 # --- race mode: the first variant to start runs; siblings that start too exit without doing work --------
 _slurmx_race="$SLURMX_SPOOL_DIR/race"
 mkdir -p "$_slurmx_race"
@@ -116,9 +126,7 @@ _slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one upd
 }
 _slurmx_lose() {
   echo "slurmx: variant $SLURMX_VARIANT (job $SLURM_JOB_ID) lost the race to job $1; no work done" >&2
-  _slurmx_silence "$SLURM_JOB_ID"
-  scancel "$SLURM_JOB_ID" 2>/dev/null
-  exit 0
+  _slurmx_leave
 }
 if [ -e "$_slurmx_race/winner" ]; then
   _slurmx_winner=$(cat "$_slurmx_race/winner")

@@ -105,6 +105,16 @@ SLURMX_EOF_8268242c28ce
 mv -f "$_slurmx_pylib/progress.py.tmp.$$" "$_slurmx_pylib/progress.py"
 export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 
+# A variant that does no work ends CANCELLED, never COMPLETED: it cancels itself and waits for Slurm to end it (a
+# script that exited first would end COMPLETED, and a group whose variant that ran failed would read as completed).
+# The wait is bounded: a cancel that never comes ends the script after a minute; one that is refused, at once.
+_slurmx_leave() {
+  local _i
+  scontrol update JobId="$SLURM_JOB_ID" MailType=NONE >/dev/null 2>&1 || true
+  scancel "$SLURM_JOB_ID" 2>/dev/null || exit 0
+  for _i in $(seq 60); do sleep 1; done
+  exit 0
+}
 
 module load gcc/12
 module load cuda/12.2

@@ -105,6 +105,16 @@ SLURMX_EOF_052ed201e97d
 mv -f "$_slurmx_pylib/progress.py.tmp.$$" "$_slurmx_pylib/progress.py"
 export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 
+# A variant that does no work ends CANCELLED, never COMPLETED: it cancels itself and waits for Slurm to end it (a
+# script that exited first would end COMPLETED, and a group whose variant that ran failed would read as completed).
+# The wait is bounded: a cancel that never comes ends the script after a minute; one that is refused, at once.
+_slurmx_leave() {
+  local _i
+  scontrol update JobId="$SLURM_JOB_ID" MailType=NONE >/dev/null 2>&1 || true
+  scancel "$SLURM_JOB_ID" 2>/dev/null || exit 0
+  for _i in $(seq 60); do sleep 1; done
+  exit 0
+}
 # --- managed mode: one variant of the group does the work, whoever started it -----------------------------
 # slurmxd starts the variant its policy chose. If slurmxd is gone, its leases run out and Slurm may start several
 # variants (so may a bulk release): the one that started first (the lower job id on a tie) works, a later one
@@ -157,9 +167,7 @@ _slurmx_guard() {
   done <<< "$_list"
   if [ -n "$_lost" ]; then
     echo "slurmx: variant $SLURMX_VARIANT (job $SLURM_JOB_ID) leaves without work: sibling job $_lost" >&2
-    _slurmx_silence "$SLURM_JOB_ID"
-    scancel "$SLURM_JOB_ID" 2>/dev/null
-    exit 0
+    _slurmx_leave
   fi
   _waiting=$(printf '%s\n' "$_list" | awk '$2 == "PENDING" {printf "%s ", $1}')  # variants and queued samples
   # shellcheck disable=SC2086  # job ids, one word each
