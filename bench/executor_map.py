@@ -51,7 +51,7 @@ def _ours(site: Path, items: int, folder: Path) -> tuple[int, list[int]]:
 
     ex = Executor(folder, site=site)
     ex.update_parameters(mode="race", variants=list(KINDS), python="python3", time="5m",
-                         sbatch=["--begin=now+1hour"], name="bench-map")
+                         begin="now+1hour", name="bench-map")
     jobs = ex.map(square, range(items))
     counts = ex.adapter.command_counts()
     return counts.get("sbatch", 0), sorted({split_key(j)[0] for job in jobs for j in job.job_ids})

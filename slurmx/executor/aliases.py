@@ -81,6 +81,7 @@ ALIASES: dict[str, _Alias] = {
     "teardown": _Alias(refused="the job script ends with the call (so the grace signal reaches it): "
                        "put the teardown at the end of the function"),
     "array_parallelism": _Alias("array_parallelism"),
+    "begin": _Alias("begin"),  # also inside additional_parameters: the spec's own key, as `slurmx submit -b`
 }
 
 

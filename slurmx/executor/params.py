@@ -21,7 +21,7 @@ __all__ = ["EXECUTOR_KEYS", "SPEC_KEYS", "ExecutorParams", "job_name"]
 
 SPEC_KEYS = ("variants", "overrides", "class", "grace", "estimates", "work", "env", "modules", "cpus", "mem",
              "mem_per_cpu", "gpus", "time", "workdir", "sbatch", "checkpoint_dir",
-             "constraint", "nodelist", "exclude", "exclusive", "nodes", "ntasks", "ntasks_per_node")
+             "constraint", "nodelist", "exclude", "exclusive", "nodes", "ntasks", "ntasks_per_node", "begin")
 EXECUTOR_KEYS = {"name": None, "mode": "the site's submit.mode", "pick": None, "python": "this interpreter",
                  "max_requeues": 3, "max_result_bytes": 256 << 20, "poll": 2.0, "setup": "[] (shell lines)",
                  "array_parallelism": "0 (no throttle)"}

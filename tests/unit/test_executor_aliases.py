@@ -124,3 +124,8 @@ def test_submitted_scripts_carry_what_the_submitit_names_asked_for(tmp_path: Pat
     for line in ("#SBATCH --time=00:05:00", "#SBATCH --mem=2048", "#SBATCH --partition=gpu",
                  "#SBATCH --mail-type=END", "export FOO=1"):
         assert line in script, line
+
+
+def test_begin_is_the_spec_s_key_whether_given_bare_or_in_additional_parameters() -> None:
+    for values in ({"begin": "now+1hour"}, {"slurm_additional_parameters": {"begin": "now+1hour"}}):
+        assert ExecutorParams().updated(values, PARTITIONS).job_spec("f", "true").begin == "now+1hour"
