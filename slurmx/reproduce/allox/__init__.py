@@ -42,7 +42,9 @@ def reproduce(options: ReproOptions, jobs_per_user: int | None = None) -> Reprod
                               f"({authors_sim.PEER_ENV}), run with its run.sh{switched} in a temporary directory")
         rep.tables += authors_sim.tables(compared)
         rep.data["authors-sim"] = authors_sim.as_data(compared)
-        if set(authors_sim.selected_methods()) == set(authors_sim.PEER_METHODS):  # ours only: no pack needed
+        if compared.skipped:  # the ablation reads the authors' input beside their pack, and is compared with it
+            rep.conditions.append("authors-sim: ablation skipped with the comparison")
+        elif set(authors_sim.selected_methods()) == set(authors_sim.PEER_METHODS):
             ablated = ablation.ablation(options.workers, options.progress)
             rep.tables.append(ablation.table(ablated, PAPER_REDUCTION))
             rep.data["authors-sim-ablation"] = ablation.as_data(ablated)
