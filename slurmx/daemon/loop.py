@@ -51,9 +51,10 @@ CYCLE_LIMIT_INTERVALS = 20
 MAX_CAUSES = 256  # distinct failure causes whose traceback is logged; past it, one line each
 
 
-# Cycles between two full passes of the cyclic collector (`_collector_settled`): at 100,000 groups a pass takes about
-# half a second, spread over this many cycles.
-FULL_COLLECTION_EVERY = 50
+# Seconds between two full passes of the cyclic collector (`_collector_settled`): at 100,000 groups a pass takes about
+# half a second, spread over this long (about 30 cycles at a 10 s interval). By time, not by cycle count: a process
+# that runs cycles back to back (a test, a replay) would otherwise pay a pass over its whole heap every few seconds.
+FULL_COLLECTION_INTERVAL_S = 300.0
 
 
 class AlreadyRunning(DaemonError):
@@ -115,6 +116,7 @@ class Daemon:
     restart_delay_s: int = 121  # Slurm's wait after a requeue (cred_expire + 1), read from Slurm at start-up
     _drained: bool = False
     _commands_seen: dict[str, int] = field(default_factory=dict)
+    _next_full_pass: float = field(default_factory=lambda: time.monotonic() + FULL_COLLECTION_INTERVAL_S)
 
     def __post_init__(self) -> None:
         slurm = LeasedSlurm(self.adapter, lease_s=self.site.daemon.lease_s, restart_delay_s=self.restart_delay_s,
@@ -134,7 +136,10 @@ class Daemon:
         return self.backend.read(now)
 
     def cycle(self) -> CycleReport:
-        full_pass = self.cycles > 0 and self.cycles % FULL_COLLECTION_EVERY == 0  # nothing is frozen before the first
+        now = time.monotonic()
+        full_pass = now >= self._next_full_pass  # never on the first cycle: nothing is frozen before it
+        if full_pass:
+            self._next_full_pass = now + FULL_COLLECTION_INTERVAL_S
         with _collector_settled(full_pass):  # see _collector_settled
             try:
                 return self._cycle()
@@ -315,7 +320,7 @@ def _collector_settled(full_pass: bool) -> Iterator[None]:
     Why: the collector counts allocations while it is off, so the first allocation after it was back on ran a pass
     over every object the cycle made and kept (the view, the records: 0.4 s at 100,000 groups) and found nothing,
     for they are acyclic. Frozen objects are still freed by refcounting (the previous cycle's records, as always),
-    but never by the collector: so each cycle first unfreezes, and every `FULL_COLLECTION_EVERY` cycles a full
+    but never by the collector: so each cycle first unfreezes, and every `FULL_COLLECTION_INTERVAL_S` seconds a full
     pass finds whatever cyclic garbage the cycles since left (an exception's traceback).
     Freezing and unfreezing take constant time.
     """

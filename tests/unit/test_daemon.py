@@ -784,11 +784,9 @@ def test_the_facts_slurmxd_keeps_beside_the_table_are_the_tables(tmp_path: Path)
 
 def test_a_cycle_leaves_the_collector_on_and_its_cyclic_garbage_to_the_next_full_pass(tmp_path: Path) -> None:
     """The collector is off during a cycle and its survivors are set aside unscanned after it (`gc.freeze`); every
-    FULL_COLLECTION_EVERY cycles a full pass frees the cyclic garbage the cycles since left."""
+    FULL_COLLECTION_INTERVAL_S seconds a full pass frees the cyclic garbage the cycles since left."""
     import gc
     import weakref
-
-    from slurmx.daemon.loop import FULL_COLLECTION_EVERY
 
     class Cell:
         other: object = None
@@ -810,7 +808,7 @@ def test_a_cycle_leaves_the_collector_on_and_its_cyclic_garbage_to_the_next_full
         daemon.cycle()
         assert gc.isenabled() and gc.get_freeze_count() > 0
         assert kept[0]() is not None  # frozen: no pass sees it
-        daemon.cycles = FULL_COLLECTION_EVERY  # the next cycle is one with a full pass
+        daemon._next_full_pass = 0.0  # the next cycle is one with a full pass
         daemon.cycle()
         assert kept[0]() is None and kept[1]() is not None
     finally:
