@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from slurmx.core.actions import Start
+from slurmx.core.arrays import job_text
 from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.tag import leased, readable_fields
@@ -58,7 +59,7 @@ class StartSteps(EnforcerBase):
             for action, job_id, _, size in chosen:
                 where = f" on {','.join(action.nodes)}" if action.nodes else ""
                 where += f" as cpus={size[0]} mem={size[1]}M" if size else ""
-                self._audit(action.group_id, "start", f"would release {action.kind} job {job_id}{where}"
+                self._audit(action.group_id, "start", f"would release {action.kind} job {job_text(job_id)}{where}"
                             + (f" ({action.reason})" if action.reason else ""))
             return outcomes
         asked = self.store.user_nodes(
@@ -75,7 +76,7 @@ class StartSteps(EnforcerBase):
                           "user_nodes": required, "user_excluded": excluded}))
         self.store.put_intents(rows, now)  # durable before the first Slurm command of any of them
         for action, job_id, _, size in chosen:
-            self._audit(action.group_id, "decide", f"start {action.kind} (job {job_id})"
+            self._audit(action.group_id, "decide", f"start {action.kind} (job {job_text(job_id)})"
                         + (f" on {','.join(action.nodes)}" if action.nodes else "")
                         + (f" as cpus={size[0]} mem={size[1]}M" if size else "")
                         + (f": {action.reason}" if action.reason else ""))
@@ -91,8 +92,8 @@ class StartSteps(EnforcerBase):
         if not nodes or _narrows(nodes, *user):
             return nodes
         asked = ", ".join(p for p in (f"-w {user[0]}" if user[0] else "", f"-x {user[1]}" if user[1] else "") if p)
-        self._audit(group_id, "start", f"job {job_id}: the policy's nodes {','.join(nodes)} are outside what its "
-                    f"user asked for ({asked}): released without steering, where the user asked")
+        self._audit(group_id, "start", f"job {job_text(job_id)}: the policy's nodes {','.join(nodes)} are outside "
+                    f"what its user asked for ({asked}): released without steering, where the user asked")
         return ()
 
     def _release(self, items: list[_ToRelease]) -> None:
@@ -107,7 +108,7 @@ class StartSteps(EnforcerBase):
             refused = {job_id: exc for job_id, _ in steer}
         for group_id, job_id, _, _, _ in items:
             if job_id in refused:  # unsteered it may still run; the timeout re-decides if it does not
-                self._audit(group_id, "error", f"steer job {job_id}: {one_line(refused[job_id])}")
+                self._audit(group_id, "error", f"steer job {job_text(job_id)}: {one_line(refused[job_id])}")
         held = [item.job_id for item in items if item.held]
         try:
             self.adapter.release(held)
@@ -121,14 +122,14 @@ class StartSteps(EnforcerBase):
                     raise
                 except SlurmError as exc:
                     self.on_action("start", "error")
-                    self._audit("", "error", f"release job {job_id}: {one_line(exc)}")
+                    self._audit("", "error", f"release job {job_text(job_id)}: {one_line(exc)}")
         open_starts = {i.key: i for i in self.store.intents("start")}
         released = [(i.key, "start", i.group_id, "released", i.data) for i in
                     (open_starts.get(f"start:{item.group_id}") for item in items) if i is not None]
         self.store.put_intents(released, self.clock())
         for group_id, job_id, nodes, _, _ in items:
             self.on_action("start", "ok")
-            self._audit(group_id, "release", f"released job {job_id}" + (f" steered to {','.join(nodes)}"
+            self._audit(group_id, "release", f"released job {job_text(job_id)}" + (f" steered to {','.join(nodes)}"
                                                                            if nodes else ""))
 
     def _resize_before_release(self, items: list[_ToRelease]) -> None:
@@ -146,8 +147,8 @@ class StartSteps(EnforcerBase):
             except SlurmError as exc:
                 for item in group:
                     self.on_action("resize", "error")
-                    self._audit(item.group_id, "error", f"size job {item.job_id} to cpus={cpus} mem={mem_mb}M: "
-                                f"{one_line(exc)}; released at the size it asked for")
+                    self._audit(item.group_id, "error", f"size job {job_text(item.job_id)} to cpus={cpus} "
+                                f"mem={mem_mb}M: {one_line(exc)}; released at the size it asked for")
                 continue
             for _ in group:
                 self.on_action("resize", "ok")
@@ -158,12 +159,12 @@ class StartSteps(EnforcerBase):
         group = intent.group_id
         if job is None or not job.state.is_active:
             self.store.drop_intent(intent.key)
-            self._audit(group, "start", f"job {job_id} {'left squeue' if job is None else job.state.value} "
+            self._audit(group, "start", f"job {job_text(job_id)} {'left squeue' if job is None else job.state.value} "
                         "before the daemon saw it run")
             return
         if job.state in (VariantState.RUNNING, VariantState.COMPLETING):
             self.store.drop_intent(intent.key)  # siblings: `_cancel_siblings` below, on this same snapshot
-            self._audit(group, "started", f"{intent.data['kind']} job {job_id} runs on {job.nodes or '?'}")
+            self._audit(group, "started", f"{intent.data['kind']} job {job_text(job_id)} runs on {job.nodes or '?'}")
             return
         timed_out = now - float(intent.data.get("released_at", intent.created)) > self.site.daemon.start_timeout_s
         if intent.step == "releasing" and not timed_out:  # killed between the intent and the release: again
@@ -183,8 +184,9 @@ class StartSteps(EnforcerBase):
                 self.adapter.update([job_id], JobUpdate(nodelist=str(intent.data.get("user_nodes", ""))))
             self.store.drop_intent(intent.key)
             self.on_action("start", "timeout")
-            self._audit(group, "timeout", f"job {job_id} did not start within {self.site.daemon.start_timeout_s} s "
-                        f"({job.reason or 'no reason given'}); held again, to be decided anew")
+            self._audit(group, "timeout", f"job {job_text(job_id)} did not start within "
+                        f"{self.site.daemon.start_timeout_s} s ({job.reason or 'no reason given'}); held again, to be "
+                        "decided anew")
 
     def _cancel_siblings(self, obs: Observation) -> None:
         """Once a variant runs, cancel its active siblings (one `scancel` for all groups). If two ever run, the
@@ -223,7 +225,7 @@ class StartSteps(EnforcerBase):
             self.adapter.cancel([j for _, j in doomed])
             for group_id, job_id in doomed:
                 self.on_action("cancel_sibling", "ok")
-                self._audit(group_id, "cancel", f"cancelled sibling job {job_id}: another variant runs")
+                self._audit(group_id, "cancel", f"cancelled sibling job {job_text(job_id)}: another variant runs")
 
 
     def _report_unchosen(self, group_id: str, running: list[SlurmJob], starting: int | None) -> None:
@@ -234,13 +236,14 @@ class StartSteps(EnforcerBase):
             self._seen_running.add(job.job_id)
             if job.job_id == starting or not leased(job.comment):  # race and pick groups are Slurm's to start
                 continue
-            mark = f"(job {job.job_id})"
+            mark = f"(job {job_text(job.job_id)})"
             if any(e.event == "decide" and mark in e.detail for e in self.store.history(group_id)):
                 continue
             kind = readable_fields(job.comment).get("v", "?")
-            self._audit(group_id, "unchosen", f"{kind} job {job.job_id} runs though slurmxd did not start it: its "
-                        "lease ran out (slurmxd stopped or drained) or someone moved its begin time or released it "
-                        "(site-config/job_submit.lua forbids that to users); exactly one variant still does the work")
+            self._audit(group_id, "unchosen", f"{kind} job {job_text(job.job_id)} runs though slurmxd did not start "
+                        "it: its lease ran out (slurmxd stopped or drained) or someone moved its begin time or "
+                        "released it (site-config/job_submit.lua forbids that to users); exactly one variant still "
+                        "does the work")
 
 
 class _ToRelease(NamedTuple):

@@ -334,6 +334,8 @@ def test_a_start_of_an_index_group_releases_that_index_and_cancels_the_losing_ki
     assert (verb, set(ids)) == ("cancel", {loser, task_key(81, 1)})
     untouched = {j.job_id for j in jobs} - {chosen, loser, task_key(81, 1)}
     assert not {i for _, ids in fake.calls for i in ids} & untouched  # no other index was acted on
+    said = " ".join(row[4] for row in enforcer.flush())
+    assert "(job 81_0)" in said and str(chosen) not in said  # the audit names a task as Slurm does, not by its key
 
 
 # --- sacct: each index's outcome by its key ------------------------------------------------------------------------
