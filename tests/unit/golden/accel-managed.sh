@@ -105,12 +105,19 @@ SLURMX_EOF_bdbcf29588b0
 mv -f "$_slurmx_pylib/progress.py.tmp.$$" "$_slurmx_pylib/progress.py"
 export PYTHONPATH="$SLURMX_SPOOL_DIR/pylib${PYTHONPATH:+:$PYTHONPATH}"
 
+# Slurm mails END for a cancelled job too: a job cancelled here is first set MailType=NONE (the site guard lets
+# its owner do that on a tagged job), so only the variant that does the work mails its user.
+_slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one update; best effort
+  [ "$#" -gt 0 ] || return 0
+  local IFS=,
+  scontrol update JobId="$*" MailType=NONE >/dev/null 2>&1 || true
+}
 # A variant that does no work ends CANCELLED, never COMPLETED: it cancels itself and waits for Slurm to end it (a
 # script that exited first would end COMPLETED, and a group whose variant that ran failed would read as completed).
 # The wait is bounded: a cancel that never comes ends the script after a minute; one that is refused, at once.
 _slurmx_leave() {
   local _i
-  scontrol update JobId="$SLURM_JOB_ID" MailType=NONE >/dev/null 2>&1 || true
+  _slurmx_silence "$SLURM_JOB_ID"
   scancel "$SLURM_JOB_ID" 2>/dev/null || exit 0
   for _i in $(seq 60); do sleep 1; done
   exit 0
@@ -120,13 +127,6 @@ _slurmx_leave() {
 # variants (so may a bulk release): the one that started first (the lower job id on a tie) works, a later one
 # leaves without work, and a group that already completed never runs again. The winner cancels its waiting
 # siblings, so the group runs exactly once even if no daemon ever comes back.
-# Slurm mails END for a cancelled job too: a job cancelled here is first set MailType=NONE (the site guard lets
-# its owner do that on a tagged job), so only the variant that does the work mails its user.
-_slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one update; best effort
-  [ "$#" -gt 0 ] || return 0
-  local IFS=,
-  scontrol update JobId="$*" MailType=NONE >/dev/null 2>&1 || true
-}
 _slurmx_siblings() {  # "id state start v|s" of this group's other variants and samples; fails without squeue
   local _out
   _out=$(squeue -h -u "$(id -un)" -t all -o '%i %T %S %k' 2>/dev/null) || return 1
