@@ -24,7 +24,7 @@ from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import UntrustedFile, read_own_file
-from slurmx.executor.jobside import outcome_name
+from slurmx.executor.jobside import outcome_name, output_name
 from slurmx.executor.payload import caller_uid, read_outcome, read_own_output, task_folder
 from slurmx.slurm import SlurmAdapter, adapter_from_config
 from slurmx.submit.groups import GroupStatus, cancel_group, find_group, list_groups
@@ -104,11 +104,6 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
     if exc is not None:
         raise exc
     return outcome["value"]
-
-
-def _output_name(job_id: int, rank: int, suffix: str) -> str:
-    """What task `rank` of job `job_id` printed (jobside._redirect): task 0's is the call's own."""
-    return f"fn-{job_text(job_id)}.{suffix}" if rank == 0 else f"fn-{job_text(job_id)}.{rank}.{suffix}"
 
 
 class JobPaths(NamedTuple):
@@ -328,7 +323,8 @@ class Job(JobAPI):
     def paths(self) -> JobPaths:
         folder = Path(self.folder)
         ran = ran_variant(*self._both())
-        out, err = ((folder / _output_name(ran[1], self.rank, "out"), folder / _output_name(ran[1], self.rank, "err"))
+        out, err = ((folder / output_name(job_text(ran[1]), self.rank, "out"),
+                     folder / output_name(job_text(ran[1]), self.rank, "err"))
                     if ran is not None else (None, None))
         return JobPaths(folder, folder / outcome_name(self.rank), out, err)
 
@@ -344,7 +340,8 @@ class Job(JobAPI):
         ran = ran_variant(*self._both())
         if ran is None:
             return None
-        return read_own_output(Path(self.folder) / _output_name(ran[1], self.rank, suffix), OUTPUT_CAP, self.me)
+        return read_own_output(Path(self.folder) / output_name(job_text(ran[1]), self.rank, suffix), OUTPUT_CAP,
+                               self.me)
 
     def _both(self) -> tuple[GroupStatus | None, dict[str, Any] | None]:
         outcome = self.outcome()

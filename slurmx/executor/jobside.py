@@ -35,6 +35,12 @@ def outcome_name(rank: int) -> str:
     return OUTCOME if rank == 0 else f"outcome-{rank}.pkl"
 
 
+def output_name(job: str, rank: int, suffix: str) -> str:
+    """The file task `rank` of job `job` (`SLURM_JOB_ID`, or `local-<pid>` off Slurm) prints to: task 0's is the
+    call's own, `fn-<job>.<suffix>`."""
+    return f"fn-{job}.{suffix}" if rank == 0 else f"fn-{job}.{rank}.{suffix}"
+
+
 def task_rank() -> int:
     """This task's global rank (SLURM_PROCID, which srun sets per task); 0 in a one-task job."""
     raw = os.environ.get("SLURM_PROCID", "0").strip()
@@ -142,8 +148,8 @@ def _redirect(folder: Path) -> None:
     job = os.environ.get("SLURM_JOB_ID", f"local-{os.getpid()}")
     rank = task_rank()
     for fd, suffix in ((1, "out"), (2, "err")):
-        name = f"fn-{job}.{suffix}" if rank == 0 else f"fn-{job}.{rank}.{suffix}"
-        target = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        target = os.open(folder / output_name(job, rank, suffix),
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         (sys.stdout if fd == 1 else sys.stderr).flush()
         os.dup2(target, fd)
         os.close(target)

@@ -147,7 +147,7 @@ class LocalJob(JobAPI):
                 if isinstance(run, list) and len(run) > self.rank and isinstance(run[self.rank], int)]
 
     def _file(self, pid: int, suffix: str) -> Path:
-        return self.folder / (f"fn-local-{pid}.{suffix}" if self.rank == 0 else f"fn-local-{pid}.{self.rank}.{suffix}")
+        return self.folder / jobside.output_name(f"local-{pid}", self.rank, suffix)
 
     @property
     def paths(self) -> JobPaths:
