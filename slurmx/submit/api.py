@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import GroupState, VariantState
@@ -19,6 +19,8 @@ from slurmx.submit.spec import JobSpec, load_spec, parse_spec
 from slurmx.submit.submitter import SubmitError, SubmittedGroup, submit_group, submit_groups
 
 __all__ = ["GroupHandle", "submit", "submit_array", "wait_for"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,14 +46,11 @@ class GroupHandle:
 
     def wait(self, timeout: float | None = None, poll: float = 2.0) -> GroupStatus:
         """Block until the group has finished (completed, failed or cancelled); TimeoutError after `timeout` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
+        def step() -> tuple[GroupStatus | None, str]:
             current = self.status()
-            if current.finished:
-                return current
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"group {self.group_id} still {current.state.value} after {timeout:.0f} s")
-            time.sleep(poll)
+            return (current if current.finished else None), f"group {self.group_id} still {current.state.value}"
+
+        return _until(step, timeout, poll)
 
     def indices(self) -> list[GroupStatus]:
         """A group of Slurm arrays: each index group `g[i]` Slurm still knows (squeue, then accounting)."""
@@ -60,17 +59,26 @@ class GroupHandle:
 
     def wait_indices(self, timeout: float | None = None, poll: float = 2.0) -> list[GroupStatus]:
         """Block until every index of a group of Slurm arrays has finished; TimeoutError after `timeout` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         expected = len(self.submitted.indices)
-        while True:
-            known = self.indices()
-            done = [g for g in known if g.finished]
-            if len(done) >= expected:
-                return done
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"array group {self.group_id}: {len(done)} of {expected} indices ended after "
-                                   f"{timeout:.0f} s")
-            time.sleep(poll)
+
+        def step() -> tuple[list[GroupStatus] | None, str]:
+            done = [g for g in self.indices() if g.finished]
+            return (done if len(done) >= expected else None), \
+                f"array group {self.group_id}: {len(done)} of {expected} indices ended"
+
+        return _until(step, timeout, poll)
+
+
+def _until(step: Callable[[], tuple[T | None, str]], timeout: float | None, poll: float) -> T:
+    """Call `step` every `poll` s until it returns a value; TimeoutError with its words after `timeout` s."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        value, still = step()
+        if value is not None:
+            return value
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"{still} after {timeout:.0f} s")
+        time.sleep(poll)
 
 
 def submit(spec: JobSpec | Mapping[str, Any] | str | Path, site: SiteConfig | str | Path | None = None, *,
