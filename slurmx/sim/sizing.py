@@ -108,13 +108,6 @@ class SwfMachine:
     def partitions(self) -> tuple[PartitionShape, ...]:
         return (PartitionShape("cpu", "cpu", (NodeShape(self.count, self.capacity, "n"),)),)
 
-    def sized(self, jobs: Sequence[SimJob]) -> SizedCluster:
-        """One `cpu` partition of this machine; jobs that could never run on it (a per-node request larger than a
-        node, more nodes than it has, or only a GPU variant) are left out and counted."""
-        kept = [job for job in jobs if self.holds(job)]
-        skipped = len(jobs) - len(kept)
-        return SizedCluster(self.partitions, kept, self.notes(skipped), skipped)
-
     def holds(self, job: SimJob) -> bool:
         v = job.variants.get("cpu")
         return v is not None and v.request.fits_in(self.capacity) and v.nodes <= self.count
