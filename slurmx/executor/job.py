@@ -106,6 +106,13 @@ def raise_outcome(outcome: dict[str, Any]) -> Any:
     return outcome["value"]
 
 
+def checked_rank(rank: object) -> int:
+    """`task(rank)`'s argument, or ValueError: a rank is an integer >= 0."""
+    if not isinstance(rank, int) or rank < 0:
+        raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
+    return rank
+
+
 class JobPaths(NamedTuple):
     """Where a job's files are (submitit's `job.paths`): its folder, the outcome pickle, and the call's stdout and
     stderr (of its last run; None before one started)."""
@@ -297,9 +304,7 @@ class Job(JobAPI):
     def task(self, rank: int) -> Job:
         """Task `rank` of a multi-task call (`nodes=`, `tasks_per_node=`), as a job of its own: its result,
         exception and output."""
-        if not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
-        return replace(self, rank=rank)
+        return replace(self, rank=checked_rank(rank))
 
     @property
     def state(self) -> str:

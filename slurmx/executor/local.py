@@ -20,7 +20,7 @@ from typing import Any
 
 from slurmx.core.userfiles import UntrustedFile, read_own_file
 from slurmx.executor import jobside, localside
-from slurmx.executor.job import OUTPUT_CAP, JobAPI, JobPaths
+from slurmx.executor.job import OUTPUT_CAP, JobAPI, JobPaths, checked_rank
 from slurmx.executor.params import ExecutorParams, job_name
 from slurmx.executor.payload import LOCAL_MODULE, NotYours, pickle_call, read_outcome, read_own_output, runtime_zip
 
@@ -86,9 +86,8 @@ class LocalJob(JobAPI):
 
     def task(self, rank: int) -> LocalJob:
         """Task `rank` of a multi-task call, as a job of its own."""
-        if not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"task({rank!r}): a task rank is an integer >= 0")
-        return LocalJob(self.job_id, self.folder, self.max_result_bytes, self.poll, self._supervisor, rank)
+        return LocalJob(self.job_id, self.folder, self.max_result_bytes, self.poll, self._supervisor,
+                        checked_rank(rank))
 
     def _state(self) -> dict[str, Any]:
         try:
