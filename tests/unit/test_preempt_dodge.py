@@ -267,4 +267,4 @@ def test_without_the_daemons_intent_file_the_hooks_count_their_own_grace_and_nev
     shell = subprocess.run(["bash", "-c", f'source {HOOK_SH}; t=$(date +%s); _slurmx_set_deadline; '
                                           'echo $((SLURMX_GRACE_DEADLINE - t))'],
                            env=env, capture_output=True, text=True, timeout=20, check=True)
-    assert shell.stdout.strip() in ("45", "44")
+    assert shell.stdout.strip() in ("45", "46")  # the hook reads the clock after t: the same second or the next
