@@ -6,6 +6,8 @@ Kept free of imports: `slurmx.hooks` runs inside job scripts next to a bare copy
 
 from typing import Any
 
+__version__ = "0.2.0.dev0"  # pyproject.toml's version (a unit test keeps them equal); what the state store records
+
 
 def __getattr__(name: str) -> Any:
     """Import `slurmx.submit` on first use, so `import slurmx; slurmx.submit(spec)` works and stays cheap."""
