@@ -4,10 +4,13 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CLUSTER := docker-slurm/cluster
-# Versions `make test` covers; `make test-matrix` adds the newest.
-TEST_VERSIONS ?= 22.05 24.11
-MATRIX_VERSIONS ?= 22.05 24.11 26.05
-DEMO_VERSION ?= 24.11
+# The Slurm releases come from one table (slurmx/slurm/versions.txt, its header says the columns): `make test`
+# covers those with the role "test", `make test-matrix` every one; the demo and the cluster targets use "default".
+VERSION_TABLE := slurmx/slurm/versions.txt
+releases = $(shell awk '!/^[[:space:]]*(\#|$$)/ && ("$(1)" == "" || $$5 ~ /(^|,)$(1)(,|$$)/) {print $$1}' $(VERSION_TABLE))
+TEST_VERSIONS ?= $(call releases,test)
+MATRIX_VERSIONS ?= $(call releases,)
+DEMO_VERSION ?= $(call releases,default)
 PYTEST_ARGS ?=
 
 .PHONY: all deps venv system-deps images-background demo test test-unit test-integration test-matrix test-native test-daemon-crash lint bench \

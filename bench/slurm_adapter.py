@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from slurmx.slurm.parse import clear_caches, parse_jobs, parse_nodes
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "slurm"
-VERSIONS = ("22.05", "24.11", "26.05")
+VERSIONS = TESTED
 RUNS = 5
 N_JOBS = 10_000
 SHAPES = 500  # distinct job shapes (TRES strings) among the 10,000 jobs

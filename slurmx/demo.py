@@ -23,6 +23,7 @@ import click
 from rich.console import Console
 
 from slurmx.slurm import SlurmError
+from slurmx.slurm.versions import DEFAULT, TESTED
 
 T = TypeVar("T")
 console = Console()
@@ -84,7 +85,7 @@ def show(cmd: list[str]) -> None:
 
 
 @click.command()
-@click.option("--slurm", "version", default="24.11", type=click.Choice(["22.05", "24.11", "26.05"]))
+@click.option("--slurm", "version", default=DEFAULT, type=click.Choice(TESTED))
 def main(version: str) -> None:
     repo = Path.cwd()
     cluster = repo / "docker-slurm" / "cluster"

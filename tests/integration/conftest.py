@@ -1,6 +1,7 @@
 """Integration fixtures: a real dockerized Slurm cluster, brought up once per session or reused.
 
-The Slurm version comes from SLURMX_TEST_SLURM (default 24.11); `make test` runs this suite once per version.
+The Slurm version comes from SLURMX_TEST_SLURM (default: the version table's, slurmx/slurm/versions.txt); `make test`
+runs this suite once per version.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import pytest
 from slurmx.slurm import CliSlurm, RetryPolicy
 from slurmx.slurm.adapter import FolderTaken
 from slurmx.slurm.transport import DockerExecTransport
+from slurmx.slurm.versions import DEFAULT, RELEASES
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "docker-slurm" / "cluster"
 ROOT = Path(os.environ.get("SLURMX_CLUSTER_ROOT", "/var/tmp/slurmx-cluster"))
-PORT_BASE = {"22.05": 16800, "24.11": 16900, "26.05": 17000}
+PORT_BASE = {r.version: r.port_base for r in RELEASES}
 
 T = TypeVar("T")
 
@@ -55,7 +57,7 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    version = os.environ.get("SLURMX_TEST_SLURM", "24.11")
+    version = os.environ.get("SLURMX_TEST_SLURM", DEFAULT)
     proc = subprocess.run([str(CLUSTER), "up", "--slurm", version], capture_output=True, text=True,
                           timeout=3600, check=False)
     if proc.returncode != 0:
@@ -94,7 +96,7 @@ def cleanup(slurm: CliSlurm, admin: CliSlurm) -> Iterator[list[int]]:
 
 def spool_dir() -> str:
     """The spool root of the cluster under test (`cluster up` writes it into site.yaml as `submit.spool_dir`)."""
-    return str(ROOT / os.environ.get("SLURMX_TEST_SLURM", "24.11") / "shared" / "spool")
+    return str(ROOT / os.environ.get("SLURMX_TEST_SLURM", DEFAULT) / "shared" / "spool")
 
 
 def make_group_folder(slurm: CliSlurm, group_id: str) -> None:

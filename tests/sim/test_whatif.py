@@ -16,6 +16,7 @@ from slurmx.core.model import Node
 from slurmx.core.resources import Resources
 from slurmx.sim.traces.sacct_text import SACCT_FIELDS
 from slurmx.sim.whatif import WhatIfError, cluster_from_nodes, load_history, read_nodes, replay
+from slurmx.slurm.versions import TESTED
 
 ROOT = Path(__file__).parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -120,7 +121,7 @@ def test_whatif_cli_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "plots" / "wait_cdf.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("version", TESTED)
 def test_whatif_on_recorded_json(version: str) -> None:
     code, out = _run("--sacct", str(FIXTURES / "slurm" / version / "sacct.json"),
                      "--nodes", str(FIXTURES / "slurm" / version / "nodes.json"), "--policy", "fifo,fitgpp",

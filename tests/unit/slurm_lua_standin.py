@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurmx.slurm.versions import TESTED
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "site-config" / "job_submit.lua"
 JOB_DESC = json.loads((ROOT / "tests" / "fixtures" / "slurm_job_desc.json").read_text())
-RELEASES = ("22.05", "24.11", "26.05")
+RELEASES = TESTED
 LUA_VERSIONS = ("lua51", "lua52", "lua53", "lua54", "luajit21")  # Slurm links whichever the site built with
 _CONSTANTS = {"NO_VAL8": 254, "NO_VAL16": 65534, "NO_VAL": 4294967294, "NO_VAL64": 2**64 - 2,
               "SLURM_AUTH_NOBODY": 99}

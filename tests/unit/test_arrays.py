@@ -36,6 +36,7 @@ from slurmx.slurm.array_tasks import expand_pending, parse_task_mask, parse_task
 from slurmx.slurm.parse import parse_accounting, parse_jobs
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import CommandResult, DockerExecTransport, LocalTransport, ReplayTransport, SshTransport
+from slurmx.slurm.versions import TESTED
 from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
 from tests.unit.test_slurm_hostile import _Client
 
@@ -154,7 +155,7 @@ def test_22_05_writes_the_same_fields_as_plain_numbers() -> None:
 
 
 def test_plain_jobs_are_unchanged_in_every_version() -> None:
-    for version in ("22.05", "24.11", "26.05"):
+    for version in TESTED:
         jobs = parse_jobs((FIXTURES / version / "squeue.json").read_bytes())
         assert jobs and all(j.array_job_id == 0 and j.array_task_id is None and j.job_id < 2**32 for j in jobs)
 

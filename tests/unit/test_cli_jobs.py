@@ -11,10 +11,11 @@ from slurmx import cli
 from slurmx.cli_context import Context
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.transport import ReplayTransport
+from slurmx.slurm.versions import TESTED
 from tests.unit.test_slurm_adapter import ok, read
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("version", TESTED)
 def test_jobs_json_prints_every_recorded_job_as_json(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     recorded = CliSlurm(ReplayTransport({("squeue",): ok(read(version, "squeue.json"))}), RetryPolicy())
     expected = recorded.jobs()

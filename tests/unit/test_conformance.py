@@ -10,13 +10,14 @@ import pytest
 from slurmx.slurm import parse
 from slurmx.slurm.conformance import _OPTIONAL, missing_fields, probe
 from slurmx.slurm.transport import CommandResult
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 COMMANDS = {"squeue": ("squeue.json", "jobs", parse._SqueueJob), "nodes": ("nodes.json", "nodes", parse._NodeFields),
             "sacct": ("sacct.json", "jobs", parse._SacctFields)}
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("version", TESTED)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_field_slurmx_reads_is_in_the_recorded_output_of_each_tested_release(version: str,
                                                                                    command: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from slurmx.slurm.parse import parse_jobs
+from slurmx.slurm.versions import OLDEST, TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -60,7 +61,7 @@ def test_22_05_decodes_the_wait_status(raw: int, expected: int | None) -> None:
     assert job.exit_code == expected
 
 
-@pytest.mark.parametrize("version", ["24.11", "26.05"])
+@pytest.mark.parametrize("version", [v for v in TESTED if v != OLDEST])  # wrapped numbers
 @pytest.mark.parametrize(("value", "expected"), [
     (wrapped(["SUCCESS"], 0), 0),
     (wrapped(["ERROR"], 99), 99),  # recorded from the 24.11 cluster for `exit 99`

@@ -1,4 +1,5 @@
-"""The package layout stays readable: no import circles, and a module over 500 lines says why it is long.
+"""The package layout stays readable: no import circles, and a module over 500 lines says why it is long; the
+Slurm releases are listed in one table, and library packages import no command-line module.
 
 A circle means neither module can be read, tested or moved without the other; a lazy import inside a function
 still makes one (it only hides it until the call), so every import statement counts, wherever it stands.
@@ -11,9 +12,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import slurmx
+from slurmx.slurm.versions import TESTED
 
 ROOT = Path(slurmx.__file__).parent
 LONG = 500
@@ -218,3 +221,107 @@ def test_the_graph_reads_every_kind_of_import() -> None:
     assert "slurmx.hooks.progress" in graph["slurmx.hooks"]  # from .progress import ...
     assert "slurmx.hooks._env" in graph["slurmx.hooks.progress"]  # from . import _env
     assert "slurmx.hooks" not in graph["slurmx.hooks.progress"]
+
+
+# --- Slurm versions: listed once -------------------------------------------------------------------------------------
+# The tested releases are listed in one table (slurmx/slurm/versions.txt, read by slurmx/slurm/versions.py). "A list"
+# elsewhere: in Python, a list, tuple or set literal whose elements are all strings, two or more of them tested
+# releases, or a string that is nothing but releases ("22.05 24.11", "22.05|24.11"); in the Makefile and the shell
+# scripts, a line outside a comment naming two or more. Pairs of (release, expected value) and dicts keyed by
+# release are data about one recording each, not lists; prose (docstrings, comments, docs/) and the recordings
+# themselves (tests/fixtures/) are not code.
+REPO = ROOT.parent
+VERSION_TABLE = {"slurmx/slurm/versions.py", "slurmx/slurm/versions.txt"}
+SHELL_FILES = ("Makefile", "tests/run-integration", "docker-slurm/*.sh", "docker-slurm/Dockerfile*")
+_RELEASE_LIST = re.compile(r"\s*\d+\.\d+(?:\s*[\s,|]\s*\d+\.\d+)+\s*")
+
+
+def _python_files() -> list[Path]:
+    found = [p for top in ("slurmx", "tests", "bench") for p in sorted((REPO / top).rglob("*.py"))
+             if "fixtures" not in p.relative_to(REPO).parts]
+    return [*found, REPO / "docker-slurm" / "cluster"]
+
+
+def version_lists(source: str, tested: AbstractSet[str]) -> list[int]:
+    """The lines of Python `source` holding a hand-written list of two or more of the `tested` releases."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.List | ast.Tuple | ast.Set) and node.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            named = {e.value for e in node.elts if isinstance(e, ast.Constant)} & tested
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _RELEASE_LIST.fullmatch(node.value):
+            named = set(re.findall(r"\d+\.\d+", node.value)) & tested
+        else:
+            continue
+        if len(named) >= 2:
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def shell_version_lists(text: str, tested: AbstractSet[str]) -> list[int]:
+    """The lines of a Makefile or shell script naming two or more `tested` releases outside a comment."""
+    return [number for number, line in enumerate(text.splitlines(), 1)
+            if not line.lstrip().startswith("#") and len(set(re.findall(r"\d+\.\d+", line)) & tested) >= 2]
+
+
+def test_slurm_versions_are_listed_in_one_table() -> None:
+    tested = set(TESTED)
+    found = []
+    for path in _python_files():
+        relative = path.relative_to(REPO).as_posix()
+        if relative not in VERSION_TABLE:
+            found += [f"  {relative}:{n}" for n in version_lists(path.read_text(encoding="utf-8"), tested)]
+    for pattern in SHELL_FILES:
+        for path in sorted(REPO.glob(pattern)):
+            found += [f"  {path.relative_to(REPO).as_posix()}:{n}"
+                      for n in shell_version_lists(path.read_text(encoding="utf-8"), tested)]
+    assert not found, ("Slurm versions listed outside slurmx/slurm/versions.txt (read it: slurmx.slurm.versions."
+                       "TESTED / RELEASES in Python, awk in shell):\n" + "\n".join(found))
+
+
+def test_the_version_check_sees_a_list() -> None:
+    tested = {"91.01", "91.02"}
+    assert version_lists('V = ["91.01", "91.02"]\nW = ("91.02",)\n', tested) == [1]
+    assert version_lists('@mark.parametrize("v", {"91.01", "91.02"})\ndef f(): ...\n', tested) == [1]
+    assert version_lists('CHOICES = "91.01|91.02"\n', tested) == [1]
+    assert version_lists('PAIRS = [("91.01", 7), ("91.02", 8)]\nD = {"91.01": 1, "91.02": 2}\n', tested) == []
+    assert version_lists('"""Read on 91.01 and 91.02."""\nX = ["91.01", "90.11"]\n', tested) == []
+    assert shell_version_lists('# e.g. 91.01 91.02\nTEST ?= 91.01 91.02\nV ?= 91.02\n', tested) == [2]
+
+
+# --- CLI modules: library packages never import them -----------------------------------------------------------------
+# A CLI module parses arguments and prints: `slurmx.cli`, `slurmx.cli_*`, and any module named `cli` or `*_cli`.
+# A library package is a subpackage of slurmx (`slurmx.daemon`, `slurmx.sim` ...): what it imports must serve a
+# caller that is not a command line. These CLI modules still live inside library packages and import the CLI
+# helpers; each is to move to the top-level CLI (the entry fails once it no longer imports one, so the list shrinks).
+CLI_INSIDE_LIBRARIES = frozenset({
+    "slurmx.daemon.preempt_cli", "slurmx.daemon.shadow_cli", "slurmx.fidelity.cli", "slurmx.reproduce.cli",
+    "slurmx.sim.cli", "slurmx.sim.whatif_cli", "slurmx.slurm.export_cli",
+})
+
+
+def is_cli(module: str) -> bool:
+    last = module.rsplit(".", 1)[-1]
+    return last == "cli" or (last.startswith("cli_") and module.count(".") == 1) or last.endswith("_cli")
+
+
+def cli_imports(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    """Library module -> the CLI modules it imports."""
+    return {module: sorted(t for t in targets if is_cli(t)) for module, targets in sorted(graph.items())
+            if module.count(".") >= 2 and any(is_cli(t) for t in targets)}
+
+
+def test_library_packages_import_no_cli_module() -> None:
+    found = cli_imports(import_graph())
+    new = [f"  {m} imports {', '.join(t)}" for m, t in found.items() if m not in CLI_INSIDE_LIBRARIES]
+    moved = sorted(CLI_INSIDE_LIBRARIES - set(found))
+    assert not new, ("library packages import CLI modules (move the command to slurmx's CLI, or the helper it "
+                     "needs out of the CLI):\n" + "\n".join(new))
+    assert not moved, f"no longer importing a CLI module: drop from CLI_INSIDE_LIBRARIES: {', '.join(moved)}"
+
+
+def test_the_cli_check_sees_an_import() -> None:
+    graph = {"slurmx.daemon.loop": {"slurmx.cli_output", "slurmx.core.model"}, "slurmx.cli": {"slurmx.daemon.loop"},
+             "slurmx.sim.cli": {"slurmx.sim.runner"}, "slurmx.core.model": set()}
+    assert cli_imports(graph) == {"slurmx.daemon.loop": ["slurmx.cli_output"]}
+    assert is_cli("slurmx.sim.whatif_cli") and is_cli("slurmx.cli_context") and not is_cli("slurmx.sim.client")

@@ -20,9 +20,11 @@ from slurmx.profile.history import (
 )
 from slurmx.slurm.parse import parse_accounting
 from slurmx.slurm.records import AccountingRecord
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
 RUN_CPU = JobKey("alice", "run", "", "cpu")
+COMPLETED_RUN = "24.11"  # the one recording whose sacct.json holds a completed run
 
 
 def recorded(version: str) -> list[AccountingRecord]:
@@ -30,7 +32,7 @@ def recorded(version: str) -> list[AccountingRecord]:
 
 
 def test_recorded_sacct_gives_the_completed_run_only() -> None:
-    records = recorded("24.11")
+    records = recorded(COMPLETED_RUN)
     history = History()
     added = history.add_records(records)
     done = [r for r in records if r.state is VariantState.COMPLETED and r.elapsed_s > 0]
@@ -42,7 +44,7 @@ def test_recorded_sacct_gives_the_completed_run_only() -> None:
     assert "1 run(s)" in est.detail
 
 
-@pytest.mark.parametrize("version", ["22.05", "26.05"])
+@pytest.mark.parametrize("version", [v for v in TESTED if v != COMPLETED_RUN])
 def test_cancelled_running_and_instant_runs_give_no_history(version: str) -> None:
     history = History()
     assert history.add_records(recorded(version)) == 0

@@ -17,6 +17,7 @@ import pytest
 from slurmx.slurm.adapter import CliSlurm, JobUpdate, RetryPolicy
 from slurmx.slurm.errors import InvalidJobError, SlurmCommandError, SlurmUnavailable
 from slurmx.slurm.transport import CommandResult, ReplayTransport
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -131,7 +132,7 @@ class _BytesTransport:
         return _BytesOnly(tuple(argv), 0, (self.folder / name).read_bytes(), "")
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("version", TESTED)
 def test_big_reads_hand_the_parsers_bytes_and_never_decode_them_to_text(version: str) -> None:
     adapter = CliSlurm(_BytesTransport(version), RetryPolicy(retries=0))
     assert adapter.jobs() and adapter.nodes() and adapter.accounting()

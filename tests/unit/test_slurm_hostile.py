@@ -33,9 +33,10 @@ from slurmx.slurm.parse import (
 )
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import LocalTransport, SshTransport, _drain
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
-VERSIONS = ["22.05", "24.11", "26.05"]
+VERSIONS = TESTED
 DEPTH = 100_000
 
 

@@ -13,6 +13,7 @@ import pytest
 from slurmx.slurm.errors import SlurmTimeout, TransportError
 from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes
 from slurmx.slurm.transport import LocalTransport
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -43,7 +44,7 @@ def test_exit_code_and_stdout_bytes_are_kept() -> None:
     assert (result.returncode, result.data, result.stdout) == (3, b"a\xffb", "a\ufffdb")
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("version", TESTED)
 @pytest.mark.parametrize(("parse", "name"), [(parse_jobs, "squeue.json"), (parse_nodes, "nodes.json"),
                                              (parse_accounting, "sacct.json")])
 def test_the_parsers_read_bytes_as_they_read_text(version: str, parse: Callable[[str | bytes], list[Any]],

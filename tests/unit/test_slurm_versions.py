@@ -3,13 +3,28 @@ or beyond the tested ones runs with one warning line, and one older than 22.05 i
 
 from __future__ import annotations
 
+import importlib.machinery
 import logging
+import re
+import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from slurmx.slurm.errors import SlurmError
-from slurmx.slurm.versions import SHAPES, TESTED, UnsupportedSlurm, shape_for, version_key
+from slurmx.slurm.versions import (
+    DEFAULT,
+    RELEASES,
+    SHAPES,
+    TESTED,
+    UnsupportedSlurm,
+    read_releases,
+    shape_for,
+    version_key,
+)
 from tests.unit.test_daemon import SITE, FakeSlurm, job
 from tests.unit.test_slurm_adapter import adapter, argvs, ok, read
 
@@ -121,3 +136,63 @@ def test_slurmxd_runs_on_an_untested_slurm_with_one_warning(version: str, warned
     else:
         assert len(err.splitlines()) == 1 and f"slurm: Slurm {version} {warned}" in err
     assert out.startswith("cycle 1:")  # and it ran its cycle
+
+
+# --- The one table of tested releases (versions.txt), read by the package, the cluster script and the Makefile -------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cluster_script() -> types.ModuleType:
+    """docker-slurm/cluster as a module (standard library only: it reads the table without slurmx)."""
+    loader = importlib.machinery.SourceFileLoader("slurmx_cluster_script", str(REPO / "docker-slurm" / "cluster"))
+    module = types.ModuleType(loader.name)
+    module.__file__ = loader.path
+    sys.modules[loader.name] = module  # dataclasses look their module up while the class is built
+    try:
+        loader.exec_module(module)
+    finally:
+        del sys.modules[loader.name]
+    return module
+
+
+def test_the_table_names_each_role_once_and_every_release_has_its_recordings() -> None:
+    assert TESTED and all((REPO / "tests" / "fixtures" / "slurm" / v / "squeue.json").is_file() for v in TESTED)
+    assert [r.version for r in RELEASES if "default" in r.roles] == [DEFAULT]
+    assert len([r for r in RELEASES if "long" in r.roles]) == 1
+    assert {r for r in RELEASES if "long" in r.roles or "default" in r.roles} <= {r for r in RELEASES
+                                                                                   if "test" in r.roles}
+    assert TESTED[-1] == SHAPES[-1].since  # the newest known shape is one recorded
+    assert len({r.port_base for r in RELEASES} | {r.native_port_base for r in RELEASES if r.native_port_base}) == \
+        len(RELEASES) + len([r for r in RELEASES if r.native_port_base])  # clusters side by side: no shared ports
+
+
+def test_the_cluster_script_reads_the_same_table() -> None:
+    cluster = _cluster_script()
+    assert [(v.slurm, v.suite, v.port_base) for v in cluster.VERSIONS.values()] == [
+        (r.version, r.suite, r.port_base) for r in RELEASES]
+    assert {v.slurm: v.port_base for v in cluster.NATIVE_VERSIONS.values()} == {
+        r.version: r.native_port_base for r in RELEASES if r.native_port_base is not None}
+    assert cluster.pick_version(None, native=False).slurm == DEFAULT
+
+
+def _make_dry_run(target: str) -> str:
+    """The VERSIONS a dry `make <target>` passes to tests/run-integration (nothing runs)."""
+    out = subprocess.run(["make", "-n", "-C", str(REPO), target], capture_output=True, text=True, check=True).stdout
+    [versions] = re.findall(r'VERSIONS="([^"]*)"', out)
+    return versions
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_makefile_takes_its_versions_from_the_table() -> None:
+    assert _make_dry_run("test-integration") == " ".join(r.version for r in RELEASES if "test" in r.roles)
+    assert _make_dry_run("test-matrix") == " ".join(TESTED)
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("24.11 trixie 16900 -\n", "expected 'release suite ports native roles'"),
+    ("24.11 trixie 16900 - test\n22.05 bookworm 16800 - test\n", "oldest first"),
+    ("24.1x trixie 16900 - test\n", "not a Slurm major.minor version"),
+])
+def test_a_bad_table_line_is_named(line: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        read_releases("# header\n" + line)

@@ -19,9 +19,10 @@ from slurmx.slurm.parse import parse_jobs
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.stream_jobs import JobStream, NotStreamable
 from slurmx.slurm.transport import LocalTransport
+from slurmx.slurm.versions import TESTED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
-VERSIONS = ("22.05", "24.11", "26.05")
+VERSIONS = TESTED
 
 
 def many(version: str, copies: int = 40) -> dict[str, Any]:
