@@ -476,13 +476,15 @@ def main() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Override daemon.state_dir.")
 @click.option("--shadow", is_flag=True, help="Act on nothing; record what would be done in STATE_DIR/shadow.sqlite "
               "(read it with `slurmx shadow-report`). Runs beside an enforcing slurmxd or none.")
-@click.argument("command", required=False, type=click.Choice(["drain", "resume"]))
+@click.argument("command", required=False, type=click.Choice(["drain", "resume", "backup", "restore"]))
+@click.argument("file", required=False, metavar="[FILE]")
 def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: bool, json_logs: bool,
-            state_dir: str | None, shadow: bool, command: str | None) -> None:
+            state_dir: str | None, shadow: bool, command: str | None, file: str | None) -> None:
     """slurmxd: the scheduling daemon (observe -> decide -> enforce).
 
     `slurmxd drain` hands every managed group to Slurm now (one variant per group runs) and makes any running
-    slurmxd on this state directory decide nothing; `slurmxd resume` undoes it.
+    slurmxd on this state directory decide nothing; `slurmxd resume` undoes it. `slurmxd backup FILE` copies the
+    state store while slurmxd runs; `slurmxd restore FILE` puts a backup back while it does not (docs/upgrade.md).
     """
     from slurmx.core.config import load_site_config
     from slurmx.daemon.main import run_daemon, run_drain
@@ -498,6 +500,13 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
         update["state_dir"] = Path(state_dir)
     if update:
         site = site.model_copy(update={"daemon": site.daemon.model_copy(update=update)})
+    if command in ("backup", "restore"):
+        from slurmx.daemon.backup_cli import run_store_command
+
+        run_store_command(site, command, file)
+        return
+    if file is not None:
+        raise click.ClickException(f"unexpected argument {file!r}: only backup and restore take a FILE")
     if command is not None:
         run_drain(site, command)
         return

@@ -26,7 +26,7 @@ from slurmx.daemon.endpoint import health_limit, serve_metrics
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.loop import CycleReport, Daemon, Waker, acquire_lock, store_path
 from slurmx.daemon.sdnotify import notifying
-from slurmx.daemon.store import Store
+from slurmx.daemon.store import Store, StoreError, newer_store_problem
 from slurmx.policies.base import make_policy
 from slurmx.slurm import SlurmError, adapter_from_config
 from slurmx.slurm.versions import shape_for
@@ -109,6 +109,9 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
     """`log_level` None: warnings only for `--once` (its plan is printed), else info."""
     configure_logging(site.daemon.log_format, log_level if log_level is not None else
                       logging.WARNING if once else logging.INFO)
+    newer = newer_store_problem(store_path(site))  # a downgrade: refused before Slurm, the lock or the store
+    if newer:
+        raise StoreError(newer)
     adapter = adapter_from_config(site.transport)
     policy = make_policy(site.policy.name, site.policy.params, "policy")
     transport = getattr(adapter, "transport", None)

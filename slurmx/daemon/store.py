@@ -18,9 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from slurmx import __version__
 from slurmx.daemon.errors import DaemonError
 
-__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError"]
+__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError",
+           "newer_store_problem", "read_schema"]
 
 # One script per schema version; never edit a released one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -114,6 +116,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX user_nodes_group ON user_nodes (group_id);
     """,
+    # 0.2.0 changes no table: the number alone is the point. 0.1.0 (schema 6) refuses a store past its own schema
+    # before it writes anything, and cannot know what a later release's intents and facts mean, so a store 0.2.0
+    # opened is refused by 0.1.0 instead of being half understood (docs/upgrade.md). From here on the store also
+    # names the release that last migrated it (meta 'migrated_by'), which the refusal of a later release names.
+    """
+    SELECT 1;
+    """,
 )
 MAX_FACT_JOBS = 64  # job ids remembered per group (variants and their resubmissions; the newest kept)
 
@@ -199,6 +208,10 @@ class Store:
         self.path = Path(path)
         try:
             if str(path) != ":memory:":
+                # A store of a later release is refused before anything is written to it or beside it.
+                problem = newer_store_problem(self.path)
+                if problem:
+                    raise StoreError(problem)
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -218,13 +231,16 @@ class Store:
 
     def _migrate(self) -> None:
         current = self.version
-        if current > len(MIGRATIONS):
-            raise StoreError(f"{self.path}: schema version {current} is newer than this slurmx "
-                             f"({len(MIGRATIONS)}); upgrade slurmx")
+        if current > len(MIGRATIONS):  # made newer between the check in __init__ and here
+            self._db.close()
+            raise StoreError(_newer_line(self.path, current, None))
         for number in range(current, len(MIGRATIONS)):
-            # One script, one transaction: the schema change and its version number land together or not at all.
+            # One script, one transaction: the schema change and its version number land together or not at all,
+            # with the release that made it (from the meta table's own migration on).
+            stamp = "" if number + 1 < _META_SINCE else \
+                f"INSERT OR REPLACE INTO meta (key, value) VALUES ('migrated_by', {_sql_text(__version__)});\n"
             try:
-                self._db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = "
+                self._db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\n{stamp}PRAGMA user_version = "
                                        f"{number + 1};\nCOMMIT;")
             except sqlite3.OperationalError:
                 if self._db.in_transaction:
@@ -475,6 +491,48 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT INTO meta (key, value) VALUES (?,?) "
                          "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+
+_META_SINCE = 2  # the schema version that made the meta table
+
+
+def read_schema(path: Path) -> tuple[int, str | None]:
+    """(schema version, release that last migrated it or None) of a store file, opened read-only: no migration, no
+    journal mode change, no file made beside it but SQLite's own. Raises sqlite3.Error for what is not SQLite."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        by: str | None = None
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
+            row = db.execute("SELECT value FROM meta WHERE key='migrated_by'").fetchone()
+            by = str(row[0]) if row else None
+        return version, by
+    finally:
+        db.close()
+
+
+def newer_store_problem(path: Path) -> str:
+    """'' when this slurmx can open the store at `path`; else the one line refusing a store of a later release.
+    Read-only: a downgrade is refused before anything is touched (docs/upgrade.md)."""
+    if not path.is_file():
+        return ""
+    try:
+        version, by = read_schema(path)
+    except sqlite3.Error:
+        return ""  # not readable as SQLite: opening it says why, as before
+    return _newer_line(path, version, by) if version > len(MIGRATIONS) else ""
+
+
+def _newer_line(path: Path, version: int, by: str | None) -> str:
+    made = f"slurmx {by}" if by else "a later slurmx"
+    install = f"slurmx-hpc>={by}" if by else "the slurmx-hpc release that wrote it"
+    return (f"{path}: schema version {version} is newer than this slurmx {__version__} (schema {len(MIGRATIONS)}): "
+            f"it was written by {made}; install {install}, or put back the store backed up before the upgrade "
+            "(docs/upgrade.md, Downgrade)")
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _ids_text(ids: Iterable[int]) -> str:

@@ -159,7 +159,7 @@ class FakeSlurm:
 def test_store_migrates_to_the_latest_schema_and_keeps_intents_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     store = Store(path)
-    assert store.version == len(MIGRATIONS) == 6
+    assert store.version == len(MIGRATIONS) == 7
     store.put_intent("start:g", "start", "g", "releasing", {"job_id": 7}, now=5.0)
     store.put_intent("start:g", "start", "g", "released", {"job_id": 7}, now=6.0)
     store.audit([(1.0, 1, "g", "decide", "start cpu")])
