@@ -28,7 +28,7 @@ from pathlib import Path
 from slurmx import __version__
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.loop import AlreadyRunning, acquire_lock
-from slurmx.daemon.store import MIGRATIONS, Store, StoreError, read_schema
+from slurmx.daemon.store import MIGRATIONS, Store, StoreError, open_query_only, read_schema
 
 __all__ = ["HEADER_TABLE", "BackupError", "BackupInfo", "Restored", "backup", "read_backup", "restore"]
 
@@ -215,7 +215,7 @@ def _new_file(path: Path) -> Iterator[sqlite3.Connection]:
 
 @contextlib.contextmanager
 def _readonly(path: Path) -> Iterator[sqlite3.Connection]:
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    db = open_query_only(path)
     try:
         yield db
     finally:

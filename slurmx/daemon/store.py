@@ -22,7 +22,7 @@ from slurmx import __version__
 from slurmx.daemon.errors import DaemonError
 
 __all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError",
-           "newer_store_problem", "read_schema"]
+           "newer_store_problem", "open_query_only", "read_schema"]
 
 # One script per schema version; never edit a released one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -496,10 +496,21 @@ class Store:
 _META_SINCE = 2  # the schema version that made the meta table
 
 
+def open_query_only(path: Path) -> sqlite3.Connection:
+    """An existing SQLite file opened to read only: no migration, no journal mode change, never created.
+
+    Not SQLite's `mode=ro`: a read-only connection to a WAL store cannot remove the -wal and -shm files it makes,
+    and left behind by root beside a stopped daemon's store they would keep slurmxd's own user out of it. A
+    read-write connection refusing writes (`query_only`) removes them as the last one out, as slurmxd does."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=30.0)
+    db.execute("PRAGMA query_only=1")
+    return db
+
+
 def read_schema(path: Path) -> tuple[int, str | None]:
-    """(schema version, release that last migrated it or None) of a store file, opened read-only: no migration, no
-    journal mode change, no file made beside it but SQLite's own. Raises sqlite3.Error for what is not SQLite."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    """(schema version, release that last migrated it or None) of a store file (`open_query_only`). Raises
+    sqlite3.Error for what is not SQLite."""
+    db = open_query_only(path)
     try:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         by: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -113,6 +114,8 @@ def test_backup_copies_an_older_store_as_it_is_without_migrating_it(tmp_path: Pa
     info = backup(path, tmp_path / "b.sqlite")
     assert (info.schema, info.migrated_by, info.taken_by) == (OLD_SCHEMA, "", __version__)
     assert digest(path) == before
+    # No -wal or -shm left beside a stopped daemon's store (made by root, they would lock slurmxd's user out).
+    assert sorted(os.listdir(path.parent)) == ["slurmxd.sqlite"]
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OLD_SCHEMA
 
 
@@ -244,6 +247,18 @@ def test_a_newer_store_is_refused_in_one_line_before_anything_is_written(tmp_pat
         "backed up before the upgrade (docs/upgrade.md, Downgrade)")
     assert digest(path) == before
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_refusing_a_newer_store_in_wal_mode_leaves_no_file_beside_it(tmp_path: Path) -> None:
+    path = tmp_path / "slurmxd.sqlite"
+    live_store(tmp_path).close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    db.close()
+    before = digest(path)
+    with pytest.raises(StoreError, match="written by slurmx " + re.escape(__version__)):
+        Store(path)
+    assert sorted(os.listdir(tmp_path)) == ["slurmxd.sqlite"] and digest(path) == before
 
 
 def test_slurmxd_refuses_a_newer_store_before_slurm_the_lock_or_the_spool(tmp_path: Path,
