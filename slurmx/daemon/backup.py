@@ -82,7 +82,7 @@ def backup(store: Path, target: Path) -> BackupInfo:
                 ("taken_by", __version__), ("taken_at", _utc(time.time())), ("source", str(store))])
             copy.commit()
             _integrity(copy, target)
-        os.link(staged, target)  # the name only once the copy is whole and checked, and never over another file
+        _name(staged, target)
     except sqlite3.Error as exc:
         raise BackupError(f"{store}: backup to {target} failed ({exc}); nothing was written") from None
     except FileExistsError:
@@ -93,6 +93,19 @@ def backup(store: Path, target: Path) -> BackupInfo:
     finally:
         staged.unlink(missing_ok=True)
     return read_backup(target)
+
+
+def _name(staged: Path, target: Path) -> None:
+    """Give the checked copy its name, never over another file: a hard link fails if the name exists; a file system
+    without hard links gets a rename after the check."""
+    try:
+        os.link(staged, target)
+    except FileExistsError:
+        raise
+    except OSError:
+        if target.exists() or target.is_symlink():
+            raise FileExistsError(target) from None
+        os.replace(staged, target)
 
 
 def read_backup(path: Path) -> BackupInfo:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slurmx import __version__, cli
 from slurmx.daemon.backup import HEADER_TABLE, BackupError, backup, read_backup, restore
@@ -325,3 +327,30 @@ def test_restore_while_a_daemon_runs_is_one_line_on_stderr(tmp_path: Path, monke
         lock.close()
     assert (code, out) == (1, "") and err.count("\n") == 1
     assert err.startswith(f"slurmxd: {tmp_path / 'state'}: slurmxd (pid {os.getpid()}) is running")
+
+
+# ------------------------------------------------------------------------------------------------ round trip
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(intents=st.dictionaries(_TEXT, st.tuples(_TEXT, st.dictionaries(_TEXT, st.integers() | _TEXT, max_size=3)),
+                               max_size=8),
+       audit=st.lists(st.tuples(st.floats(0, 2e9), st.integers(0, 2**40), _TEXT, _TEXT, _TEXT), max_size=12))
+def test_backup_then_restore_gives_back_the_same_store(tmp_path_factory: pytest.TempPathFactory,
+                                                       intents: dict[str, tuple[str, dict[str, Any]]],
+                                                       audit: list[tuple[float, int, str, str, str]]) -> None:
+    """Whatever users' groups put in the store (their ids, names and details are theirs to choose)."""
+    folder = tmp_path_factory.mktemp("roundtrip")
+    store = Store(folder / "state" / "slurmxd.sqlite")
+    for key, (group, data) in intents.items():
+        store.put_intent(key, "start", group, "releasing", data, now=1.0)
+    store.audit(audit)
+    before = list(store._db.iterdump())
+    store.close()
+    backup(folder / "state" / "slurmxd.sqlite", folder / "b.sqlite")
+    done = restore(folder / "fresh", folder / "fresh" / "slurmxd.sqlite", folder / "b.sqlite")
+    restored = sqlite3.connect(done.store)
+    assert list(restored.iterdump()) == before
+    assert restored.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
