@@ -224,6 +224,7 @@ def test_upgrade_from_the_previous_release_with_groups_in_flight_runs_each_once_
     refused = subprocess.run([str(python.parent / "slurmxd"), "--site", str(site), "--once"], capture_output=True,
                              text=True, timeout=120, cwd=tmp_path, env=release_env(), check=False)
     assert refused.returncode == 1
-    assert refused.stderr.splitlines()[-1] == (f"slurmxd: {store_path}: schema version {len(MIGRATIONS)} is newer "
-                                               f"than this slurmx ({OLD_SCHEMA}); upgrade slurmx"), refused.stderr
+    last = (refused.stderr.splitlines() or [""])[-1]
+    assert last == (f"slurmxd: {store_path}: schema version {len(MIGRATIONS)} is newer than this slurmx "
+                    f"({OLD_SCHEMA}); upgrade slurmx"), refused.stderr
     assert _digest(store_path) == before
