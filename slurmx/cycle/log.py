@@ -7,6 +7,7 @@ it. Two runs that decided alike produce equal logs; a parity test compares them 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -15,18 +16,28 @@ from typing import NamedTuple
 from slurmx.core.actions import Action
 from slurmx.core.model import ClusterView, VariantState
 
-__all__ = ["APPLIED", "FAILED", "REFUSED", "REPEATED", "SHADOW", "DecisionLog", "DecisionRecord", "Outcome",
+__all__ = ["APPLIED", "FAILED", "REFUSED", "REPEATED", "SHADOW", "DecisionLog", "DecisionRecord", "Outcome", "Status",
            "canonical_view", "view_digest"]
 
-APPLIED = "applied"  # took effect (or, on Slurm, its first step did: the rest follows crash-safely)
-REPEATED = "repeated"  # already under way from an earlier decision; nothing new done
-REFUSED = "refused"  # cannot apply to the group as it is (e.g. start a variant that is not waiting)
-FAILED = "failed"  # tried and failed (Slurm refused); the group is left as it was
-SHADOW = "shadow"  # a dry run: what would have been done
+class Status(enum.StrEnum):
+    """What became of an action (a `str`, so a log written with the plain words reads the same)."""
+
+    APPLIED = "applied"  # took effect (or, on Slurm, its first step did: the rest follows crash-safely)
+    REPEATED = "repeated"  # already under way from an earlier decision; nothing new done
+    REFUSED = "refused"  # cannot apply to the group as it is (`cycle.admissible`)
+    FAILED = "failed"  # tried and failed (Slurm refused); the group is left as it was
+    SHADOW = "shadow"  # a dry run: what would have been done
+
+
+APPLIED = Status.APPLIED
+REPEATED = Status.REPEATED
+REFUSED = Status.REFUSED
+FAILED = Status.FAILED
+SHADOW = Status.SHADOW
 
 
 class Outcome(NamedTuple):
-    status: str  # one of the five above
+    status: Status
     detail: str = ""
 
 

@@ -38,6 +38,7 @@ from slurmx.core.placement import ANYWHERE
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
+from slurmx.cycle.admissible import Verdict, admissible, verdict_outcome
 from slurmx.cycle.log import APPLIED
 from slurmx.cycle.run import PlanError
 from slurmx.policies.base import Policy, queue_window, waits_for_release
@@ -468,13 +469,19 @@ class Engine(IsolationSteps, ViewSteps):
                     self._notes[prefix] += 1
 
     def _each(self, apply: Callable[[Any, float], Outcome | None]) -> Handler:
-        """A handler applying a batch action by action (`apply` returns None for an applied action)."""
+        """A handler applying a batch action by action, each one `cycle.admissible` admits (`apply` returns None
+        for an applied action); the others end as Slurm would end them."""
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
             done = []
             for action in batch:
                 name = type(action).__name__
                 self._actions[name] = self._actions.get(name, 0) + 1
-                done.append(apply(action, now) or Outcome(APPLIED))
+                verdict = admissible(action, self._standing)
+                if verdict is Verdict.ADMITTED:
+                    done.append(apply(action, now) or Outcome(APPLIED))
+                else:
+                    self._not_admitted(action, verdict)
+                    done.append(verdict_outcome(verdict, action))
             return done
         return handle
 

@@ -18,18 +18,16 @@ from slurmx.core.actions import Cancel, Hold, Preempt, Release, Resize, SetPrior
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.cycle import Outcome
-from slurmx.cycle.log import REFUSED, REPEATED
+from slurmx.cycle.admissible import Standing, Verdict
+from slurmx.cycle.log import REPEATED
 from slurmx.sim.cluster import SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.engine_state import (
     CANCELLED,
-    DONE,
     FINISH,
     GRACE,
     GRACE_END,
     PENDING,
-    PROFILING,
     RUNNING,
-    WAITING,
     EngineState,
     JobState,
 )
@@ -105,20 +103,35 @@ class ActionSteps(EngineState):
         self._max_pending = max(self._max_pending, self._pending)
         self._dirty[j.idx] = None
 
-    # ---- actions ---------------------------------------------------------------------------------------
+    # ---- admissibility ---------------------------------------------------------------------------------
+
+    def _standing(self, group_id: str) -> Standing | None:
+        """The group as `cycle.admissible` reads it: the model's live state, so an action earlier in the plan
+        counts (a cancelled group has left the view, a preempted one is in its grace)."""
+        j = self._visible.get(group_id)
+        if j is None:
+            return None
+        if j.status == PENDING:
+            return Standing(waiting=frozenset(j.kinds))
+        if j.status not in (RUNNING, GRACE):
+            raise SimulationInvariantError(f"group {group_id} is in the view with status {j.status}")
+        return Standing(running=True, in_grace=j.status == GRACE, size=(j.alloc.cpus, j.alloc.mem_mb))
+
+    def _not_admitted(self, a: object, verdict: Verdict) -> None:
+        """Counts what the results report of actions the model did not apply."""
+        if verdict is Verdict.ALREADY_IN_GRACE and isinstance(a, Preempt):
+            self._repeated_preempts += 1  # already signalled: the enforcer skips it as already applied
+
+    # ---- actions (each admitted by `cycle.admissible` first) ----------------------------------------------
 
     def _set_priority(self, a: SetPriority, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "SetPriority", now)
-        if j.status != PENDING:
-            return Outcome(REFUSED, "no waiting variant")  # as on Slurm: only pending variants take a priority
+        j = self._visible[a.group_id]
         j.priority = a.priority
         self._dirty[j.idx] = None
         return None
 
     def _hold(self, a: Hold, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "Hold", now)
-        if j.status != PENDING:
-            return Outcome(REFUSED, "no waiting variant")
+        j = self._visible[a.group_id]
         if j.held:
             return Outcome(REPEATED)
         j.held = True
@@ -126,42 +139,19 @@ class ActionSteps(EngineState):
         return None
 
     def _release_hold(self, a: Release, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "Release", now)
-        if j.status != PENDING:
-            return Outcome(REFUSED, "no waiting variant")
+        j = self._visible[a.group_id]
         if not j.held:
             return Outcome(REPEATED)
         j.held = False
         self._dirty[j.idx] = None
         return None
 
-    def _known(self, group_id: str, what: str, now: float) -> JobState:
-        j = self._by_id.get(group_id)
-        if j is None:
-            if group_id in self._seen_ids:  # read, and its state dropped: it ended
-                record = next(r for r in self._records if r.job_id == group_id)
-                word = "was cancelled" if record.cancelled else "completed"
-                raise SimulationInvariantError(f"t={now:g}: {what}: group {group_id} {word} already")
-            raise SimulationError(f"t={now:g}: {what}: unknown group {group_id!r} (not in the workload, or not "
-                                  "submitted yet)")
-        if j.status in (WAITING, PROFILING):
-            raise SimulationError(f"t={now:g}: {what}: group {group_id} is not in the view yet (not submitted or "
-                                  "still profiling)")
-        if j.status in (DONE, CANCELLED):
-            word = "completed" if j.status == DONE else "was cancelled"
-            raise SimulationInvariantError(f"t={now:g}: {what}: group {group_id} {word} already")
-        return j
-
     def _start(self, a: Start, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "Start", now)
-        if j.status in (RUNNING, GRACE):
-            where = ",".join(self.cluster.nodes[n].name for n in j.nodes)
-            raise SimulationInvariantError(f"t={now:g}: group {a.group_id} started twice: it already runs "
-                                           f"({j.kind} on {where} since t={j.seg_start:g})")
+        j = self._visible[a.group_id]
         facts = j.facts.get(a.kind)
-        if facts is None or a.kind not in j.kinds:
-            raise SimulationError(f"t={now:g}: Start: group {a.group_id} has no active {a.kind!r} variant "
-                                  f"(active: {', '.join(j.kinds)})")
+        if facts is None:
+            raise SimulationInvariantError(f"t={now:g}: Start: group {a.group_id} waits on {a.kind} with no facts "
+                                           "of that kind")
         request = facts.request
         alloc = request if a.alloc is None or a.alloc is request or a.alloc == request else a.alloc
         vec = facts.vector if alloc is request else self.cluster.vector(alloc)
@@ -264,22 +254,11 @@ class ActionSteps(EngineState):
         return index
 
     def _preempt(self, a: Preempt, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "Preempt", now)
-        if j.status == GRACE:
-            self._repeated_preempts += 1  # already signalled: the enforcer skips it as already applied
-            return Outcome(REPEATED)
-        if j.status != RUNNING:
-            raise SimulationError(f"t={now:g}: Preempt: group {a.group_id} is not running")
-        if a.grace_s < 0:
-            raise SimulationError(f"t={now:g}: Preempt {a.group_id}: negative grace {a.grace_s}")
+        j = self._visible[a.group_id]
         if now > j.complete_at:
             raise SimulationInvariantError(f"t={now:g}: Preempt {a.group_id}: its work completed at "
                                            f"t={j.complete_at:g} and it still runs")
         if a.beneficiary is not None:
-            other = self._by_id.get(a.beneficiary)
-            if other is None or other.group_id not in self._visible:
-                raise SimulationError(f"t={now:g}: Preempt {a.group_id}: beneficiary {a.beneficiary!r} is not a "
-                                      "group in the view")
             self._victims.setdefault(a.beneficiary, []).append(j.idx)
         j.beneficiary = a.beneficiary
         self._enter_grace(j, a.grace_s, now)
@@ -306,7 +285,7 @@ class ActionSteps(EngineState):
             self._push(now + leave, GRACE_END, j.idx, j.version)
 
     def _cancel(self, a: Cancel, now: float) -> Outcome | None:
-        j = self._known(a.group_id, "Cancel", now)
+        j = self._visible[a.group_id]
         self._moves += 1
         if j.status == PENDING:
             self._pending -= 1
@@ -322,15 +301,11 @@ class ActionSteps(EngineState):
     def _resize(self, a: Resize, now: float) -> Outcome | None:
         """A pending group is resized in place; a running one, as slurmxd does it, through the grace protocol:
         its own grace period, then a requeue at the new size (not counted as a preemption)."""
-        j = self._known(a.group_id, "Resize", now)
+        j = self._visible[a.group_id]
         if j.status == PENDING:
             self._resize_kinds(j, a)
             self._dirty[j.idx] = None
             return None
-        if j.status == GRACE:
-            return Outcome(REPEATED)  # already being preempted or resized
-        if j.alloc.cpus == a.cpus and j.alloc.mem_mb == a.mem_mb:
-            return Outcome(REPEATED, "already of that size")
         for k in j.kinds:  # the size is checked now, as Slurm would refuse it at the update
             self._checked_vector(j.job, k, Resources(a.cpus, a.mem_mb, j.facts[k].request.gres))
         j.resize_to = a
