@@ -292,13 +292,14 @@ class SubmitConfig(_Model):
 class ProfileConfig(_Model):
     """slurmxd's profiler (docs/profiler.md): sample runs, sacct history and progress feed the variants' estimates.
 
-    `enabled` None: on, except for the policies in `off_for`, which read no estimates (FIFO, FitGpp).
+    `enabled` None: on when the site's policy reads profiled estimates (its `Capabilities.profiled`: FIFO and
+    FitGpp do not), except for the policies named in `off_for`.
     `sampling`: `slurmx.profile.sampling.SamplingParams` fields (qos, overhead_budget, max_samples, max_cpus ...),
     checked when slurmxd starts. `history_max_age`: runs older than this do not replace sampling.
     """
 
     enabled: bool | None = None
-    off_for: tuple[str, ...] = ("fifo", "fitgpp")
+    off_for: tuple[str, ...] = ()
     sampling: dict[str, Any] = Field(default_factory=dict)
     history_since: str = Field("now-7days", pattern=r"^[A-Za-z0-9:+-]+$")
     history_max_age_s: int = Field(7 * 86400, validation_alias="history_max_age", gt=0,
@@ -309,8 +310,10 @@ class ProfileConfig(_Model):
     def _age(cls, value: Any) -> Any:
         return _duration(value)
 
-    def active_for(self, policy: str) -> bool:
-        return self.enabled if self.enabled is not None else policy not in self.off_for
+    def active_for(self, policy: str, profiled: bool) -> bool:
+        """Whether slurmxd profiles under `policy`, which declares whether it reads profiled estimates
+        (`slurmx.profile.sampling.profiling_on` asks the declaration)."""
+        return self.enabled if self.enabled is not None else profiled and policy not in self.off_for
 
 
 class SweepConfig(_Model):

@@ -39,6 +39,7 @@ from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import GroupFact, Store
 from slurmx.daemon.wake import Waker, notify
 from slurmx.policies.base import Policy
+from slurmx.profile.sampling import profiling_on
 from slurmx.slurm import SlurmAdapter, SlurmError
 
 __all__ = ["AlreadyRunning", "CycleReport", "CycleTimeout", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
@@ -124,7 +125,7 @@ class Daemon:
         self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
                                  on_action=self.metrics.action)
         self.metrics.configure(self.site.daemon.interval_s, self.site.daemon.lease_s)
-        if self.profiling is None and self.site.profile.active_for(self.site.policy.name):
+        if self.profiling is None and profiling_on(self.site):
             # The raw adapter: the profiling QOS check runs sacctmgr over its transport, which the counting
             # wrapper does not carry; sample releases and cancels are a few per group, not counted per cycle.
             self.profiling = ProfilingStage(self.site, self.adapter, self.store, dry_run=self.dry_run)

@@ -22,9 +22,12 @@ from slurmx.fidelity.compare import Comparison, Outcome, compare, latency_option
 from slurmx.fidelity.live import LiveGroup, run_live
 from slurmx.fidelity.workload import mixed_workload
 from slurmx.policies import make_policy
+from slurmx.policies.base import declared
 from slurmx.slurm import SlurmAdapter, SlurmError
 
 __all__ = ["fidelity_command"]
+
+TE_SHARE = 0.3  # of a mixed workload's groups when the policy's TE groups preempt BE ones (else none)
 
 
 @click.command("fidelity")
@@ -37,7 +40,8 @@ __all__ = ["fidelity_command"]
 @click.option("--time-scale", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Multiplies every payload's duration (40-120 s at 1).")
 @click.option("--te-fraction", type=click.FloatRange(0, 1), default=None,
-              help="Share of TE groups (default: 0.3 for fitgpp, else 0).")
+              help=f"Share of TE groups (default: {TE_SHARE:g} under a policy whose TE groups preempt BE "
+                   "ones, else 0).")
 @click.option("--kinds", help="Comma-separated variant kinds (default: the site's first two).")
 @click.option("--mean-gap", type=click.FloatRange(min=0.1), default=4.0, show_default=True,
               help="Mean seconds between two arrivals (exponential): lower is a busier cluster.")
@@ -78,7 +82,8 @@ def _run(ctx: Any, held: contextlib.ExitStack, json_path: str | None, policy: st
         chosen = tuple(k.strip() for k in kinds.split(",")) if kinds else tuple(site.kind_names()[:2])
         for kind in chosen:
             site.kind(kind)
-        share = te_fraction if te_fraction is not None else (0.3 if site.policy.name == "fitgpp" else 0.0)
+        share = te_fraction if te_fraction is not None else \
+            (TE_SHARE if declared(site.policy.name, site.policy.params).te_preempts_be else 0.0)
         jobs = mixed_workload(site, chosen, groups, seed, time_scale, share, mean_gap)
         cluster = model_of(site, adapter.nodes(), adapter.partitions())
         sim = sim_outcome(site, cluster, jobs)

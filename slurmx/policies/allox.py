@@ -32,7 +32,7 @@ from pydantic import Field
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Variant, VariantState
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 from slurmx.policies.matching import Instance, solve
 
 __all__ = [
@@ -446,6 +446,7 @@ class AlphaRounds(Generic[AA]):
     updated, so the next round sees them. A round that picks nothing doubles α (§4.4) until α = 1."""
 
     args: AA
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now)

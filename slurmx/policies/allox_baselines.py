@@ -29,7 +29,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 from slurmx.core.actions import Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.policies.allox import Cluster, Job, Machine, SamplesArgs, favoured, read_cluster, start_samples
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 
 __all__ = [
     "Drfa",
@@ -101,6 +101,7 @@ class _OnMachines(Generic[A]):
 
     args: A
     needs_estimates: ClassVar[bool] = True
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)

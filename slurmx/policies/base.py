@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -21,9 +22,25 @@ from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView, Variant
 from slurmx.core.validation import ConfigError, validate_model
 
-__all__ = ["Policy", "PolicyArgs", "available_policies", "can_place", "make_policy", "max_nodes",
-           "places_constraints", "policy_args",
-           "policy_args_model", "queue_window", "register", "waits_for_release"]
+__all__ = [
+    "Capabilities",
+    "Policy",
+    "PolicyArgs",
+    "available_policies",
+    "can_place",
+    "capabilities_of",
+    "declared",
+    "make_policy",
+    "max_nodes",
+    "places_constraints",
+    "policy_args",
+    "policy_args_model",
+    "profiled",
+    "queue_window",
+    "register",
+    "sensitivity_kind",
+    "waits_for_release",
+]
 
 
 class PolicyArgs(BaseModel):
@@ -32,36 +49,69 @@ class PolicyArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a policy needs and can do, declared on its class (`capabilities`: a class constant, or a property when
+    its arguments decide). Config, profiling, the cycle, the simulator, fidelity and the tests ask this, never the
+    policy's name.
+
+    `profiled`: its decisions read run-time estimates, so slurmxd's profiler (sample runs, history) is on for it
+    unless the site says otherwise. `sensitivity_kind`: the kind whose variants get the CPU/memory sensitivity
+    search (Synergy's), None for none. `max_nodes`: how many nodes it starts one job on (None: any); most place
+    a job on one node (the papers' model), and a run refuses a wider variant before it starts, not hours into a
+    replay. `places_constraints`: it places a variant only where its `placement` admits (features, node lists,
+    whole nodes); one that does not is never shown such a group (`cycle/handover.py`). `waits_for_release`: once
+    it leaves groups waiting, it starts none of them until room is given back or an older group appears, so the
+    simulator does not ask it at an instant that brought only arrivals (strict FIFO under a long queue).
+    `queue_window`: how many pending groups from the head one decision reads at most, when nothing else that time
+    changes but the running jobs' expected ends moves its plan (EASY backfill): a decision that changed nothing is
+    not repeated at an instant that brought only arrivals, gave no room back and found no job past its end.
+    `te_preempts_be`: a TE group preempts BE groups to start (FitGpp's round), so a workload that exercises it
+    mixes TE groups in."""
+
+    profiled: bool = True
+    sensitivity_kind: str | None = None
+    max_nodes: int | None = 1
+    places_constraints: bool = False
+    waits_for_release: bool = False
+    queue_window: int | None = None
+    te_preempts_be: bool = False
+
+
+UNDECLARED = Capabilities()
+
+
 @runtime_checkable
 class Policy(Protocol):
-    """What the daemon and the simulator call."""
+    """What the daemon and the simulator call. A policy class also declares `capabilities: Capabilities`."""
 
     name: ClassVar[str]
 
     def schedule(self, view: ClusterView, now: float) -> Plan: ...
 
 
-def max_nodes(policy: Policy) -> int | None:
-    """How many nodes the policy can start one job on: what its class declares as `max_nodes` (None: any), else 1.
+def capabilities_of(policy: Policy) -> Capabilities:
+    """What the policy declares; the defaults (the cautious answers: one node, no placement rules, asked at every
+    event) for one that declares nothing, such as a wrapper or a plugin written before the declaration."""
+    declared = getattr(policy, "capabilities", UNDECLARED)
+    return declared if isinstance(declared, Capabilities) else UNDECLARED
 
-    Most policies place a job on one node (the papers' model); a run refuses, before it starts, a workload with
-    a wider variant, instead of failing on the first `Start` that names one node for it, hours into a replay."""
-    declared: int | None = getattr(policy, "max_nodes", 1)
-    return declared
+
+def max_nodes(policy: Policy) -> int | None:
+    """How many nodes the policy can start one job on (None: any)."""
+    return capabilities_of(policy).max_nodes
 
 
 def places_constraints(policy: Policy) -> bool:
-    """Whether the policy places a variant only where its `placement` admits (features, the user's node lists,
-    whole nodes): what its class declares as `places_constraints`, else False. A policy that does not is never
-    shown a group with such a variant; the cycle leaves those to one that does (`cycle/handover.py`)."""
-    declared: bool = getattr(policy, "places_constraints", False)
-    return declared
+    """Whether the policy places a variant only where its `placement` admits."""
+    return capabilities_of(policy).places_constraints
 
 
 def can_place(policy: Policy, variants: Iterable[Variant]) -> bool:
     """Whether the policy can place every one of a group's variants as it asks (node count and placement)."""
-    widest = max_nodes(policy)
-    placing = places_constraints(policy)
+    declared = capabilities_of(policy)
+    widest = declared.max_nodes
+    placing = declared.places_constraints
     for variant in variants:
         if widest is not None and variant.node_count > widest:
             return False
@@ -71,25 +121,13 @@ def can_place(policy: Policy, variants: Iterable[Variant]) -> bool:
 
 
 def waits_for_release(policy: Policy) -> bool:
-    """Whether the policy, once it leaves groups waiting, can start none of them until resources are given back
-    or an older group appears (arrivals behind the queue change nothing): what its class declares, else False.
-
-    The simulator then does not ask it again at an instant that brought only new arrivals; the plan it would
-    have returned is empty, so the run is the same, with fewer calls (strict FIFO under a long queue)."""
-    declared: bool = getattr(policy, "waits_for_release", False)
-    return declared
+    """Whether the policy's waiting groups wait for room given back (Capabilities.waits_for_release)."""
+    return capabilities_of(policy).waits_for_release
 
 
 def queue_window(policy: Policy) -> int | None:
-    """How many pending groups, from the head of the queue, one decision of the policy reads at most, when its
-    plan depends on nothing else that time changes but the running jobs' expected ends: what its class declares
-    as `queue_window`, else None (no such bound).
-
-    A decision that changed nothing, with at least that many groups waiting, would then be repeated unchanged
-    at an instant that brought only arrivals (they queue past the window), gave no room back and found no job
-    running past its expected end; the simulator does not ask it (EASY backfill under a long queue)."""
-    declared: int | None = getattr(policy, "queue_window", None)
-    return declared
+    """How many pending groups from the head one decision reads at most (Capabilities.queue_window), or None."""
+    return capabilities_of(policy).queue_window
 
 
 A = TypeVar("A", bound=PolicyArgs)
@@ -185,6 +223,39 @@ def make_policy(name: str, params: Mapping[str, Any] | None = None, source: str 
     args_cls, factory = _REGISTRY[name]
     args = validate_model(args_cls, dict(params or {}), f"{source}.params")
     return factory(args)
+
+
+def declared(name: str, params: Mapping[str, Any] | None = None) -> Capabilities:
+    """What policy `name` with `params` declares: the policy is built to ask it (its arguments may decide)."""
+    return capabilities_of(make_policy(name, params))
+
+
+# What `slurmx submit` on a login node asks of the site's policy without importing it: every built-in module but
+# FIFO's needs numpy and scipy, which the client install leaves out. The built-ins whose class declares
+# `profiled=False`, and for those that declare a `sensitivity_kind`, the argument that sets it and its default.
+# tests/unit/test_policy_registry.py holds both equal to what the classes declare.
+UNPROFILED_BUILTINS = frozenset({"fifo", "fitgpp"})
+SENSITIVITY_ARGUMENT: Mapping[str, tuple[str, str]] = {"synergy": ("kind", "gpu")}
+
+
+def profiled(name: str) -> bool:
+    """Whether policy `name` reads profiled run-time estimates (Capabilities.profiled), without importing a
+    built-in's module."""
+    if name in BUILTIN_POLICIES:
+        return name not in UNPROFILED_BUILTINS
+    return declared(name).profiled
+
+
+def sensitivity_kind(name: str, params: Mapping[str, Any] | None = None) -> str | None:
+    """The kind whose variants get the sensitivity search under policy `name` (Capabilities.sensitivity_kind),
+    without importing a built-in's module; None for none."""
+    if name not in BUILTIN_POLICIES:
+        return declared(name, params).sensitivity_kind
+    if name not in SENSITIVITY_ARGUMENT:
+        return None
+    argument, default = SENSITIVITY_ARGUMENT[name]
+    kind = (params or {}).get(argument, default)
+    return kind if isinstance(kind, str) else None
 
 
 def _unknown(name: str) -> str:

@@ -6,6 +6,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -14,7 +15,7 @@ from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
@@ -45,21 +46,18 @@ class Fifo:
 
     args: FifoArgs
     name: ClassVar[str] = "fifo"
-    max_nodes: ClassVar[int | None] = None  # a job starts on as many nodes as its variant runs on
-    places_constraints: ClassVar[bool] = True  # only on nodes its placement admits (features, -w, -x, whole nodes)
 
-    @property
-    def waits_for_release(self) -> bool:
-        """Strict FIFO: with groups left waiting, the oldest of them fits nowhere, and only room given back (or an
-        older group appearing) can change that; a newer arrival queues behind it."""
-        return self.args.backfill == "none"
-
-    @property
-    def queue_window(self) -> int | None:
-        """Backfill reads the head and at most `backfill_depth` groups behind it. When none of them started, none
-        can until room is given back or time moves a reservation: a job past its expected end makes it `now`;
-        otherwise it stays where it was, and a later start only ends later (strict FIFO: `waits_for_release`)."""
-        return None if self.args.backfill == "none" else self.args.backfill_depth + 1
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        """A job starts on as many nodes as its variant runs on, only where its placement admits (features, -w,
+        -x, whole nodes); no profiled estimates. Strict FIFO waits for release: with groups left waiting, the
+        oldest of them fits nowhere, and only room given back (or an older group appearing) can change that.
+        Backfill reads the head and at most `backfill_depth` groups behind it: when none of them started, none
+        can until room is given back or time moves a reservation (a job past its expected end makes it `now`;
+        otherwise it stays where it was, and a later start only ends later)."""
+        strict = self.args.backfill == "none"
+        return Capabilities(profiled=False, max_nodes=None, places_constraints=True, waits_for_release=strict,
+                            queue_window=None if strict else self.args.backfill_depth + 1)
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node

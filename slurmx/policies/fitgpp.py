@@ -34,7 +34,7 @@ from pydantic import Field
 from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Node, Variant, VariantState
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 
 __all__ = [
     "FALLBACK_NOTE",
@@ -670,6 +670,8 @@ class FitGpp:
 
     args: FitGppArgs = field(default_factory=FitGppArgs)
     name: ClassVar[str] = "fitgpp"
+    # TE groups preempt BE ones (the round); it scores by elapsed time and grace, not by estimates
+    capabilities: ClassVar[Capabilities] = Capabilities(profiled=False, te_preempts_be=True)
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "fitgpp")

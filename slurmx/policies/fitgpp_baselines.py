@@ -17,7 +17,7 @@ import numpy as np
 
 from slurmx.core.actions import Plan
 from slurmx.core.model import ClusterView, Group
-from slurmx.policies.base import register
+from slurmx.policies.base import Capabilities, register
 from slurmx.policies.fitgpp import FloatArray, IntArray, PreemptiveArgs, Round, Victims, random_order, run_round
 
 __all__ = ["Lrtp", "LrtpArgs", "Rand", "RandArgs", "remaining_rows"]
@@ -74,6 +74,7 @@ class Lrtp:
 
     args: LrtpArgs = field(default_factory=LrtpArgs)
     name: ClassVar[str] = "lrtp"
+    capabilities: ClassVar[Capabilities] = Capabilities(te_preempts_be=True)  # FitGpp's round, its own victims
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "lrtp")
@@ -109,6 +110,7 @@ class Rand:
 
     args: RandArgs = field(default_factory=RandArgs)
     name: ClassVar[str] = "rand"
+    capabilities: ClassVar[Capabilities] = Capabilities(te_preempts_be=True)  # FitGpp's round, its own victims
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "rand")

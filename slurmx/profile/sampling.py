@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slurmx.core.config import SiteConfig
 from slurmx.core.resources import Resources
+from slurmx.policies.base import profiled, sensitivity_kind
 
 __all__ = [
     "SAMPLE_TAG",
@@ -32,6 +33,7 @@ __all__ = [
     "SampleRequest",
     "SamplingParams",
     "VariantToProfile",
+    "profiling_on",
     "sample_fields",
     "sample_requests",
     "sample_steps",
@@ -149,13 +151,18 @@ SEARCH_INDEX = 2
 """The sample index of a group's sensitivity sample (0 and 1 are the short and long run-time samples)."""
 
 
+def profiling_on(site: SiteConfig) -> bool:
+    """Whether slurmxd profiles on this site: `profile.enabled`, else whether the site's policy declares that it
+    reads profiled estimates (and is not in `profile.off_for`)."""
+    return site.profile.active_for(site.policy.name, profiled(site.policy.name))
+
+
 def search_kind(site: SiteConfig) -> str | None:
-    """The kind whose variants get Synergy's CPU/memory sensitivity search: the synergy policy's `kind` (gpu by
-    default) when it profiles; None for every other policy (they read no sensitivity)."""
-    if site.policy.name != "synergy" or not site.profile.active_for(site.policy.name):
+    """The kind whose variants get the CPU/memory sensitivity search (Synergy's): what the site's policy declares
+    as its `sensitivity_kind`, when it profiles; None for a policy that reads no sensitivity."""
+    if not profiling_on(site):
         return None
-    kind = site.policy.params.get("kind", "gpu")
-    return kind if isinstance(kind, str) else None
+    return sensitivity_kind(site.policy.name, site.policy.params)
 
 
 def search_request(group: GroupToProfile, variant: VariantToProfile, params: SamplingParams) -> SampleRequest:

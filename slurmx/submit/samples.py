@@ -22,6 +22,7 @@ from slurmx.profile.sampling import (
     SampleRequest,
     SamplingParams,
     VariantToProfile,
+    profiling_on,
     sample_requests,
     search_request,
 )
@@ -43,7 +44,7 @@ def plan_samples(spec: JobSpec, site: SiteConfig, group_id: str,
     """(request, script) of every sample slurmxd's profiler would ask for; none when the site's policy reads no
     estimates, the spec declares no `work` in steps, or the group waits on another (its input may not exist
     yet: slurmxd goes by history or the declared estimates)."""
-    if not site.profile.active_for(site.policy.name) or spec.work is None or spec.dependency:
+    if not profiling_on(site) or spec.work is None or spec.dependency:
         return []
     params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
     steps = round(spec.work)

@@ -10,7 +10,7 @@ from slurmx.core.actions import Action, Plan
 from slurmx.core.model import ClusterView, JobClass
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
-from slurmx.policies.base import Policy
+from slurmx.policies.base import Capabilities, Policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
@@ -45,6 +45,9 @@ class Seen:
         return [g.group_id for g in self.view.running_groups()]
 
 
+ANY_WIDTH = Capabilities(max_nodes=None)  # a script may start any job, wide ones too
+
+
 @dataclass
 class Scripted:
     """A policy whose plan is `decide(view, now)`; it records every view it was given (tests only)."""
@@ -52,7 +55,7 @@ class Scripted:
     decide: Callable[[ClusterView, float], Sequence[Action]]
     seen: list[Seen] = field(default_factory=list)
     name: ClassVar[str] = "scripted"
-    max_nodes: ClassVar[int | None] = None  # a script may start any job, wide ones too
+    capabilities: Capabilities = ANY_WIDTH
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         self.seen.append(Seen(now, view))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -19,7 +18,7 @@ from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.policies import available_policies, make_policy
-from slurmx.policies.base import Policy
+from slurmx.policies.base import Capabilities, Policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
 from slurmx.sim.config import EngineOptions, parse_sim_config
 from slurmx.sim.engine_actions import ActionSteps
@@ -39,6 +38,8 @@ ONE_KIND = {"synergy": ("gpu",)}  # a policy that places only its own kind (`kin
 # Synergy's model is a homogeneous cluster (its servers are shaped as the kind's first node): nodes alike for it.
 SAME_SIZE = {"synergy"}
 
+
+PLACING = Capabilities(max_nodes=None, places_constraints=True)  # a script that keeps to placements
 
 def two_nodes() -> ModelCluster:
     """c001 (x86) and c002 (x86, bigmem), 4 CPUs each."""
@@ -64,8 +65,7 @@ def where(result: SimResult, engine: CheckedEngine) -> dict[str, tuple[float | N
 
 
 def test_the_view_shows_node_features_and_each_variants_placement_and_node_count() -> None:
-    seen = Scripted(lambda view, now: [])
-    seen.places_constraints = True  # type: ignore[attr-defined]
+    seen = Scripted(lambda view, now: [], capabilities=Capabilities(max_nodes=None, places_constraints=True))
     engine = CheckedEngine(two_nodes(), seen, [one("a", 0, 10, nodes=2, placement=Placement("x86"))],
                            EngineOptions(call_when_idle=True))
     with pytest.raises(SimulationError, match="stalled"):
@@ -130,10 +130,8 @@ def test_a_streamed_workload_places_alike_and_refuses_an_unplaceable_job_when_it
 
 
 def test_a_start_on_a_node_the_placement_does_not_admit_is_an_invariant_error() -> None:
-    class Placing(Scripted):
-        places_constraints: ClassVar[bool] = True
-
-    policy = Placing(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in view.groups else [])
+    policy = Scripted(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in view.groups else [],
+                      capabilities=PLACING)
     with pytest.raises(SimulationInvariantError,
                        match=r"t=0: Start a: node c001 is not one its cpu variant may run on \(features bigmem\)"):
         checked([one("a", 0, 10, placement=Placement("bigmem"))], policy)
@@ -142,11 +140,9 @@ def test_a_start_on_a_node_the_placement_does_not_admit_is_an_invariant_error() 
 def test_the_invariant_checker_sees_what_the_engine_would_let_through(monkeypatch: pytest.MonkeyPatch) -> None:
     # With the engine's own check switched off, a start on a node without the feature is caught by the checker
     # at the decision that made it.
-    class Placing(Scripted):
-        places_constraints: ClassVar[bool] = True
-
     monkeypatch.setattr(ActionSteps, "_check_admits", lambda *args: None)
-    policy = Placing(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in Seen(now, view).pending else [])
+    policy = Scripted(lambda view, now: [Start("a", "cpu", ("c001",))] if "a" in Seen(now, view).pending else [],
+                      capabilities=PLACING)
     with pytest.raises(SimulationInvariantError, match=r"t=0: group a \(cpu\) runs on c001 \(x86\), which its "
                                                        r"placement \(features bigmem\) does not admit"):
         checked([one("a", 0, 10, placement=Placement("bigmem"))], policy)

@@ -43,7 +43,7 @@ from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
-from slurmx.policies.base import make_policy
+from slurmx.policies.base import declared, make_policy
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from tests.spool import SPOOL, clear_spool, make_folder
 from tests.unit.test_daemon import FakeSlurm
@@ -271,7 +271,8 @@ class HostileUsers(RuleBasedStateMachine):
 
     @rule(run_s=st.integers(10, 900), kinds=st.integers(1, 2), te=st.booleans())
     def alice_submits(self, run_s: int, kinds: int, te: bool) -> None:
-        self.alice_submit_with(run_s, kinds, "te" if te and self.POLICY == "fitgpp" else "be")
+        preempting = declared(self.POLICY).te_preempts_be  # TE groups make a difference only there
+        self.alice_submit_with(run_s, kinds, "te" if te and preempting else "be")
 
     @rule(seconds=st.integers(1, 400))
     def time_passes(self, seconds: int) -> None:

@@ -325,3 +325,97 @@ def test_the_cli_check_sees_an_import() -> None:
              "slurmx.sim.cli": {"slurmx.sim.runner"}, "slurmx.core.model": set()}
     assert cli_imports(graph) == {"slurmx.daemon.loop": ["slurmx.cli_output"]}
     assert is_cli("slurmx.sim.whatif_cli") and is_cli("slurmx.cli_context") and not is_cli("slurmx.sim.client")
+
+
+# --- Policy names: only the policies and the registry switch on them -------------------------------------------------
+# Knowledge of a policy lives on its class (`Capabilities`, slurmx/policies/base.py); the rest of slurmx asks the
+# declaration. So a registered policy's name is no string literal in slurmx outside slurmx/policies/ (the policies
+# and the registry), except in the places below, each of which names a policy to *run* it, as a site config does,
+# never to tell policies apart. In tests, a name may be data (`make_policy("fifo")`), but no comparison
+# (`policy == "x"`, `policy in {...}`) switches on one. Docstrings are prose.
+NAMES_ALLOWED = {
+    "slurmx/core/config.py": {"fifo"},  # the site schema's default `policy.name`
+    "slurmx/cycle/handover.py": {"fifo"},  # EASY backfill takes the groups a policy cannot place
+    "slurmx/cycle/isolate.py": {"fifo"},  # strict FIFO decides a cycle whose policy failed
+    "slurmx/demo.py": {"allox", "fitgpp"},  # the demo's two daemon runs
+}
+TESTS_NAMING_POLICIES = ("tests/sim/test_reproduce_",)  # a reproduction's tests pick its specs by policy, as it does
+NAMES_ALLOWED_UNDER = (
+    "slurmx/policies/",  # the policies and the registry
+    "slurmx/reproduce/",  # each reproduction runs the policies its paper compares
+    "slurmx/sim/workloads/",  # workloads carry their paper's name (the allox workload), not a policy choice
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def named_policies(source: str, names: AbstractSet[str]) -> list[tuple[int, str]]:
+    """(line, name) of every string literal in `source` that is one of `names`, docstrings aside."""
+    tree = ast.parse(source)
+    prose = _docstrings(tree)
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+                  and id(node) not in prose)
+
+
+def _subject(node: ast.expr) -> str:
+    """The last identifier of a name or attribute chain (`site.policy.name` -> 'name'), else ''."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def switches_on_policies(source: str, names: AbstractSet[str]) -> list[tuple[int, str]]:
+    """(line, name) of every comparison outside an `assert` between a policy (a variable or attribute called
+    `policy`, `name` or ending in 'policy', any case) and one of `names`, alone or in a collection literal. An
+    assert states what a test expects; a named pipe called "fifo" is no policy."""
+    tree = ast.parse(source)
+    asserted = {id(n) for a in ast.walk(tree) if isinstance(a, ast.Assert) for n in ast.walk(a)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or id(node) in asserted:
+            continue
+        sides = [node.left, *node.comparators]
+        if not any(_subject(side).lower() in {"policy", "name"} or _subject(side).lower().endswith("policy")
+                   for side in sides):
+            continue
+        for side in sides:
+            items = side.elts if isinstance(side, ast.List | ast.Tuple | ast.Set) else [side]
+            found += [(node.lineno, e.value) for e in items
+                      if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in names]
+    return sorted(found)
+
+
+def test_no_policy_name_outside_the_policies() -> None:
+    from slurmx.policies import available_policies
+
+    names = set(available_policies())
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(NAMES_ALLOWED_UNDER):
+            continue
+        allowed = NAMES_ALLOWED.get(relative, set())
+        found += [f"  {relative}:{line}: {name!r}" for line, name in
+                  named_policies(path.read_text(encoding="utf-8"), names) if name not in allowed]
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if path.relative_to(REPO).as_posix().startswith(TESTS_NAMING_POLICIES):
+            continue
+        found += [f"  {path.relative_to(REPO).as_posix()}:{line}: {name!r} (a comparison)" for line, name in
+                  switches_on_policies(path.read_text(encoding="utf-8"), names)]
+    assert not found, ("policy names outside slurmx/policies/: ask the policy's declaration "
+                       "(slurmx.policies.base.Capabilities) instead:\n" + "\n".join(found))
+
+
+def test_the_policy_name_check_sees_a_name() -> None:
+    names = {"fifo", "fitgpp"}
+    source = ('"""Runs fifo."""\nimport x\n\ndef f(site):\n    """fitgpp only."""\n'
+              '    return 0.3 if site.policy.name == "fitgpp" else make("fifo")\n')
+    assert named_policies(source, names) == [(6, "fifo"), (6, "fitgpp")]
+    assert switches_on_policies(source, names) == [(6, "fitgpp")]
+    assert switches_on_policies('k = [n for n in names if name not in {"fifo", "x"}]\n', names) == [(1, "fifo")]
+    assert switches_on_policies('if self.POLICY == "fitgpp": pass\n', names) == [(1, "fitgpp")]
+    assert switches_on_policies('make_policy("fifo")\nassert site.policy.name == "fifo"\n', names) == []
+    assert switches_on_policies('os.mkfifo(p) if kind == "fifo" else p.mkdir()\n', names) == []

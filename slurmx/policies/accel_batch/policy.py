@@ -34,7 +34,7 @@ from slurmx.policies.accel_batch.baselines import MmiIncrease, MmiReorder, mmi_s
 from slurmx.policies.accel_batch.lst import LstError, Search, greedy_assignment
 from slurmx.policies.accel_batch.model import BatchInstance, OrderRule, Schedule, schedule_from_assignment
 from slurmx.policies.accel_batch.schedule import zhao_schedule
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 
 __all__ = ["AccelBatch", "AccelBatchArgs", "Mmi", "MmiArgs", "Sct", "SctArgs"]
 
@@ -156,6 +156,7 @@ class AccelBatch:
 
     args: AccelBatchArgs
     name: ClassVar[str] = "accel_batch"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return _plan(view, self.args, lambda inst: zhao_schedule(inst, self.args.order, self.args.search)[0],
@@ -169,6 +170,7 @@ class Sct:
 
     args: SctArgs
     name: ClassVar[str] = "sct"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return _plan(view, self.args, lambda inst: sct_schedule(inst, self.args.seed), "SCT")
@@ -181,6 +183,7 @@ class Mmi:
 
     args: MmiArgs
     name: ClassVar[str] = "mmi"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return _plan(view, self.args,

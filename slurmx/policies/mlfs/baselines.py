@@ -31,7 +31,7 @@ from pydantic import Field
 from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, register
+from slurmx.policies.base import Capabilities, PolicyArgs, register
 from slurmx.policies.mlfs.baseline_rules import (
     affinity,
     fair_shares,
@@ -137,6 +137,7 @@ class FairShare:
     """TensorFlow on Borg, MLFS's fair-share baseline: max-min fair shares of `resource`, whole groups."""
 
     name: ClassVar[str] = "mlfs-fairshare"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def __init__(self, args: MlfsBaselineArgs | None = None) -> None:
         self.args = args or MlfsBaselineArgs()
@@ -153,6 +154,7 @@ class Slaq:
     """SLAQ: the largest predicted loss reduction per unit time first; with no loss reports, submit order."""
 
     name: ClassVar[str] = "slaq"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def __init__(self, args: MlfsBaselineArgs | None = None) -> None:
         self.args = args or MlfsBaselineArgs()
@@ -172,6 +174,7 @@ class Tiresias:
     """Tiresias (discretised 2D-LAS): least attained service first, all or nothing, preempting lower queues."""
 
     name: ClassVar[str] = "tiresias"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def __init__(self, args: TiresiasArgs | None = None) -> None:
         self.args = args or TiresiasArgs()
@@ -201,6 +204,7 @@ class Gandiva:
     """Gandiva on Slurm: FIFO, whole groups, a node already running a group of the same size first."""
 
     name: ClassVar[str] = "gandiva"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def __init__(self, args: MlfsBaselineArgs | None = None) -> None:
         self.args = args or MlfsBaselineArgs()

@@ -37,7 +37,7 @@ from pydantic import Field
 from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
-from slurmx.policies.base import register
+from slurmx.policies.base import Capabilities, register
 from slurmx.policies.mlfs.model import JobState, TaskState
 from slurmx.policies.mlfs.rules import (
     RAW,
@@ -152,6 +152,7 @@ class MlfsSlurm:
     """MLF-H on a `ClusterView`: start groups in P order on MLF-H's host, preempt lower-P BE groups for the rest."""
 
     name: ClassVar[str] = "mlfs"
+    capabilities: ClassVar[Capabilities] = Capabilities()  # one node each, no placement rules, profiled
 
     def __init__(self, args: MlfsSlurmArgs | None = None) -> None:
         self.args = args or MlfsSlurmArgs()

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import ClassVar, Literal
 
 from slurmx.core.actions import Action, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, VariantState
 from slurmx.core.resources import Resources
-from slurmx.policies.base import PolicyArgs, can_place, register
+from slurmx.policies.base import Capabilities, PolicyArgs, can_place, register
 from slurmx.policies.synergy.decisions import (
     ClusterShape,
     JobProfile,
@@ -60,6 +61,11 @@ class SynergyPolicy:
     args: SynergyArgs
     profiles: Mapping[str, str] = field(default_factory=dict)
     name: ClassVar[str] = "synergy"
+
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        """Its `kind`'s variants get the CPU/memory sensitivity search (a group's best CPUs and memory)."""
+        return Capabilities(sensitivity_kind=self.args.kind)
 
     def with_profiles(self, profiles: Mapping[str, str]) -> SynergyPolicy:
         return SynergyPolicy(self.args, dict(profiles))
