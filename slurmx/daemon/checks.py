@@ -15,6 +15,7 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import JobClass
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.privileges import Privileges, local_privileges, privilege_warnings
+from slurmx.slurm.scheduler_config import parse_show_config as parse_config
 from slurmx.slurm.transport import Transport
 
 __all__ = ["CheckReport", "NotOperator", "coexistence_warnings", "operator_problem", "parse_config", "run_checks"]
@@ -24,16 +25,6 @@ _OPERATOR_LEVELS = frozenset({"operator", "administrator", "admin"})
 
 class NotOperator(DaemonError):
     """The daemon would run as a user Slurm will not let act on other users' jobs; one line naming the fix."""
-
-
-def parse_config(text: str) -> dict[str, str]:
-    """`scontrol show config` -> {Key: value}."""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            found[key.strip()] = value.strip()
-    return found
 
 
 def operator_problem(user: str, config: Mapping[str, str], admin_level: str) -> str:

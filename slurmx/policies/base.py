@@ -23,10 +23,12 @@ from slurmx.core.model import ClusterView, Variant
 from slurmx.core.validation import ConfigError, validate_model
 
 __all__ = [
+    "BackfillPasses",
     "Capabilities",
     "Policy",
     "PolicyArgs",
     "available_policies",
+    "backfill_passes",
     "can_place",
     "capabilities_of",
     "declared",
@@ -49,6 +51,16 @@ class PolicyArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@dataclass(frozen=True)
+class BackfillPasses:
+    """A policy that, as Slurm's backfill scheduler, makes a full pass only every `period_s`: between passes the
+    simulator asks `between` (Slurm's main scheduler: FIFO without backfill) at each event. The daemon asks the
+    policy itself at every cycle, which already comes at the cadence of a backfill pass."""
+
+    period_s: float
+    between: Policy
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a policy needs and can do, declared on its class (`capabilities`: a class constant, or a property when
@@ -67,7 +79,8 @@ class Capabilities:
     changes but the running jobs' expected ends moves its plan (EASY backfill): a decision that changed nothing is
     not repeated at an instant that brought only arrivals, gave no room back and found no job past its end.
     `te_preempts_be`: a TE group preempts BE groups to start (FitGpp's round), so a workload that exercises it
-    mixes TE groups in."""
+    mixes TE groups in. `backfill_passes`: it makes its full pass only every so often, as Slurm's backfill
+    scheduler, with another policy deciding in between (`BackfillPasses`; FIFO under `cadence: slurm`)."""
 
     profiled: bool = True
     sensitivity_kind: str | None = None
@@ -76,6 +89,7 @@ class Capabilities:
     waits_for_release: bool = False
     queue_window: int | None = None
     te_preempts_be: bool = False
+    backfill_passes: BackfillPasses | None = None
 
 
 UNDECLARED = Capabilities()
@@ -128,6 +142,11 @@ def waits_for_release(policy: Policy) -> bool:
 def queue_window(policy: Policy) -> int | None:
     """How many pending groups from the head one decision reads at most (Capabilities.queue_window), or None."""
     return capabilities_of(policy).queue_window
+
+
+def backfill_passes(policy: Policy) -> BackfillPasses | None:
+    """The policy's backfill cadence (Capabilities.backfill_passes), None when every decision is a full pass."""
+    return capabilities_of(policy).backfill_passes
 
 
 A = TypeVar("A", bound=PolicyArgs)

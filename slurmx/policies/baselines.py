@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
-from slurmx.policies.base import Capabilities, PolicyArgs, register
+from slurmx.policies.base import BackfillPasses, Capabilities, PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
@@ -31,11 +31,45 @@ class FifoArgs(PolicyArgs):
 
     backfill: Literal["none", "easy", "greedy"] = "none"
     backfill_depth: int = Field(500, ge=1)
+    # Slurm's cadence (`cadence: slurm`): backfill passes every `backfill_interval_s` (bf_interval), strict FIFO
+    # (Slurm's main scheduler) at the events between them; reservations only within `backfill_window_s`
+    # (bf_window) of now, their times rounded up to `backfill_resolution_s` (bf_resolution). Unset: Slurm's
+    # defaults (30 s, 1 day, 60 s). `every_decision`: a backfill pass at every decision (the model until now).
+    cadence: Literal["every_decision", "slurm"] = "every_decision"
+    backfill_interval_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    backfill_window_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    backfill_resolution_s: float | None = Field(None, ge=0, allow_inf_nan=False)
 
     @field_validator("backfill", mode="before")
     @classmethod
     def _booleans(cls, value: object) -> object:
         return {False: "none", True: "easy"}.get(value, value) if isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _cadence_knobs(self) -> FifoArgs:
+        knobs = [k for k in ("backfill_interval_s", "backfill_window_s", "backfill_resolution_s")
+                 if getattr(self, k) is not None]
+        if knobs and self.cadence != "slurm":
+            raise ValueError(f"{', '.join(knobs)} set a backfill cadence: add `cadence: slurm` (or drop them)")
+        return self
+
+    @property
+    def interval_s(self) -> float:
+        return SLURM_BF_INTERVAL_S if self.backfill_interval_s is None else self.backfill_interval_s
+
+    @property
+    def window_s(self) -> float:
+        return SLURM_BF_WINDOW_S if self.backfill_window_s is None else self.backfill_window_s
+
+    @property
+    def resolution_s(self) -> float:
+        return SLURM_BF_RESOLUTION_S if self.backfill_resolution_s is None else self.backfill_resolution_s
+
+
+# Slurm's defaults for SchedulerParameters bf_interval, bf_window (1440 min) and bf_resolution (slurm.conf(5)).
+SLURM_BF_INTERVAL_S = 30.0
+SLURM_BF_WINDOW_S = 86_400.0
+SLURM_BF_RESOLUTION_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +91,18 @@ class Fifo:
         otherwise it stays where it was, and a later start only ends later)."""
         strict = self.args.backfill == "none"
         return Capabilities(profiled=False, max_nodes=None, places_constraints=True, waits_for_release=strict,
-                            queue_window=None if strict else self.args.backfill_depth + 1)
+                            queue_window=None if strict else self.args.backfill_depth + 1,
+                            backfill_passes=self._passes())
+
+    def _passes(self) -> BackfillPasses | None:
+        """Under Slurm's cadence, a backfill pass (this policy) every `bf_interval`, and between passes Slurm's
+        main scheduler: the same FIFO without backfill, which starts groups in order until one fits nowhere."""
+        args = self.args
+        if args.cadence != "slurm" or args.backfill == "none":
+            return None
+        return BackfillPasses(args.interval_s, Fifo(args.model_copy(update={
+            "backfill": "none", "cadence": "every_decision", "backfill_interval_s": None, "backfill_window_s": None,
+            "backfill_resolution_s": None})))
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
@@ -99,6 +144,8 @@ class Fifo:
                     break
                 if mode == "easy" and not blocked:
                     reservation = reserve(view, group, taken, started, now)
+                    if reservation is not None and self.args.cadence == "slurm":
+                        reservation = _as_slurm_keeps(reservation, now, self.args)
                     if reservation is not None:
                         reserved = reservation.nodes
                         more = f" and {len(reserved) - 4:,} more" if len(reserved) > 4 else ""
@@ -156,6 +203,17 @@ class Fifo:
                         return kind, tuple(chosen), request, variant
             misses[0 if free else 1].add(shape)
         return None
+
+
+def _as_slurm_keeps(reservation: Reservation, now: float, args: FifoArgs) -> Reservation | None:
+    """Slurm's backfill plans `bf_window` ahead on a `bf_resolution` grid: a head whose start is further than the
+    window has no reservation (later groups start as if it were not there); the reserved time is rounded up."""
+    if reservation.at - now > args.window_s:
+        return None
+    step = args.resolution_s
+    if step > 0:
+        reservation.at = math.ceil(reservation.at / step) * step
+    return reservation
 
 
 # Per group (the same object while the driver has not changed it) and the site's kinds: its variants in the

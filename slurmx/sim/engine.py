@@ -10,6 +10,9 @@ results, before the periodic tick. The policy is consulted at *scheduling points
 - `round` mode (Synergy's 300 s leases): as tick, and a job whose work completes mid-round keeps its
   resources until the round ends, where its completion is recorded (the paper's simulator's granularity).
 
+A policy with a backfill cadence (FIFO under `cadence: slurm`) gets its full passes on ticks in event mode and
+its `between` policy (Slurm's main scheduler) at the scheduling points (`engine_passes`).
+
 The policy reads a `ClusterView` built from cached immutable `Node` and `Group` objects, each rebuilt only
 when its own state changed, and its plan is applied action by action to the model. Anything the model cannot
 do is a loud `SimulationError`; anything that breaks the model's rules (over-allocation, a double start, work
@@ -45,7 +48,7 @@ from slurmx.policies.base import Policy, queue_window, waits_for_release
 from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvariantError, Vector
 from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
-from slurmx.sim.engine_isolation import IsolationSteps
+from slurmx.sim.engine_passes import PassSteps
 from slurmx.sim.engine_state import (
     ARRIVAL,
     DONE,
@@ -53,7 +56,6 @@ from slurmx.sim.engine_state import (
     PENDING,
     PROFILED,
     PROFILING,
-    TICK,
     JobState,
     KindFacts,
 )
@@ -77,7 +79,7 @@ class Progress(NamedTuple):
     now: float
 
 
-class Engine(IsolationSteps, ViewSteps):
+class Engine(PassSteps, ViewSteps):
     """One simulation run: `Engine(cluster, policy, jobs, options).run() -> SimResult`. Single use.
 
     `jobs` is a sequence (sorted here by submit time; every job is checked before the run starts) or a stream, an
@@ -151,11 +153,12 @@ class Engine(IsolationSteps, ViewSteps):
         self._placeable = {}
         # A policy that waits for a release is not asked again while its last plan left groups waiting and the
         # instant brought only arrivals (no room given back, no group shown late, older than the queue's end).
-        self._waits_for_release = waits_for_release(policy)
+        self._init_passes(policy)  # the policy asked between passes is the one the skips below are judged by
+        self._waits_for_release = waits_for_release(self._between)
         self._blocked = False
         # A policy that reads a bounded window of the queue is not asked again after a plan that changed nothing,
         # with the window full, while instants bring only arrivals and no running job is past its expected end.
-        self._window = queue_window(policy)
+        self._window = queue_window(self._between)
         if self._window is not None:  # whether a job is past its expected end is read from the by-end lists
             self._queues.ends_wanted = True
         self._quiet = False
@@ -281,9 +284,7 @@ class Engine(IsolationSteps, ViewSteps):
         idle_calls = self.options.call_when_idle
         heap = self._heap
         self._push_next_arrival()
-        if periodic and self._jobs:
-            period = self.options.period_s
-            self._push(math.ceil(self._last_submit / period) * period, TICK, 0)
+        self._first_tick()
         handlers = (self._on_finish, self._on_grace_end, self._on_arrival, self._on_profiled, self._on_tick)
         pop = heapq.heappop
         by_event = self._by_event
@@ -311,7 +312,7 @@ class Engine(IsolationSteps, ViewSteps):
                     break  # its plan would be empty: nothing it waits for has happened
                 # A plan that freed resources (cancel, zero-grace preemption) is followed by another decision
                 # at the same instant, as if the release were an event; otherwise the instant is done.
-                changed = self._schedule(t)[1]
+                changed = self._schedule(t, self._between)[1]
             else:
                 raise SimulationError(f"t={t:g}: {_MAX_CALLS_PER_INSTANT} policy calls at one instant; the plans "
                                       "keep creating events at the same time")
@@ -377,6 +378,7 @@ class Engine(IsolationSteps, ViewSteps):
     def _make_visible(self, j: JobState) -> None:
         j.status = PENDING
         self._pending += 1
+        self._shown_one(self.now)
         self._max_pending = max(self._max_pending, self._pending)
         self._visible[j.group_id] = j
         self._dirty[j.idx] = None
@@ -413,14 +415,6 @@ class Engine(IsolationSteps, ViewSteps):
         self._requeue(j, t)
         return True
 
-    def _on_tick(self, _payload: int, _version: int, t: float) -> bool:
-        moved = self._schedule(t)[0] if self._pending or self.options.call_when_idle else False
-        if self._open:
-            if not moved and not self._busy and self._exhausted and self._arrived == self._read:
-                self._stalled(t)
-            self._push(t + self.options.period_s, TICK, 0)
-        return True
-
     def _finish_checks(self) -> None:
         if self._open:
             self._stalled(self.now)
@@ -431,13 +425,13 @@ class Engine(IsolationSteps, ViewSteps):
 
     # ---- the policy ------------------------------------------------------------------------------------
 
-    def _schedule(self, now: float) -> tuple[bool, bool]:
+    def _schedule(self, now: float, policy: Policy) -> tuple[bool, bool]:
         """One decision of the shared cycle (`slurmx.cycle.decide`); says whether anything started, stopped or was
         cancelled, and whether resources were released (event mode then decides again at the same instant)."""
         moves, releases = self._moves, self._releases
         self._calls += 1
         try:
-            decision = decide(self.policy, self, now, self.decisions, self._calls)
+            decision = decide(policy, self, now, self.decisions, self._calls)
         except PlanError as exc:
             raise SimulationError(str(exc)) from None
         self._policy_wall += decision.policy_s

@@ -172,8 +172,10 @@ def unstartable(make: Callable[[], Policy], partitions: Sequence[PartitionShape]
 
 
 def replay(trace: LoadedTrace, nodes: Sequence[Node], site: SiteConfig, policies: Sequence[str],
-           progress: Callable[[str], None] | None = None) -> WhatIf:
-    """Run each policy on the history (site's params for the site's own policy, defaults for the others)."""
+           progress: Callable[[str], None] | None = None,
+           models: Mapping[str, Callable[[], Policy]] | None = None) -> WhatIf:
+    """Run each policy on the history (site's params for the site's own policy, defaults for the others; a name
+    in `models` is built by its factory: the model of Slurm's own scheduling, `--policy slurm`)."""
     kinds = {k.partition: name for name, k in site.resources.items()}
     partitions, notes = cluster_from_nodes(nodes, kinds)
     grace = site.preemption.grace_s
@@ -187,7 +189,7 @@ def replay(trace: LoadedTrace, nodes: Sequence[Node], site: SiteConfig, policies
         if progress is not None:
             progress(name)
         params = site.policy.params if name == site.policy.name else {}
-        make = functools.partial(make_policy, name, params, f"--policy {name}")
+        make = (models or {}).get(name) or functools.partial(make_policy, name, params, f"--policy {name}")
         refused = unstartable(make, partitions, jobs)
         if refused:
             worst = sorted(refused.items(), key=lambda kv: -kv[1])

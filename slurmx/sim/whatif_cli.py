@@ -13,12 +13,16 @@ from rich.table import Table
 from slurmx.cli_context import site_path_or_default
 from slurmx.cli_output import checked_output_file, checked_plot_dir
 from slurmx.cli_output import console as make_console
-from slurmx.core.config import load_site_config
+from slurmx.core.config import SiteConfig, load_site_config
+from slurmx.policies.slurm_model import SLURM_MODEL_NAME, slurm_model
 from slurmx.sim.report import PlotError
 from slurmx.sim.traces import TraceError
 from slurmx.sim.whatif import WhatIf, WhatIfError, load_history, read_nodes, replay
 from slurmx.sim.whatif_plot import write_wait_cdf
 from slurmx.slurm import adapter_from_config
+from slurmx.slurm.errors import SlurmError
+from slurmx.slurm.factory import transport_from_config
+from slurmx.slurm.scheduler_config import BackfillSettings, ConfigValueError, backfill_settings, parse_show_config
 
 __all__ = ["whatif_command"]
 
@@ -84,6 +88,37 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
                                                   for name, (result, _) in what.runs.items()))
 
 
+def _slurm_settings(site: SiteConfig, path: str | None) -> BackfillSettings:
+    """The cadence of the site's schedulers, from the saved `scontrol show config` or asked of the cluster."""
+    if path is not None:
+        try:
+            text, source = Path(path).read_text(encoding="utf-8", errors="replace"), path
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read it: {exc.strerror or exc}", param_hint="--slurm-config") from None
+    else:
+        try:
+            done = transport_from_config(site.transport).run(["scontrol", "show", "config"])
+        except SlurmError as exc:
+            raise click.ClickException(f"scontrol show config: {exc}; save it on the cluster and pass "
+                                       "--slurm-config") from None
+        if done.returncode != 0:
+            raise click.ClickException(f"scontrol show config failed ({done.stderr.strip()[:200]}); save it on the "
+                                       "cluster and pass --slurm-config")
+        text, source = done.stdout, "scontrol show config"
+    try:
+        return backfill_settings(parse_show_config(text), source)
+    except ConfigValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _cadence_line(settings: BackfillSettings) -> str:
+    if not settings.backfill:
+        return f"{settings.scheduler_type}: strict FIFO (main scheduler only), queue in submit order"
+    own = f" (set by the site: {', '.join(settings.stated)})" if settings.stated else " (Slurm's defaults)"
+    return (f"EASY backfill every {settings.interval_s:g} s, window {settings.window_s / 60:g} min, resolution "
+            f"{settings.resolution_s:g} s, {settings.max_job_test} jobs per pass{own}; queue in submit order")
+
+
 @click.command("whatif")
 @click.option("--site", "site_path", metavar="PATH",
               help="Site config: partitions -> kinds, the TE QOS, the grace (default: slurmx --site, $SLURMX_SITE, "
@@ -95,6 +130,9 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
                    "(default: asked of the site's cluster now, through its transport).")
 @click.option("--policy", "policies", default="fifo,fitgpp,allox", show_default=True, metavar="A,B",
               help="Policies to replay, comma-separated (the site's own policy gets the site's params).")
+@click.option("--slurm-config", "slurm_config_path", metavar="PATH",
+              help="`scontrol show config` saved in a file: the cadence of Slurm's backfill that `--policy slurm` "
+                   "models (default: asked of the site's cluster now, when `slurm` is among the policies).")
 @click.option("--limit", type=click.IntRange(min=1), help="Replay only the first N usable jobs of the dump.")
 @click.option("--moved", type=click.IntRange(min=0), default=10, show_default=True,
               help="How many most-moved jobs to list per policy.")
@@ -102,11 +140,16 @@ def _print(console: Console, what: WhatIf, doc: dict[str, Any], title: str) -> N
 @click.option("--plot", "plot_dir", metavar="DIR", help="Write wait_cdf.png (each policy vs Slurm) into DIR.")
 @click.pass_obj
 def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path: str | None, policies: str,
-                   limit: int | None, moved: int, json_path: str | None, plot_dir: str | None) -> None:
+                   slurm_config_path: str | None, limit: int | None, moved: int, json_path: str | None,
+                   plot_dir: str | None) -> None:
     """Replay the site's own Slurm accounting under other policies and print it beside what Slurm did.
+
+    `slurm` among the policies is the model of Slurm's own scheduling: FIFO with EASY backfill at the site's
+    cadence (bf_interval, bf_window, bf_resolution, bf_max_job_test from `scontrol show config`).
 
     \b
     slurmx whatif --site site.yaml --sacct month.txt --nodes nodes.json --policy fifo,fitgpp,allox --plot out/
+    slurmx whatif --sacct month.txt --nodes nodes.json --slurm-config config.txt --policy slurm,fifo
     """
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names:
@@ -116,12 +159,17 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
         checked_plot_dir(plot_dir)
     site = load_site_config(site_path_or_default(site_path or getattr(obj, "site_path", None)))
     console = make_console(stderr=json_path == "-")
+    models = {}
+    if SLURM_MODEL_NAME in names:
+        settings = _slurm_settings(site, slurm_config_path)
+        models[SLURM_MODEL_NAME] = lambda: slurm_model(settings)[0]
+        console.print(f"slurm: {_cadence_line(settings)}")
     try:
         history = load_history(sacct_path, site, limit)
         nodes = read_nodes(nodes_path) if nodes_path else adapter_from_config(site.transport).nodes()
         with console.status("replaying") as status:
             what = replay(history, nodes, site, names,
-                          lambda name: status.update(f"replaying under {name}"))
+                          lambda name: status.update(f"replaying under {name}"), models)
     except (TraceError, WhatIfError) as exc:
         raise click.ClickException(str(exc)) from None
     doc = what.document(moved)

@@ -9,6 +9,7 @@ excluded nodes), and an exclusive one is alone on each of its nodes and holds it
 from __future__ import annotations
 
 from slurmx.core.placement import ANYWHERE
+from slurmx.policies.base import Policy
 from slurmx.sim.cluster import SimulationInvariantError
 from slurmx.sim.engine import Engine
 from slurmx.sim.engine_state import GRACE, RUNNING
@@ -82,7 +83,7 @@ class CheckedEngine(Engine):
         self.check()
         return moved
 
-    def _schedule(self, now: float) -> tuple[bool, bool]:
-        got = super()._schedule(now)
+    def _schedule(self, now: float, policy: Policy) -> tuple[bool, bool]:
+        got = super()._schedule(now, policy)
         self.check()
         return got

@@ -132,6 +132,23 @@ def test_whatif_on_recorded_json(version: str) -> None:
     assert doc["policies"]["fifo"]["jobs"] == doc["actual"]["jobs"] > 0
 
 
+def test_slurms_own_scheduling_is_replayed_at_the_cadence_its_config_states(tmp_path: Path) -> None:
+    """`--policy slurm`: FIFO with EASY backfill at the recorded cluster's cadence (bf_interval=5)."""
+    config = FIXTURES / "slurm" / "24.11" / "show-config.txt"
+    code, out = _run("--sacct", str(ALONE), "--nodes", str(NODES), "--policy", "slurm,fifo",
+                     "--slurm-config", str(config), "--json", str(tmp_path / "r.json"))
+    assert code == 0, out
+    assert "slurm: EASY backfill every 5 s, window 1440 min, resolution 60 s, 500 jobs per pass (set by the site: " \
+           "bf_interval)" in " ".join(out.split())
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert set(doc["policies"]) == {"slurm", "fifo"}
+    assert doc["policies"]["slurm"]["jobs"] == doc["actual"]["jobs"] == 6
+    bad = tmp_path / "bad.txt"
+    bad.write_text("SchedulerParameters = bf_interval=soon\n", encoding="utf-8")
+    code, out = _run("--sacct", str(ALONE), "--nodes", str(NODES), "--policy", "slurm", "--slurm-config", str(bad))
+    assert code == 1 and "bf_interval='soon' is not a whole number" in out and "Traceback" not in out
+
+
 def test_output_paths_are_checked_before_the_work(tmp_path: Path) -> None:
     code, out = _run("--sacct", str(ALONE), "--nodes", str(NODES), "--json", str(tmp_path / "no" / "r.json"))
     assert code == 1 and "--json" in out and "does not exist" in out
