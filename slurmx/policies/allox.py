@@ -22,7 +22,7 @@ part would be imported by all three.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, Literal, TypeVar
 
@@ -356,19 +356,41 @@ class SamplesArgs(PolicyArgs):
     samples_first: bool = False
 
 
-def start_samples(cluster: Cluster, keep_waiting: bool = False) -> list[Start]:
+def _by_length(cluster: Cluster, samples: Sequence[Job], now: float) -> Callable[[Job], tuple[float, ...]]:
+    """A user's waiting samples in the order the authors' ES leaves her queue (`samples_by_length`): it sorts
+    the queue in place by accelerator time, then (stably) by base-kind time, at every decision where the
+    samples' turn left some kind with room, so a sample that arrived before now sits in (base-kind time,
+    accelerator time, arrival) order, and one arriving now behind all those, in arrival order. While samples
+    that arrived before now wait for every kind (their turn filled every kind, so their ES did not run and
+    did not sort), all go in arrival order: a pure policy cannot tell when the last sort ran, this is the
+    rule that a backlog on every kind means none did."""
+    kinds = sorted(cluster.kinds, key=lambda k: cluster.unit_gres.get(k) is not None)  # base kinds first
+    backlog = {next(iter(j.estimates)) for j in samples if j.group.submit_time < now} >= set(cluster.kinds)
+
+    def key(job: Job) -> tuple[float, ...]:
+        if backlog:
+            return (0.0, *(0.0 for _ in kinds), job.group.submit_time)
+        if job.group.submit_time >= now:
+            return (1.0, *(0.0 for _ in kinds), job.group.submit_time)
+        return (0.0, *(job.estimates.get(k, math.inf) for k in kinds), job.group.submit_time)
+    return key
+
+
+def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float | None = None) -> list[Start]:
     """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
     in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
     id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
-    takes no more samples once one of them found no idle machine. Every sample leaves `cluster.jobs`: no
-    policy's own rule starts one."""
+    takes no more samples once one of them found no idle machine. Given `now`, a user's samples go in the
+    order their ES's length sort leaves them (`_by_length`), not by arrival. Every sample leaves
+    `cluster.jobs`: no policy's own rule starts one."""
     samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
     if not samples:
         return []
     others = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
     cluster.jobs = others
     waiting: dict[str, list[Job]] = {}
-    for job in sorted(samples, key=lambda j: (j.group.submit_time, j.group.group_id)):
+    order = _by_length(cluster, samples, now) if now is not None else lambda j: (j.group.submit_time,)
+    for job in sorted(samples, key=lambda j: (*order(j), j.group.group_id)):
         waiting.setdefault(job.user, []).append(job)
     users = sorted(waiting)
     longest = max(len(q) for q in waiting.values())

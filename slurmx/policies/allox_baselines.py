@@ -105,7 +105,8 @@ class _OnMachines(Generic[A]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)
-        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False)) \
+        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False),
+                              now if getattr(self.args, "samples_by_length", False) else None) \
             if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
         actions = self.decide(view, cluster, now)
         return Plan((*first, *actions), tuple(cluster.notes))
@@ -296,13 +297,26 @@ class EqualShareArgs(SamplesArgs):
 
     `samples_in_passes` (with `samples_first`; off by default: an artifact): as in the authors' simulator,
     whose ES passes take the user's waiting items sorted by length, profiling samples among them, the
-    samples still waiting after the samples' own turn are jobs of their owner in her passes, on either kind."""
+    samples still waiting after the samples' own turn are jobs of their owner in her passes, on either kind.
+
+    `samples_by_length` (with `samples_first`; off by default: an artifact): as in the authors' simulator,
+    whose ES sorts each user's queue in place by length at every decision, so the samples' own turn (round
+    robin over users) takes a user's samples shortest first, by base-kind time, then accelerator time, and
+    those that arrived at this instant last, in arrival order (`allox._by_length`).
+
+    `over_share_blocks` (with `base_blocks_accelerators`; off by default: an artifact): as in the authors'
+    simulator, whose passes subtract the user's whole usage from her share and then ask every component of
+    a demand to fit (a GPU job's 0 cores do not fit in a negative CPU remainder), a user holding more than
+    her share of any kind starts nothing in the base-kind pass either; only profiling samples, which start
+    outside the shares, put her there."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
     users: tuple[str, ...] | None = None
     split: Literal["static", "online"] = "static"
     base_blocks_accelerators: bool = False
     samples_in_passes: bool = False
+    samples_by_length: bool = False
+    over_share_blocks: bool = False
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):
@@ -337,8 +351,12 @@ class EqualShare(_OnMachines[EqualShareArgs]):
             mine[kind] = mine.get(kind, 0.0) + _units(cluster, kind, job.group)
             return True
 
+        def over(user: str) -> bool:  # holds more than her share of some kind (samples start outside shares)
+            return self.args.over_share_blocks and any(
+                usage.get(user, {}).get(k, 0.0) > quota[user, k] for k in cluster.capacity)
+
         if self.args.order == "sjf" and self.args.base_blocks_accelerators:
-            _es_blocked_passes(cluster, users, usage, room, take)
+            _es_blocked_passes(cluster, users, usage, room, take, over)
         elif self.args.order == "sjf":
             for kind in cluster.kinds:
                 for user in users:
@@ -356,11 +374,12 @@ class EqualShare(_OnMachines[EqualShareArgs]):
 
 
 def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[str, Usage],
-                       room: Callable[[str, str], bool], take: Callable[[Job, str, str], bool]) -> None:
+                       room: Callable[[str, str], bool], take: Callable[[Job, str, str], bool],
+                       over: Callable[[str], bool]) -> None:
     """ES's passes as the authors' simulator runs them (`EqualShareArgs.base_blocks_accelerators`): per user,
     the accelerator passes unless she holds a base-kind machine, then the base-kind pass in base-kind-time
     order, each job to an accelerator of her share first, else to the base kind; a job that fits neither ends
-    her pass."""
+    her pass. A user `over` her share of some kind gets no base-kind pass either (`over_share_blocks`)."""
     base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
     accelerators = [k for k in cluster.kinds if k not in base]
     for user in users:
@@ -370,7 +389,7 @@ def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[st
                 mine = [j for j in cluster.jobs if j.user == user and kind in j.estimates]
                 if not mine or not take(min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind, "sjf"):
                     break
-        for kind in base:
+        for kind in [] if over(user) else base:
             mine = sorted((j for j in cluster.jobs if j.user == user and kind in j.estimates),
                           key=lambda j: (j.estimates[kind], _fcfs(j)))
             for job in mine:

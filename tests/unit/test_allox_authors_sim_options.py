@@ -68,3 +68,15 @@ def test_allox_progress_ties_go_to_the_longest_waiting_user_or_with_by_name_to_t
     assert select_users(jobs, {}, 0.5, 2) == {"b"}
     assert select_users(jobs, {}, 0.5, 2, "by_name") == {"a"}
     assert select_users(jobs, {"a": 0.2}, 0.5, 2, "by_name") == {"b"}  # progress still comes first
+
+
+def test_es_over_share_a_user_holding_more_than_her_share_of_a_kind_gets_no_cpu_pass_either() -> None:
+    # 2 GPUs and 2 CPU nodes, ann and bob: 1 of each kind per user. ann holds both CPU nodes (over her
+    # share, as profiling samples put a user); her job a1 could take her free GPU in the CPU pass
+    specs = [Spec("r1", "ann", {"cpu": 100.0}), Spec("r2", "ann", {"cpu": 100.0}),
+             Spec("a1", "ann", {"gpu": 9.0, "cpu": 5.0}), Spec("b1", "bob", {"gpu": 4.0, "cpu": 50.0})]
+    state = (1.0, specs, {"r1": _Run("cpu", "c1", 0.0, 1.0), "r2": _Run("cpu", "c2", 0.0, 1.0)})
+    assert sorted(_starts(EqualShare(EqualShareArgs(base_blocks_accelerators=True)), state, 2, 2)) == \
+        [("a1", "gpu"), ("b1", "gpu")]
+    over = EqualShare(EqualShareArgs(base_blocks_accelerators=True, over_share_blocks=True))
+    assert _starts(over, state, 2, 2) == [("b1", "gpu")]

@@ -83,6 +83,10 @@ AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "es_gpu_pass": {"es": {"base_blocks_accelerators": True}},  # a user on CPU gets no GPU pass
     "allox_ties": {"allox": {"ties": "by_name"}},  # equal progress: lowest queue index
     "allox_nmax": {"allox": {"n_max": 50}},  # MAX_N_JOB_AlloX: the matching sees at most 50 jobs
+    # their ES sorts a user's queue by length in place: the samples' round robin takes hers shortest first
+    "es_sample_order": {"es": {"samples_by_length": True}},
+    # their ES passes check every resource of share - usage: a user over any share (samples) starts nothing
+    "es_over_share": {"es": {"over_share_blocks": True}},
     # profiling samples hold machines, first, against the owner's share (`samples`); DRFF never profiles
     PROFILING_SAMPLES: {**{p: {"samples_first": True} for p in ("drfs", "drfa", "allox")},
                         "es": {"samples_first": True, "samples_in_passes": True}},

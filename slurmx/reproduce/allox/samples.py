@@ -8,7 +8,8 @@ jobs of the job's owner: they hold their machine while they run, start before an
 the samples of every job that arrived at the same instant have finished (their group profiling).
 
 Here each sample is a one-variant trial-and-error group (`JobClass.TE`) with the job's own request on that
-kind, known duration (no estimate error), meta `awaited`; the job waits for them with meta `after` (the
+kind, its duration on their one-unit clock (no estimate error; for their ES, which sorts by it, the estimate
+is their unrounded `max(time * scale, 1)`), meta `awaited`; the job waits for them with meta `after` (the
 engine holds it until they finish). `is_sample` tells them apart when the results are read.
 """
 
@@ -31,9 +32,15 @@ def is_sample(job_id: str) -> bool:
     return "~" in job_id
 
 
+def _profile_s(job: SimJob, kind: str, scale: float, unit_s: float) -> float:
+    """The sample's time as their scheduler sees it (`max(time * scale, 1)` units, not rounded): what their
+    ES sorts a user's waiting items by."""
+    return max(job.variants[kind].duration_s / unit_s * scale, _MIN_UNITS) * unit_s
+
+
 def _units(job: SimJob, kind: str, scale: float, unit_s: float) -> float:
     # their clock steps by one unit: a sample ends at the first step at or after its time
-    return math.ceil(max(job.variants[kind].duration_s / unit_s * scale, _MIN_UNITS) - 1e-9) * unit_s
+    return math.ceil(_profile_s(job, kind, scale, unit_s) / unit_s - 1e-9) * unit_s
 
 
 def _samples(job: SimJob, unit_s: float, any_kind: bool) -> list[SimJob]:
@@ -46,7 +53,8 @@ def _samples(job: SimJob, unit_s: float, any_kind: bool) -> list[SimJob]:
         variants = {}
         for k in kinds:
             duration = _units(job, k, scale, unit_s)
-            variants[k] = SimVariant(k, job.variants[k].request, duration, duration)
+            variants[k] = SimVariant(k, job.variants[k].request, duration,
+                                     _profile_s(job, k, scale, unit_s) if any_kind else duration)
         out.append(SimJob(job_id=f"{job.job_id}~{n}", user=job.user, submit_time=job.submit_time,
                           variants=variants, job_class=JobClass.TE,
                           meta={"awaited": True, "sample_of": job.job_id}))
