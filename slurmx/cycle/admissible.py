@@ -51,7 +51,7 @@ class Verdict(enum.Enum):
     NO_WAITING_KIND = "no waiting variant of that kind"
     NOT_RUNNING = "the group is not running"
     NEGATIVE_GRACE = "a negative grace period"
-    UNKNOWN_BENEFICIARY = "its beneficiary is not a group in the view"
+    BENEFICIARY_NOT_WAITING = "its beneficiary is not a waiting group in the view"
     ALREADY_STARTING = "already being started"
     ALREADY_IN_GRACE = "already being preempted or resized"
     ALREADY_OF_SIZE = "already of that size"
@@ -92,8 +92,10 @@ def admissible(action: Action, lookup: Lookup) -> Verdict:
             return Verdict.ALREADY_IN_GRACE
         if not group.running:
             return Verdict.NOT_RUNNING
-        if action.beneficiary is not None and lookup(action.beneficiary) is None:
-            return Verdict.UNKNOWN_BENEFICIARY
+        if action.beneficiary is not None:  # room is freed for a group that waits for it, or for none
+            beneficiary = lookup(action.beneficiary)
+            if beneficiary is None or not beneficiary.waiting:
+                return Verdict.BENEFICIARY_NOT_WAITING
         return Verdict.ADMITTED
     if isinstance(action, Resize):
         if group.in_grace:

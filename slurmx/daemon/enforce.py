@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.core.model import VariantState
 from slurmx.cycle import Outcome, effect_order
-from slurmx.cycle.log import FAILED, REFUSED, REPEATED
+from slurmx.cycle.admissible import Verdict, admissible
+from slurmx.cycle.log import APPLIED, FAILED, REPEATED, SHADOW
 from slurmx.daemon import preemption
-from slurmx.daemon.enforce_base import WAITING, AuditRow, active_ids, group_variants, one_line, show_ids
+from slurmx.daemon.enforce_base import AuditRow, active_ids, one_line, show_ids
 from slurmx.daemon.enforce_grace import GraceSteps
 from slurmx.daemon.enforce_start import StartSteps
 from slurmx.daemon.errors import CycleTimeout
@@ -66,7 +66,7 @@ class Enforcer(StartSteps, GraceSteps):
     def note(self, plan: Plan, obs: Observation) -> None:
         """Audit the plan's notes (the first step of every plan); policies repeat a note every cycle while it
         holds: record it when it changes."""
-        self._requeued_now.clear()
+        self.new_plan()
         for note in plan.notes:
             head = note.split(":", 1)[0]
             group = head if head in obs.view.groups else ""
@@ -108,9 +108,16 @@ class Enforcer(StartSteps, GraceSteps):
                 return [Outcome(FAILED, f"{type(exc).__name__}: {one_line(exc)}") for _ in starts]
 
     def one(self, step: Step, action: Action, obs: Observation, now: float) -> Outcome:
-        """One action by its step; a failure costs this group only, slurmctld unreachable ends the cycle."""
+        """One action by its step, if `cycle.admissible` admits it; a failure costs this group only, slurmctld
+        unreachable ends the cycle."""
+        verdict = admissible(action, self.standing(obs))
+        if verdict is not Verdict.ADMITTED:
+            return self._not_admitted(action, verdict)
         with self._unreachable():
-            return self._one(step, action, obs, now)
+            outcome = self._one(step, action, obs, now)
+        if isinstance(action, Cancel) and outcome.status in (APPLIED, SHADOW):
+            self._cancelled_now.add(action.group_id)
+        return outcome
 
     @contextlib.contextmanager
     def _unreachable(self) -> Iterator[None]:
@@ -151,19 +158,13 @@ class Enforcer(StartSteps, GraceSteps):
                                 held=True)
 
     def _cancel(self, action: Cancel, obs: Observation, now: float) -> Outcome:
-        if action.group_id not in obs.view.groups:  # as every other step: nothing of a group the view lacks
-            return Outcome(REFUSED, "not a group in the view")
         ids = active_ids(obs, action.group_id)
         return self._run(action.group_id, "cancel", f"cancel jobs {show_ids(ids)}", lambda: self.adapter.cancel(ids),
                          action.reason)
 
     def _on_waiting(self, group_id: str, obs: Observation, kind: str, what: str,
                     call: Callable[[list[int]], None], reason: str, held: bool | None = None) -> Outcome:
-        waiting = [v for v in group_variants(obs, group_id) if v.job_id is not None and v.state in WAITING]
-        if not waiting:
-            return Outcome(REFUSED, "no waiting variant")
-        ids = [v.job_id for v in waiting if v.job_id is not None
-               and (held is None or (v.state is VariantState.HELD) == held)]
+        ids = [v.job_id for v in self._waiting(obs, group_id) if held is None or self._held(group_id, v) == held]
         if not ids:
             return Outcome(REPEATED)  # every waiting variant is already held (or released)
         return self._run(group_id, kind, f"{what} jobs {show_ids(ids)}", lambda: call(ids), reason)

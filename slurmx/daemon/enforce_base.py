@@ -7,10 +7,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurmx.core.actions import Action
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.cycle import Outcome
-from slurmx.cycle.log import APPLIED, SHADOW
+from slurmx.cycle.admissible import Lookup, Standing, Verdict, verdict_outcome
+from slurmx.cycle.log import APPLIED, REFUSED, SHADOW
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Store
 from slurmx.slurm import SlurmAdapter
@@ -37,6 +39,57 @@ class EnforcerBase:
     _settled: set[int] = field(default_factory=set)  # jobs requeued or released by this cycle's follow-up
     _requeued_now: dict[str, int] = field(default_factory=dict)  # group -> job requeued by this plan (grace 0)
     _seen_running: set[int] = field(default_factory=set)  # running jobs already checked for who started them
+    # What this plan did so far that its snapshot cannot show yet (`standing`): groups cancelled, groups started.
+    _cancelled_now: set[str] = field(default_factory=set)
+    _started_now: set[str] = field(default_factory=set)
+
+    def new_plan(self) -> None:
+        """Forget what the previous plan did: its effects are in the next snapshot."""
+        self._requeued_now.clear()
+        self._cancelled_now.clear()
+        self._started_now.clear()
+
+    def standing(self, obs: Observation) -> Lookup:
+        """Each group as `cycle.admissible` reads it: the snapshot, the open intents, and this plan's actions so far
+        (a cancelled group has left, a started one runs, a victim requeued with no grace waits again)."""
+        starting = {i.group_id for i in self.store.intents("start")}
+
+        def lookup(group_id: str) -> Standing | None:
+            group = obs.view.groups.get(group_id)
+            if group is None or group_id in self._cancelled_now:
+                return None
+            if group_id in self._started_now:
+                return Standing(running=True)
+            running = group.running_variant()
+            if running is None or running.job_id is None or running.job_id == self._requeued_now.get(group_id):
+                waiting = frozenset(v.kind for v in self._waiting(obs, group_id))
+                return Standing(waiting=waiting, starting=group_id in starting)
+            job_id = running.job_id
+            job = obs.jobs.get(job_id)
+            signalled = [i for i in (self.store.intent(f"preempt:{job_id}"), self.store.intent(f"resize:{job_id}"))
+                         if i is not None and i.step != "requeued"]
+            return Standing(running=True, in_grace=bool(signalled),
+                            size=(job.request.cpus, job.request.mem_mb) if job is not None else None)
+        return lookup
+
+    def _waiting(self, obs: Observation, group_id: str) -> list[Any]:
+        """The group's waiting variants with a job, the one this plan requeued with no grace among them (the
+        snapshot still shows it running; `requeuehold` left it held)."""
+        requeued = self._requeued_now.get(group_id)
+        return [v for v in group_variants(obs, group_id)
+                if v.job_id is not None and (v.state in WAITING or v.job_id == requeued)]
+
+    def _held(self, group_id: str, variant: Any) -> bool:
+        return variant.state is VariantState.HELD or variant.job_id == self._requeued_now.get(group_id)
+
+    def _not_admitted(self, action: Action, verdict: Verdict) -> Outcome:
+        """The outcome of an action `cycle.admissible` refused or found under way; a refusal is audited."""
+        outcome = verdict_outcome(verdict, action)
+        if outcome.status is REFUSED:
+            kind = type(action).__name__.lower()
+            self._audit(action.group_id, "error", f"{kind} refused: {outcome.detail}")
+            self.on_action(kind, "error")
+        return outcome
 
     def _audit(self, group_id: str, event: str, detail: str) -> None:
         self.log.append((self.clock(), self.cycle, group_id, event, detail))

@@ -23,7 +23,7 @@ from typing import Any
 from slurmx.core.actions import Preempt, Resize
 from slurmx.core.model import GroupState, VariantState
 from slurmx.cycle import Outcome
-from slurmx.cycle.log import APPLIED, FAILED, REFUSED, REPEATED, SHADOW
+from slurmx.cycle.log import APPLIED, FAILED, REPEATED, SHADOW
 from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, group_variants, one_line, show_ids
 from slurmx.daemon.observe import Observation
@@ -40,17 +40,14 @@ class GraceSteps(EnforcerBase):
     """The preempt and resize half of the enforcer (mixed into `Enforcer`)."""
 
     def _preempt(self, action: Preempt, obs: Observation, now: float) -> Outcome:
-        group = obs.view.groups.get(action.group_id)
-        variant = group.running_variant() if group is not None else None
-        if group is None or variant is None or variant.job_id is None:
-            self._audit(action.group_id, "error", "preempt: the group is not running")
-            self.on_action("preempt", "error")
-            return Outcome(REFUSED, "the group is not running")
+        group = obs.view.groups[action.group_id]  # admitted (`cycle.admissible`): it runs, not in its grace yet
+        variant = group.running_variant()
+        if variant is None or variant.job_id is None:
+            raise RuntimeError(f"preempt {action.group_id}: admitted with no running job")
         job = obs.jobs.get(variant.job_id)
         key = f"preempt:{variant.job_id}"
-        if job is None or job.state is not VariantState.RUNNING or self.store.intent(key) is not None \
-                or job.job_id in self._settled or self.store.intent(f"resize:{job.job_id}") is not None:
-            return Outcome(REPEATED)
+        if job is None or job.state is not VariantState.RUNNING or job.job_id in self._settled:
+            return Outcome(REPEATED)  # completing, or requeued by this cycle's follow-up
         reason = action.reason + (f" (for {action.beneficiary})" if action.beneficiary else "")
         if self.dry_run:
             self._audit(action.group_id, "preempt", f"would signal job {variant.job_id} with {action.grace_s} s "
@@ -137,13 +134,14 @@ class GraceSteps(EnforcerBase):
             self._audit(intent.group_id, "preempt", f"job {job_id}: {step.decision.why}; left alone")
 
     def _resize(self, action: Resize, obs: Observation, now: float) -> Outcome:
-        variants = group_variants(obs, action.group_id)
-        running = next((v for v in variants if v.is_occupying), None)
+        requeued = self._requeued_now.get(action.group_id)  # by this plan, with no grace: it waits
+        running = next((v for v in group_variants(obs, action.group_id) if v.is_occupying and v.job_id != requeued),
+                       None)
         if running is not None:
             return self._resize_running(action, running.job_id, obs, now)
-        ids = [v.job_id for v in variants if v.job_id is not None and v.state in WAITING]
+        ids = [v.job_id for v in self._waiting(obs, action.group_id)]
         if not ids:
-            return Outcome(REFUSED, "no waiting variant")
+            raise RuntimeError(f"resize {action.group_id}: admitted with no waiting job")
         change = JobUpdate(cpus=action.cpus, mem_mb=action.mem_mb)
         return self._run(action.group_id, "resize", f"cpus={action.cpus} mem={action.mem_mb}M on jobs {show_ids(ids)}",
                   lambda: self.adapter.update(ids, change), action.reason)
@@ -153,11 +151,7 @@ class GraceSteps(EnforcerBase):
         release (`_advance_resize`). A job already of that size, or already being resized or preempted, is left."""
         job = obs.jobs.get(job_id) if job_id is not None else None
         if job is None or job.state is not VariantState.RUNNING or job.job_id in self._settled:
-            return Outcome(REPEATED)
-        if job.request.cpus == action.cpus and job.request.mem_mb == action.mem_mb:
-            return Outcome(REPEATED, "already of that size")
-        if self.store.intent(f"resize:{job.job_id}") or self.store.intent(f"preempt:{job.job_id}"):
-            return Outcome(REPEATED)
+            return Outcome(REPEATED)  # completing, or requeued by this cycle's follow-up
         group = obs.view.groups[action.group_id]
         what = f"cpus={action.cpus} mem={action.mem_mb}M for running job {job.job_id} " \
                f"(now cpus={job.request.cpus} mem={job.request.mem_mb}M), grace {group.grace_s} s"

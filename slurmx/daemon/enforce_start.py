@@ -16,7 +16,8 @@ from slurmx.core.model import VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.tag import leased, readable_fields
 from slurmx.cycle import Outcome
-from slurmx.cycle.log import APPLIED, REFUSED, REPEATED, SHADOW
+from slurmx.cycle.admissible import Verdict, admissible
+from slurmx.cycle.log import APPLIED, SHADOW
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Intent
@@ -36,22 +37,19 @@ class StartSteps(EnforcerBase):
         """One outcome per start, in order; the chosen ones are released together."""
         chosen: list[tuple[Start, int, bool, tuple[int, int] | None]] = []  # (action, job id, held, new size)
         outcomes: list[Outcome] = []
-        open_starts = {i.group_id for i in self.store.intents("start")}
+        lookup = self.standing(obs)
         for action in starts:
-            group = obs.view.groups.get(action.group_id)
-            variant = group.variant(action.kind) if group is not None else None
-            requeued = variant is not None and variant.job_id == self._requeued_now.get(action.group_id)
-            if group is None or variant is None or variant.job_id is None or \
-                    (variant.state not in WAITING and not requeued):
-                self._audit(action.group_id, "error", f"start {action.kind}: no waiting variant of that kind")
-                self.on_action("start", "error")
-                outcomes.append(Outcome(REFUSED, f"no waiting {action.kind} variant"))
+            verdict = admissible(action, lookup)
+            if verdict is not Verdict.ADMITTED:
+                outcomes.append(self._not_admitted(action, verdict))
                 continue
-            if action.group_id in open_starts:
-                outcomes.append(Outcome(REPEATED))  # already being started
-                continue
+            variant = obs.view.groups[action.group_id].variant(action.kind)  # admitted: it waits, with a job id
+            if variant is None or variant.job_id is None:
+                raise RuntimeError(f"start {action.group_id}: admitted with no waiting {action.kind} job")
+            requeued = variant.job_id == self._requeued_now.get(action.group_id)
             held = requeued or variant.state is VariantState.HELD  # requeued by this plan: held by `requeuehold`
             chosen.append((action, variant.job_id, held, _size(action, variant.request)))
+            self._started_now.add(action.group_id)
             outcomes.append(Outcome(SHADOW if self.dry_run else APPLIED))
         if not chosen:
             return outcomes

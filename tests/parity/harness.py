@@ -9,7 +9,7 @@ show the same remaining estimate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from slurmx.cycle import DecisionLog, DecisionRecord
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.policies import make_policy
+from slurmx.policies.base import Policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine import Engine
@@ -81,18 +82,20 @@ def job(job_id: str, submit: int, durations: Mapping[str, int], cpus: int = 1, m
 
 def run_both(policy: str, jobs: Sequence[SimJob], kinds: Sequence[str], state: Path,
              params: Mapping[str, Any] | None = None, options: EngineOptions | None = None,
-             cluster: ModelCluster | None = None) -> Runs:
+             cluster: ModelCluster | None = None, make: Callable[[], Policy] | None = None) -> Runs:
+    """`make`: a policy of the test's own for each backend (the site config then names `policy`)."""
     params = dict(params or {})
+    make = make or (lambda: make_policy(policy, params))
     options = options or EngineOptions(checkpoint="lose")
     sim_log = DecisionLog(digest_views=True, keep_views=True)
     cluster = cluster or model_cluster(kinds)
-    Engine(cluster, make_policy(policy, params), jobs, options, decisions=sim_log).run()
+    Engine(cluster, make(), jobs, options, decisions=sim_log).run()
     model = ModelSlurm([ModelNode(n.name, n.partition, cluster.resources(n.capacity), n.features)
                         for n in cluster.nodes], keep=options.checkpoint == "keep")
     site = site_config(kinds, policy, params, state)
     now = [0.0]
     slurm_log = DecisionLog(digest_views=True, keep_views=True)
-    daemon = Daemon(site, CliSlurm(model), Store(state / "slurmxd.sqlite"), make_policy(policy, params),
+    daemon = Daemon(site, CliSlurm(model), Store(state / "slurmxd.sqlite"), make(),
                     clock=lambda: now[0], decisions=slurm_log)
     waiting = sorted(jobs, key=lambda j: j.submit_time)
     for t, _, _ in sim_log.decisions:

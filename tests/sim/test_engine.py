@@ -161,7 +161,7 @@ def test_actions_that_do_not_fit_the_group_as_it_is_are_refused_as_on_slurm() ->
                     {0: [Start("b", "cpu")], 5: [*plan, Start("c", "cpu")], 10: [Start("b", "cpu")]})
     assert [(action, o.status, o.detail) for t, action, _, o in got if t == 5] == [  # in effect order: starts last
         ("Preempt", REFUSED, "the group is not running"), ("Preempt", REFUSED, "a negative grace period"),
-        ("Preempt", REFUSED, "its beneficiary is not a group in the view"), ("Preempt", APPLIED, ""),
+        ("Preempt", REFUSED, "its beneficiary is not a waiting group in the view"), ("Preempt", APPLIED, ""),
         ("Resize", REPEATED, ""), ("Cancel", APPLIED, ""), ("Start", REFUSED, "no waiting gpu variant"),
         ("Start", APPLIED, "")]
 
