@@ -1,8 +1,9 @@
 """What a driver of the cycle provides: a view of its world, and one handler per action type.
 
 The handler table is checked complete when a backend is built (the model is Slurm's plugin operation tables): a
-new action type cannot be handled by one driver and forgotten by the other, and an action a backend cannot carry
-out is refused by its handler with a reason, the same way in every cycle.
+new action type cannot be handled by one driver and forgotten by the other. Each handler first asks
+`cycle.admissible` whether an action applies to its group as the backend knows it, and ends the ones that do not
+with that verdict's outcome: the same rule, and the same outcome, in every cycle of both backends.
 """
 
 from __future__ import annotations

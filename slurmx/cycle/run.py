@@ -20,7 +20,7 @@ from slurmx.cycle.log import REFUSED, DecisionLog, Outcome, view_digest
 from slurmx.cycle.order import effect_order
 from slurmx.policies.base import Policy
 
-__all__ = ["Decision", "PlanError", "decide"]
+__all__ = ["Decision", "PlanError", "apply_plan", "decide"]
 
 
 class PlanError(TypeError):
@@ -57,12 +57,21 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
         plan = got
     if not isinstance(plan, Plan):
         raise PlanError(f"t={now:g}: policy {policy.name} returned {type(plan).__name__}, not a Plan")
+    outcomes = apply_plan(backend, plan, now, hidden, log, number, digest, policy.name)
+    return Decision(plan, tuple(outcomes), policy_s)
+
+
+def apply_plan(backend: Backend, plan: Plan, now: float, hidden: AbstractSet[str] = frozenset(),
+               log: DecisionLog | None = None, number: int = 0, digest: str = "", policy: str = "the policy") \
+        -> list[Outcome]:
+    """The second half of `decide`: the plan's notes, then its actions in effect order through the backend's
+    handlers, one outcome each (actions on `hidden` groups refused); tests call it on a backend's own snapshot."""
     backend.take_notes(plan, now)
     outcomes: list[Outcome] = []
     for kind, batch in effect_order(plan):
         handler = backend.handlers.get(kind)
         if handler is None:
-            raise PlanError(f"t={now:g}: policy {policy.name} returned {batch[0]!r}, which is not an action; "
+            raise PlanError(f"t={now:g}: policy {policy} returned {batch[0]!r}, which is not an action; "
                             "plans hold Start, Preempt, Resize, SetPriority, Hold, Release and Cancel only")
         done = _apply_shown(handler, batch, now, hidden) if hidden else list(handler(batch, now))
         if len(done) != len(batch):
@@ -71,7 +80,7 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
         if log is not None:
             log.add(now, number, digest, batch, done)
         outcomes += done
-    return Decision(plan, tuple(outcomes), policy_s)
+    return outcomes
 
 
 _NO_GROUPS: frozenset[str] = frozenset()

@@ -1,6 +1,7 @@
 """Turn a policy's plan into Slurm commands, crash-safely (mechanism apart from policy).
 
 Every multi-step action is an *intent* in the store, written before its first Slurm call and advanced after each
+one. Whether an action applies at all is decided first, by `cycle.admissible`, as the simulator decides it.
 This module composes the two halves and owns the plan: `enforce_start.StartSteps` (steer, size, release, cancel
 siblings) and `enforce_grace.GraceSteps` (preempt and resize through the grace protocol); each module's docstring
 gives its intents' steps.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
-from slurmx.cycle import Outcome, effect_order
+from slurmx.cycle import Outcome
 from slurmx.cycle.admissible import Verdict, admissible
 from slurmx.cycle.log import APPLIED, FAILED, REPEATED, SHADOW
 from slurmx.daemon import preemption
@@ -73,12 +74,6 @@ class Enforcer(StartSteps, GraceSteps):
             if group and self._last_note.get(group) != note:
                 self._last_note[group] = note
                 self._audit(group, "note", note)
-
-    def apply(self, plan: Plan, obs: Observation, now: float) -> list[Outcome]:
-        """A whole plan against the snapshot it was computed from, in the cycle's effect order (what
-        `SlurmBackend` does through `decide`; tests call it on a snapshot of their own)."""
-        self.note(plan, obs)
-        return [o for kind, batch in effect_order(plan) for o in self.apply_batch(kind, batch, obs, now)]
 
     def apply_batch(self, kind: type[Action], batch: list[Action], obs: Observation, now: float) -> list[Outcome]:
         """One batch of `effect_order`: the starts together, anything else action by action."""

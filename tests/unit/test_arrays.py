@@ -37,7 +37,7 @@ from slurmx.slurm.parse import parse_accounting, parse_jobs
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import CommandResult, DockerExecTransport, LocalTransport, ReplayTransport, SshTransport
 from slurmx.slurm.versions import TESTED
-from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
+from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _apply, _enforcer, _obs, job, spool_owners
 from tests.unit.test_slurm_hostile import _Client
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
@@ -325,7 +325,7 @@ def test_a_start_of_an_index_group_releases_that_index_and_cancels_the_losing_ki
     fake = FakeSlurm(jobs)
     now = [2e9]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("arrrec[0]", "gpu", ("g1",)),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("arrrec[0]", "gpu", ("g1",)),)), _obs(fake, store, now[0]), now[0])
     chosen, loser = task_key(81, 0), task_key(80, 0)
     assert fake.calls[-1] == ("release", (chosen,))
     fake.run(chosen, "g1")

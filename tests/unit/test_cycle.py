@@ -94,11 +94,11 @@ def test_a_zero_grace_migration_applies_in_one_plan_whatever_the_clocks_fraction
     """Preempt(grace 0) then Start of the same group: requeued and released in the same cycle, also when the clock
     has a fraction (the protocol rounds a deadline up to a whole second)."""
     from slurmx.core.actions import Plan as P
-    from tests.unit.test_daemon import _enforcer, _obs
+    from tests.unit.test_daemon import _apply, _enforcer, _obs
 
     fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
     clock = [now]
     enforcer, store = _enforcer(tmp_path, fake, clock)
-    outcomes = enforcer.apply(P((Preempt("v", 0), Start("v", "cpu"))), _obs(fake, store, now), now)
+    outcomes = _apply(enforcer, P((Preempt("v", 0), Start("v", "cpu"))), _obs(fake, store, now), now)
     assert [o.status for o in outcomes] == [APPLIED, APPLIED], outcomes
     assert fake.verbs()[:2] == ["signal", "requeuehold"] and "release" in fake.verbs()

@@ -16,6 +16,9 @@ from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import GroupState, Node, Partition, VariantState
 from slurmx.core.ownership import SpoolOwners
 from slurmx.core.resources import Resources
+from slurmx.cycle import Outcome
+from slurmx.cycle.run import apply_plan
+from slurmx.daemon.backend import CountingSlurm, SlurmBackend
 from slurmx.daemon.checks import coexistence_warnings, operator_problem, parse_config
 from slurmx.daemon.enforce import Enforcer
 from slurmx.daemon.explain import explain
@@ -298,6 +301,14 @@ def _enforcer(tmp_path: Path, fake: FakeSlurm, now: list[float]) -> tuple[Enforc
     return Enforcer(fake, store, SITE, clock=lambda: now[0]), store  # type: ignore[arg-type]
 
 
+def _apply(enforcer: Enforcer, plan: Plan, obs: Any, now: float) -> list[Outcome]:
+    """A plan through slurmxd's own path (the `SlurmBackend` handler table, `cycle.apply_plan`) on the test's
+    snapshot `obs`."""
+    backend = SlurmBackend(enforcer.site, CountingSlurm(enforcer.adapter), enforcer.store, enforcer)
+    backend.obs = obs
+    return apply_plan(backend, plan, now)
+
+
 def _obs(fake: FakeSlurm, store: Store, now: float) -> Any:
     from slurmx.daemon.enforce import grace_marks, start_marks
 
@@ -311,7 +322,7 @@ def test_start_writes_intent_first_releases_in_one_call_then_cancels_siblings(tm
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
     plan = Plan((Start("a", "gpu", ("g1",)), Start("b", "cpu")))
-    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, plan, _obs(fake, store, now[0]), now[0])
     assert fake.intents_at_release == [["releasing", "releasing"]]  # on disk before Slurm acts
     assert fake.calls == [("update_each 2:g1", (2,)), ("release", (2, 3))]
     assert [i.step for i in store.intents("start")] == ["released", "released"]
@@ -328,7 +339,7 @@ def test_a_refused_steer_is_said_for_its_job_only_and_every_start_is_still_relea
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
     plan = Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)), Start("c", "cpu", ("c1",))))
-    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, plan, _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("update_each 1:c1 3:c1 5:c1", (1, 3, 5)), ("release", (1, 3, 5))]
     errors = [(row[2], row[4]) for row in enforcer.log if row[3] == "error"]
     assert errors == [("b", "steer job 3: scontrol: exit 1: Invalid node name specified for job 3")]
@@ -342,7 +353,7 @@ def test_a_steering_command_that_cannot_run_is_said_for_each_job_and_the_starts_
     fake.broken = TransportError(["scontrol"], None, "docker exec into login: container not running")
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)))), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", ("c1",)), Start("b", "cpu", ("c1",)))), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("release", (1, 3))]
     assert [row[2] for row in enforcer.log if row[3] == "error"] == ["a", "b"]
 
@@ -357,7 +368,7 @@ def test_a_hundred_pinned_starts_take_at_most_five_scontrol_processes(tmp_path: 
     adapter = CliSlurm(transport, RetryPolicy(retries=0))
     enforcer = Enforcer(adapter, store, SITE, clock=lambda: 1000.0)
     plan = Plan(tuple(Start(f"g{i}", "cpu", ("c1",)) for i in range(1, 101)))
-    enforcer.apply(plan, _obs(fake, store, 1000.0), 1000.0)
+    _apply(enforcer, plan, _obs(fake, store, 1000.0), 1000.0)
     scontrols = [argv for argv, _ in transport.calls if argv[0] == "scontrol"]
     assert len(scontrols) <= 5 and adapter.command_counts() == {"scontrol": len(scontrols)}
     steered = "".join(stdin or "" for _, stdin in transport.calls)
@@ -371,7 +382,7 @@ def test_start_with_an_allotment_sizes_held_jobs_before_the_release_one_update_p
     enforcer, store = _enforcer(tmp_path, fake, now)
     plan = Plan((Start("a", "cpu", ("c1",), Resources(3, 1500)), Start("b", "cpu", (), Resources(3, 1500)),
                  Start("c", "cpu", (), Resources(1, 500))))  # c: what it asks for already
-    enforcer.apply(plan, _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, plan, _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("update NumCPUs=3 MinMemoryNode=1500", (1, 3)), ("update_each 1:c1", (1,)),
                           ("release", (1, 3, 5))]
     assert [fake.table[i].request for i in (1, 3, 5)] == [Resources(3, 1500), Resources(3, 1500), Resources(1, 500)]
@@ -392,7 +403,7 @@ def test_a_variant_that_finished_between_snapshots_still_cancels_its_siblings(tm
     fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "gpu"),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "gpu"),)), _obs(fake, store, now[0]), now[0])
     fake._set([2], state=VariantState.COMPLETED)
     obs = _obs(fake, store, now[0])
     assert "a" not in obs.view.groups  # never offered to the policy again
@@ -429,7 +440,7 @@ def test_steering_narrows_the_users_node_list_and_never_replaces_it(
     fake = FakeSlurm([replace(job(1, "a"), required_nodes=required, excluded_nodes=excluded, node_count=count)])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", tuple(nodes.split(","))),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", tuple(nodes.split(","))),)), _obs(fake, store, now[0]), now[0])
     assert fake.verbs() == ([f"update_each 1:{nodes}", "release"] if steered else ["release"])
     notes = [row[4] for row in enforcer.log if "outside what its user asked for" in row[4]]
     assert len(notes) == (0 if steered else 1)
@@ -441,11 +452,11 @@ def test_the_users_node_list_is_the_one_first_seen_not_slurmxds_own_steering(tmp
     fake = FakeSlurm([job(1, "a")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
     fake.run(1, "c1")
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     fake.table[1] = replace(fake.table[1], state=VariantState.HELD, held=True, nodes="", required_nodes="c1")
-    enforcer.apply(Plan((Start("a", "cpu", ("c2",)),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", ("c2",)),)), _obs(fake, store, now[0]), now[0])
     assert fake.verbs()[-2:] == ["update_each 1:c2", "release"]
 
 
@@ -453,7 +464,7 @@ def test_a_start_that_times_out_gives_the_user_their_own_node_list_back(tmp_path
     fake = FakeSlurm([replace(job(1, "a"), required_nodes="c1", node_count=2)])  # -w c1 -N 2
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1", "c2")),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", ("c1", "c2")),)), _obs(fake, store, now[0]), now[0])
     assert fake.verbs() == ["update_each 1:c1,c2", "release"]
     fake.table[1] = replace(fake.table[1], required_nodes="c[1-2]")  # as Slurm shows it once steered
     now[0] += 31
@@ -465,7 +476,7 @@ def test_preempt_signals_then_requeues_held_at_the_deadline_exactly_once(tmp_pat
     fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1"), job(2, "te", qos="te")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Preempt("v", 10, beneficiary="te"),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Preempt("v", 10, beneficiary="te"),)), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("signal", (1,))]
     obs = _obs(fake, store, now[0])
     assert obs.view.groups["v"].grace_deadline == 1010.0 and obs.view.groups["v"].preempted_for == "te"
@@ -559,7 +570,7 @@ def test_resize_of_a_pending_group_updates_its_waiting_variants_in_place(tmp_pat
     fake = FakeSlurm([job(1, "a"), job(2, "a", "gpu")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Resize("a", 3, 900),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Resize("a", 3, 900),)), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("update NumCPUs=3 MinMemoryNode=900", (1, 2))]
     assert store.intents() == []
 
@@ -569,12 +580,12 @@ def test_resize_of_a_running_job_signals_requeues_held_updates_then_releases(tmp
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
     resize = Plan((Resize("v", 2, 700, reason="synergy: more cpus"),))
-    enforcer.apply(resize, _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, resize, _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("signal", (1,))]
     [intent] = store.intents("resize")
     assert (intent.key, intent.step, intent.data["deadline"], intent.data["restart_count"]) == \
         ("resize:1", "signalled", 1010.0, 0)
-    enforcer.apply(resize, _obs(fake, store, now[0]), now[0])  # the policy repeats itself: nothing new
+    _apply(enforcer, resize, _obs(fake, store, now[0]), now[0])  # the policy repeats itself: nothing new
     now[0] = 1009.0
     enforcer.follow_up(_obs(fake, store, now[0]), now[0])
     assert fake.verbs() == ["signal"]  # still in its grace period
@@ -584,7 +595,7 @@ def test_resize_of_a_running_job_signals_requeues_held_updates_then_releases(tmp
     assert fake.calls[1:] == [("requeuehold", (1,)), ("update NumCPUs=2 MinMemoryNode=700", (1,)), ("release", (1,))]
     assert store.intents() == []
     assert (fake.table[1].state, fake.table[1].request) == (VariantState.PENDING, Resources(2, 700))
-    enforcer.apply(Plan((Resize("v", 4, 900), Preempt("v", 10))), stale, now[0])
+    _apply(enforcer, Plan((Resize("v", 4, 900), Preempt("v", 10))), stale, now[0])
     assert len(fake.calls) == 4  # what this cycle's follow-up just requeued is not touched again on a stale view
     assert any(row[4] == "resized job 1 to cpus=2 mem=700M and released it" for row in enforcer.log)
 
@@ -610,9 +621,9 @@ def test_resize_leaves_a_job_of_that_size_and_one_that_finished_in_its_grace(tmp
     fake = FakeSlurm([job(1, "v", state=VariantState.RUNNING, nodes="c1")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Resize("v", 1, 500),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Resize("v", 1, 500),)), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [] and store.intents() == []  # already that size
-    enforcer.apply(Plan((Resize("v", 2, 700),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Resize("v", 2, 700),)), _obs(fake, store, now[0]), now[0])
     fake._set([1], state=VariantState.COMPLETED, exit_code=0)
     enforcer.follow_up(_obs(fake, store, now[0] + 3), now[0] + 3)
     assert fake.verbs() == ["signal"] and store.intents() == []
@@ -760,7 +771,7 @@ def test_one_refused_release_does_not_stop_the_others(tmp_path: Path) -> None:
     fake = Refusing([job(1, "a"), job(3, "b"), job(5, "c")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu"), Start("b", "cpu"), Start("c", "cpu"))), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu"), Start("b", "cpu"), Start("c", "cpu"))), _obs(fake, store, now[0]), now[0])
     assert fake.calls == [("refused", (1, 3, 5)), ("release", (1,)), ("refused", (3,)), ("release", (5,))]
     assert any(row[4] == "release job 3: scontrol release: exit 1: Access/permission denied" for row in enforcer.log)
 

@@ -17,7 +17,7 @@ from slurmx.core.resources import Resources
 from slurmx.daemon.backend import SlurmBackend
 from slurmx.daemon.observe import StartMark, build_view
 from slurmx.slurm.records import SlurmJob
-from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _enforcer, _obs, job, spool_owners
+from tests.unit.test_daemon import NODES, PARTITIONS, SITE, FakeSlurm, _apply, _enforcer, _obs, job, spool_owners
 
 
 def _view(jobs: list[SlurmJob], user_nodes: dict[int, tuple[str, str]] | None = None) -> Any:
@@ -68,7 +68,7 @@ def test_after_a_steered_start_the_view_keeps_the_users_list(tmp_path: Path) -> 
     fake = FakeSlurm([replace(job(1, "a"), excluded_nodes="g1")])
     now = [1000.0]
     enforcer, store = _enforcer(tmp_path, fake, now)
-    enforcer.apply(Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
+    _apply(enforcer, Plan((Start("a", "cpu", ("c1",)),)), _obs(fake, store, now[0]), now[0])
     assert fake.verbs() == ["update_each 1:c1", "release"]
     fake.table[1] = replace(fake.table[1], required_nodes="c1")  # as Slurm shows it once steered
     placement = _obs(fake, store, now[0]).view.groups["a"].variants[0].placement
