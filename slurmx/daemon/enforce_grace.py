@@ -122,7 +122,7 @@ class GraceSteps(EnforcerBase):
         if step is None:
             return
         action = step.decision.action
-        if action.requeues or action is preemption.Action.ALREADY_REQUEUED:
+        if action.requeues or action is preemption.Settlement.ALREADY_REQUEUED:
             self.store.count_preemption(intent.group_id, now)
             self.store.put_intent(intent.key, "preempt", intent.group_id, "requeued", {**data, "requeued_at": now},
                                   now)
@@ -178,7 +178,7 @@ class GraceSteps(EnforcerBase):
             step = self._settle(job_id, data, job, now)
             if step is None:
                 return
-            if not (step.decision.action.requeues or step.decision.action is preemption.Action.ALREADY_REQUEUED):
+            if not (step.decision.action.requeues or step.decision.action is preemption.Settlement.ALREADY_REQUEUED):
                 self.store.drop_intent(intent.key)
                 self._audit(intent.group_id, "resize", f"job {job_id}: {step.decision.why}; not resized")
                 return
@@ -211,7 +211,8 @@ class GraceSteps(EnforcerBase):
         self._settled.add(job_id)
         self._audit(intent.group_id, "resize", done)
 
-    def _settle(self, job_id: int, data: dict[str, Any], job: SlurmJob | None, now: float) -> preemption.Step | None:
+    def _settle(self, job_id: int, data: dict[str, Any], job: SlurmJob | None,
+                now: float) -> preemption.Advanced | None:
         """One protocol tick of a signalled job (requeue held at the deadline); None while it is not over."""
         ticket = preemption.PreemptionTicket(
             job_id, self.site.preemption.signal, float(data["grace_s"]), float(data["t0"]), float(data["deadline"]),

@@ -19,7 +19,7 @@ import click
 from slurmx.cli_context import Context
 from slurmx.core.config import ConfigError, SiteConfig
 from slurmx.core.units import UnitError, parse_duration
-from slurmx.daemon.preemption import Outcome, group_spool_dir, preempt_many
+from slurmx.daemon.preemption import Ending, group_spool_dir, preempt_many
 from slurmx.daemon.trust import job_grace
 from slurmx.slurm import SlurmAdapter, SlurmError
 
@@ -101,7 +101,7 @@ def preempt_command(obj: Any, job_ids: tuple[int, ...], grace: str | None, signa
                              "no intent file, the job's hook counts its own grace")
             return folder
 
-        def report(outcome: Outcome) -> None:
+        def report(outcome: Ending) -> None:
             if outcome.note is not None:
                 notes.append(f"job {outcome.job_id}: {outcome.note}")
             for note in notes:

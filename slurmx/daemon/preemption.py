@@ -42,12 +42,12 @@ from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
 
 __all__ = [
-    "Action",
+    "Advanced",
     "Decision",
-    "Outcome",
+    "Ending",
     "PreemptionError",
     "PreemptionTicket",
-    "Step",
+    "Settlement",
     "advance",
     "begin",
     "close",
@@ -72,7 +72,7 @@ class PreemptionError(Exception):
     """This job cannot be preempted (not running, gone, a bad grace); one line naming the job."""
 
 
-class Action(StrEnum):
+class Settlement(StrEnum):
     """What to do about a signalled job, as `settle` sees it."""
 
     WAIT = "wait"  # still in its grace period
@@ -84,17 +84,17 @@ class Action(StrEnum):
 
     @property
     def requeues(self) -> bool:
-        return self in (Action.REQUEUE_BY_JOB, Action.REQUEUE_AT_DEADLINE)
+        return self in (Settlement.REQUEUE_BY_JOB, Settlement.REQUEUE_AT_DEADLINE)
 
     @property
     def done(self) -> bool:
         """The protocol is over for this job once the action (if any) is carried out."""
-        return self is not Action.WAIT
+        return self is not Settlement.WAIT
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    action: Action
+    action: Settlement
     why: str  # one line, for logs and the admin command
 
 
@@ -118,7 +118,7 @@ class PreemptionTicket:
         return self.deadline - now
 
 
-class Step(NamedTuple):
+class Advanced(NamedTuple):
     """What `advance` did: the ticket after it, and the decision it acted on."""
 
     ticket: PreemptionTicket
@@ -126,11 +126,11 @@ class Step(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Ending:
     """How one job's preemption ended, for the admin command (one line each)."""
 
     job_id: int
-    action: Action | None  # None: the preemption never started (see `error`)
+    action: Settlement | None  # None: the preemption never started (see `error`)
     requeued: bool  # this preemption sent the requeue
     held: bool  # ... as `requeuehold`, left held
     waited_s: float  # from the signal to the decision
@@ -145,7 +145,7 @@ class Outcome:
         if self.requeued and self.held:
             what = "requeued and held (release it with `scontrol release`)"
         verdict = what if self.requeued else "left alone"
-        if self.action is Action.ALREADY_REQUEUED:
+        if self.action is Settlement.ALREADY_REQUEUED:
             verdict = "nothing to do"
         return f"job {self.job_id}: {self.why} after {self.waited_s:.0f} s; {verdict}"
 
@@ -302,36 +302,36 @@ def settle(ticket: PreemptionTicket, job: SlurmJob | None, now: float) -> Decisi
     Pure: no Slurm call, no clock; the order of the checks is the protocol.
     """
     if ticket.requeued_at is not None:
-        return Decision(Action.ALREADY_REQUEUED, "requeued by this preemption")
+        return Decision(Settlement.ALREADY_REQUEUED, "requeued by this preemption")
     if job is None:
-        return Decision(Action.GONE, "no longer in squeue")
+        return Decision(Settlement.GONE, "no longer in squeue")
     if job.restart_count > ticket.restart_count:
         # Checked before the state: right after a requeue Slurm shows the new count with the old state.
         if job.exit_code == ticket.requeue_exit_code:  # the previous run's code: it checkpointed and exited
-            return Decision(Action.ALREADY_REQUEUED, f"checkpointed and exited {job.exit_code}; Slurm requeued it "
+            return Decision(Settlement.ALREADY_REQUEUED, f"checkpointed and exited {job.exit_code}; Slurm requeued it "
                             f"(RequeueExit, restart {job.restart_count})")
-        return Decision(Action.ALREADY_REQUEUED, f"already requeued (restart {job.restart_count})")
+        return Decision(Settlement.ALREADY_REQUEUED, f"already requeued (restart {job.restart_count})")
     state = job.state
     if state in (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED):
-        return Decision(Action.ALREADY_REQUEUED, f"back in the queue ({job.state_text or state.value})")
+        return Decision(Settlement.ALREADY_REQUEUED, f"back in the queue ({job.state_text or state.value})")
     code = "no exit code" if job.exit_code is None else f"exit {job.exit_code}"
     if state.is_finished:
         if state is not VariantState.CANCELLED and job.exit_code is not None:
             if job.exit_code == ticket.requeue_exit_code:
-                return Decision(Action.REQUEUE_BY_JOB, f"checkpointed and exited for requeue ({code})")
+                return Decision(Settlement.REQUEUE_BY_JOB, f"checkpointed and exited for requeue ({code})")
             if job.exit_code == 128 + _signal_number(ticket.signal):
                 # The payload got the signal without handling it (bash reports that as 128 + N): it was
                 # preempted, not finished, so it goes back to the queue.
-                return Decision(Action.REQUEUE_BY_JOB, f"died of the grace signal ({code})")
+                return Decision(Settlement.REQUEUE_BY_JOB, f"died of the grace signal ({code})")
         if state is VariantState.COMPLETED:
-            return Decision(Action.FINISHED, f"completed during its grace period ({code})")
-        return Decision(Action.FINISHED, f"ended {job.state_text or state.value} during its grace period ({code})")
+            return Decision(Settlement.FINISHED, f"completed during its grace period ({code})")
+        return Decision(Settlement.FINISHED, f"ended {job.state_text or state.value} during its grace period ({code})")
     if state is VariantState.COMPLETING:
-        return Decision(Action.WAIT, "completing")
+        return Decision(Settlement.WAIT, "completing")
     if now >= ticket.deadline:
-        return Decision(Action.REQUEUE_AT_DEADLINE,
+        return Decision(Settlement.REQUEUE_AT_DEADLINE,
                         f"still {state.value} at the deadline ({_number(ticket.grace_s)} s of grace)")
-    return Decision(Action.WAIT, f"{state.value}, {ticket.remaining(now):.0f} s of grace left")
+    return Decision(Settlement.WAIT, f"{state.value}, {ticket.remaining(now):.0f} s of grace left")
 
 
 def enforce(adapter: SlurmAdapter, ticket: PreemptionTicket, *, mode: str = "requeue",
@@ -360,7 +360,7 @@ def enforce(adapter: SlurmAdapter, ticket: PreemptionTicket, *, mode: str = "req
 
 
 def advance(adapter: SlurmAdapter, ticket: PreemptionTicket, job: SlurmJob | None, now: float, *,
-            mode: str = "requeue", release: bool = True) -> Step:
+            mode: str = "requeue", release: bool = True) -> Advanced:
     """One tick of the protocol for one job: settle on the snapshot, requeue if that is the decision, close the
     ticket when it is over. What the daemon calls each round for every open ticket."""
     decision = settle(ticket, job, now)
@@ -368,7 +368,7 @@ def advance(adapter: SlurmAdapter, ticket: PreemptionTicket, job: SlurmJob | Non
         ticket = enforce(adapter, ticket, mode=mode, release=release, now=now)
     elif decision.action.done:
         close(ticket)
-    return Step(ticket, decision)
+    return Advanced(ticket, decision)
 
 
 # ------------------------------------------------------------------------------------------------ blocking form
@@ -377,23 +377,23 @@ def advance(adapter: SlurmAdapter, ticket: PreemptionTicket, job: SlurmJob | Non
 def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, *, signal: str = "USR2",
                  spool_for: Callable[[SlurmJob], Path | None] | None = None, reason: str = "",
                  requeue_exit_code: int = 99, mode: str = "requeue", release: bool = True, poll: float = 1.0,
-                 on_outcome: Callable[[Outcome], None] | None = None,
+                 on_outcome: Callable[[Ending], None] | None = None,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
-                 grace_for: Callable[[SlurmJob], float] | None = None) -> list[Outcome]:
-    """Preempt several jobs at once and wait until each is requeued or left alone; one Outcome per job, in order.
+                 grace_for: Callable[[SlurmJob], float] | None = None) -> list[Ending]:
+    """Preempt several jobs at once and wait until each is requeued or left alone; one Ending per job, in order.
 
     All jobs are signalled first, then one squeue per poll serves them all; the sleep is cut short at the next
     deadline so a job is requeued on time, not up to `poll` late. Per-job failures become Outcomes with `error`
-    set; `on_outcome` sees each Outcome as soon as it is known. `grace_for` gives a job its own grace period
+    set; `on_outcome` sees each Ending as soon as it is known. `grace_for` gives a job its own grace period
     (what slurmxd grants it); `grace_s` then serves only a job squeue no longer shows.
     """
     if mode not in REQUEUE_MODES:
         raise ValueError(f"mode must be one of {', '.join(REQUEUE_MODES)}, got {mode!r}")
     ids = list(dict.fromkeys(int(j) for j in job_ids))
-    outcomes: dict[int, Outcome] = {}
+    outcomes: dict[int, Ending] = {}
 
-    def finish(outcome: Outcome) -> None:
+    def finish(outcome: Ending) -> None:
         outcomes[outcome.job_id] = outcome
         if on_outcome is not None:
             on_outcome(outcome)
@@ -409,7 +409,7 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
             open_tickets[job_id] = begin(adapter, job_id, grace, signal=signal, spool_dir=spool, reason=reason,
                                          requeue_exit_code=requeue_exit_code, now=clock(), job=job)
         except (PreemptionError, SlurmError) as exc:
-            finish(Outcome(job_id, None, False, False, 0.0, "", error=_text(exc, job_id)))
+            finish(Ending(job_id, None, False, False, 0.0, "", error=_text(exc, job_id)))
     while open_tickets:
         now = clock()
         next_deadline = min(t.deadline for t in open_tickets.values())
@@ -419,18 +419,18 @@ def preempt_many(adapter: SlurmAdapter, job_ids: Sequence[int], grace_s: float, 
                 step = advance(adapter, ticket, snapshot.get(job_id), now, mode=mode, release=release)
             except SlurmError as exc:
                 del open_tickets[job_id]
-                finish(Outcome(job_id, None, False, False, now - ticket.t0, "", error=_text(exc, job_id),
+                finish(Ending(job_id, None, False, False, now - ticket.t0, "", error=_text(exc, job_id),
                                note=ticket.intent_error))
                 continue
             if step.decision.action.done:
                 del open_tickets[job_id]
-                finish(Outcome(job_id, step.decision.action, step.ticket.requeued_at is not None,
+                finish(Ending(job_id, step.decision.action, step.ticket.requeued_at is not None,
                                step.ticket.requeued_at is not None and mode == "requeuehold" and not release,
                                now - ticket.t0, step.decision.why, note=ticket.intent_error))
             elif now - ticket.deadline > SETTLE_TIMEOUT_S:
                 del open_tickets[job_id]
                 close(ticket)
-                finish(Outcome(job_id, None, False, False, now - ticket.t0, "",
+                finish(Ending(job_id, None, False, False, now - ticket.t0, "",
                                error=f"still {step.decision.why} {SETTLE_TIMEOUT_S:.0f} s after the deadline; "
                                      "not requeued", note=ticket.intent_error))
         if open_tickets:
@@ -443,7 +443,7 @@ def preempt_and_wait(adapter: SlurmAdapter, job_id: int, grace_s: float, *, sign
                      spool_dir: str | os.PathLike[str] | None = None, reason: str = "", requeue_exit_code: int = 99,
                      mode: str = "requeue", release: bool = True, poll: float = 1.0,
                      clock: Callable[[], float] = time.time,
-                     sleep: Callable[[float], None] = time.sleep) -> Outcome:
+                     sleep: Callable[[float], None] = time.sleep) -> Ending:
     """Preempt one job and block until it is requeued or left alone (see `preempt_many`)."""
     spool = Path(spool_dir) if spool_dir is not None else None
     [outcome] = preempt_many(adapter, [job_id], grace_s, signal=signal, spool_for=lambda _job: spool,

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import VariantState
 from slurmx.daemon.preempt_cli import preempt_command
-from slurmx.daemon.preemption import Action, Outcome, preempt_and_wait
+from slurmx.daemon.preemption import Ending, Settlement, preempt_and_wait
 from slurmx.hooks import read_progress
 from slurmx.slurm import CliSlurm
 from slurmx.slurm.records import SlurmJob
@@ -113,19 +113,19 @@ def wait_for_step(group: SubmittedGroup, job_id: int, restarts: int, step: int, 
 
 
 def preempt(slurm: CliSlurm, deployed: Deployed, group: SubmittedGroup, job_id: int,
-            grace_s: float = GRACE_S) -> Outcome:
+            grace_s: float = GRACE_S) -> Ending:
     """The protocol as the daemon runs it: intent file in the group's spool, signal, wait, requeue."""
     prefs = deployed.site.preemption
     return preempt_and_wait(slurm, job_id, grace_s, signal=prefs.signal, spool_dir=group.spool_dir,
                             reason="integration test", requeue_exit_code=prefs.requeue_exit_code, poll=0.5)
 
 
-def assert_checkpointed_inside_grace(outcome: Outcome, job_id: int) -> None:
+def assert_checkpointed_inside_grace(outcome: Ending, job_id: int) -> None:
     assert outcome.error is None, outcome.error
     # It checkpointed and exited with the requeue code: slurmx requeues it, or Slurm itself does where the site sets
     # RequeueExit (the test cluster does, so accounting records the run as REQUEUED, not FAILED).
-    by_slurm = outcome.action is Action.ALREADY_REQUEUED and "Slurm requeued it (RequeueExit" in outcome.why
-    assert outcome.action is Action.REQUEUE_BY_JOB or by_slurm, outcome.line()
+    by_slurm = outcome.action is Settlement.ALREADY_REQUEUED and "Slurm requeued it (RequeueExit" in outcome.why
+    assert outcome.action is Settlement.REQUEUE_BY_JOB or by_slurm, outcome.line()
     assert (outcome.requeued or by_slurm) and outcome.waited_s < GRACE_S  # on its own, well before the deadline
 
 
@@ -230,7 +230,7 @@ def test_a_job_that_ignores_the_signal_is_requeued_at_the_deadline(slurm: CliSlu
     started = time.monotonic()
     outcome = preempt(slurm, deployed, group, job_id, grace_s=grace)
     waited = time.monotonic() - started
-    assert outcome.error is None and outcome.action is Action.REQUEUE_AT_DEADLINE, outcome.line()
+    assert outcome.error is None and outcome.action is Settlement.REQUEUE_AT_DEADLINE, outcome.line()
     assert outcome.requeued and grace <= waited < grace + 6
     wait_until(lambda: "run restart=1" in marks.read_text(), 90, "the restart after the deadline")
     again = snapshot(slurm, job_id)
@@ -247,7 +247,7 @@ def test_a_job_that_finishes_during_grace_is_left_alone(slurm: CliSlurm, deploye
     group, job_id = submit(spec, deployed, slurm, cleanup)
     wait_until(lambda: marks.exists(), 90, "the run to start")
     outcome = preempt(slurm, deployed, group, job_id, grace_s=30)
-    assert outcome.error is None and outcome.action is Action.FINISHED, outcome.line()
+    assert outcome.error is None and outcome.action is Settlement.FINISHED, outcome.line()
     assert not outcome.requeued and outcome.waited_s < 30
     assert not (Path(group.spool_dir) / f"preempt-{job_id}").exists()
     final = snapshot(slurm, job_id)

@@ -201,7 +201,7 @@ def test_slurmx_preempt_signals_and_requeues_whatever_is_planted(tmp_path: Path,
     clock = ModelClock(world.model)
     [outcome] = pre.preempt_many(adapter, [world.be], GRACE, spool_for=lambda _job: world.folder,
                                  clock=clock, sleep=clock.sleep)
-    assert outcome.error is None and outcome.requeued and outcome.action is pre.Action.REQUEUE_AT_DEADLINE
+    assert outcome.error is None and outcome.requeued and outcome.action is pre.Settlement.REQUEUE_AT_DEADLINE
     assert world.model.jobs[world.be].signalled_at is None  # requeued: the model forgets the signal
     assert world.model.jobs[world.be].restarts == 1
     assert outcome.waited_s == GRACE

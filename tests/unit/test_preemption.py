@@ -27,7 +27,7 @@ from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon import preemption as pre
 from slurmx.daemon.preempt_cli import parse_grace, preempt_command
-from slurmx.daemon.preemption import Action, PreemptionError, PreemptionTicket
+from slurmx.daemon.preemption import PreemptionError, PreemptionTicket, Settlement
 from slurmx.hooks._env import parse_intent
 from slurmx.slurm.adapter import CliSlurm, JobUpdate, RetryPolicy
 from slurmx.slurm.errors import InvalidJobError, SlurmCommandError, SlurmError
@@ -276,51 +276,51 @@ R, P, H, C, F, CG = (VariantState.RUNNING, VariantState.PENDING, VariantState.HE
 
 
 @pytest.mark.parametrize(("snapshot", "now", "action"), [
-    (job(7, R), T0 + 5, Action.WAIT),
-    (job(7, R), T0 + 29.9, Action.WAIT),
-    (job(7, R), T0 + 30, Action.REQUEUE_AT_DEADLINE),
-    (job(7, VariantState.SUSPENDED), T0 + 31, Action.REQUEUE_AT_DEADLINE),
-    (job(7, VariantState.UNKNOWN), T0 + 31, Action.REQUEUE_AT_DEADLINE),
-    (job(7, CG, exit_code=99), T0 + 5, Action.WAIT),  # requeue refuses a completing job: wait for the end
-    (job(7, CG), T0 + 300, Action.WAIT),
-    (job(7, F, exit_code=99), T0 + 5, Action.REQUEUE_BY_JOB),  # checkpointed and left: requeue at once
-    (job(7, F, exit_code=99), T0 + 500, Action.REQUEUE_BY_JOB),
-    (job(7, F, exit_code=128 + 12), T0 + 5, Action.REQUEUE_BY_JOB),  # killed by the grace signal (USR2)
-    (job(7, C, exit_code=0), T0 + 5, Action.FINISHED),
-    (job(7, C, exit_code=0), T0 + 500, Action.FINISHED),
-    (job(7, F, exit_code=3), T0 + 5, Action.FINISHED),  # its own failure: requeueing would only repeat it
-    (job(7, F, exit_code=None), T0 + 5, Action.FINISHED),
-    (job(7, VariantState.CANCELLED, exit_code=99), T0 + 5, Action.FINISHED),  # someone cancelled it
-    (job(7, VariantState.TIMEOUT, exit_code=None), T0 + 5, Action.FINISHED),
-    (job(7, P), T0 + 5, Action.ALREADY_REQUEUED),
-    (job(7, H), T0 + 5, Action.ALREADY_REQUEUED),
-    (job(7, F, restarts=1, exit_code=99), T0 + 5, Action.ALREADY_REQUEUED),  # new count, old state (seen live)
-    (job(7, R, restarts=1), T0 + 500, Action.ALREADY_REQUEUED),  # requeued and running again
-    (None, T0 + 5, Action.GONE),
+    (job(7, R), T0 + 5, Settlement.WAIT),
+    (job(7, R), T0 + 29.9, Settlement.WAIT),
+    (job(7, R), T0 + 30, Settlement.REQUEUE_AT_DEADLINE),
+    (job(7, VariantState.SUSPENDED), T0 + 31, Settlement.REQUEUE_AT_DEADLINE),
+    (job(7, VariantState.UNKNOWN), T0 + 31, Settlement.REQUEUE_AT_DEADLINE),
+    (job(7, CG, exit_code=99), T0 + 5, Settlement.WAIT),  # requeue refuses a completing job: wait for the end
+    (job(7, CG), T0 + 300, Settlement.WAIT),
+    (job(7, F, exit_code=99), T0 + 5, Settlement.REQUEUE_BY_JOB),  # checkpointed and left: requeue at once
+    (job(7, F, exit_code=99), T0 + 500, Settlement.REQUEUE_BY_JOB),
+    (job(7, F, exit_code=128 + 12), T0 + 5, Settlement.REQUEUE_BY_JOB),  # killed by the grace signal (USR2)
+    (job(7, C, exit_code=0), T0 + 5, Settlement.FINISHED),
+    (job(7, C, exit_code=0), T0 + 500, Settlement.FINISHED),
+    (job(7, F, exit_code=3), T0 + 5, Settlement.FINISHED),  # its own failure: requeueing would only repeat it
+    (job(7, F, exit_code=None), T0 + 5, Settlement.FINISHED),
+    (job(7, VariantState.CANCELLED, exit_code=99), T0 + 5, Settlement.FINISHED),  # someone cancelled it
+    (job(7, VariantState.TIMEOUT, exit_code=None), T0 + 5, Settlement.FINISHED),
+    (job(7, P), T0 + 5, Settlement.ALREADY_REQUEUED),
+    (job(7, H), T0 + 5, Settlement.ALREADY_REQUEUED),
+    (job(7, F, restarts=1, exit_code=99), T0 + 5, Settlement.ALREADY_REQUEUED),  # new count, old state (seen live)
+    (job(7, R, restarts=1), T0 + 500, Settlement.ALREADY_REQUEUED),  # requeued and running again
+    (None, T0 + 5, Settlement.GONE),
 ])
-def test_settle(snapshot: SlurmJob | None, now: float, action: Action) -> None:
+def test_settle(snapshot: SlurmJob | None, now: float, action: Settlement) -> None:
     decision = pre.settle(ticket(), snapshot, now)
     assert decision.action is action
 
 
 def test_a_checkpointed_job_slurm_requeued_by_requeue_exit_is_said_so_and_not_requeued_again() -> None:
     decision = pre.settle(ticket(), job(7, P, restarts=1, exit_code=99), T0 + 2)
-    assert decision.action is Action.ALREADY_REQUEUED and not decision.action.requeues
+    assert decision.action is Settlement.ALREADY_REQUEUED and not decision.action.requeues
     assert "Slurm requeued it (RequeueExit" in decision.why
 
 
 
 def test_settle_uses_the_tickets_requeue_code_and_signal() -> None:
     t = ticket(requeue_exit_code=42, signal="TERM")
-    assert pre.settle(t, job(7, F, exit_code=42), T0).action is Action.REQUEUE_BY_JOB
-    assert pre.settle(t, job(7, F, exit_code=99), T0).action is Action.FINISHED
-    assert pre.settle(t, job(7, F, exit_code=128 + 15), T0).action is Action.REQUEUE_BY_JOB
+    assert pre.settle(t, job(7, F, exit_code=42), T0).action is Settlement.REQUEUE_BY_JOB
+    assert pre.settle(t, job(7, F, exit_code=99), T0).action is Settlement.FINISHED
+    assert pre.settle(t, job(7, F, exit_code=128 + 15), T0).action is Settlement.REQUEUE_BY_JOB
 
 
 def test_settle_never_requeues_a_ticket_twice_even_on_a_stale_snapshot() -> None:
     done = ticket(requeued_at=T0 + 30)
     stale = job(7, R)  # taken before the requeue
-    assert pre.settle(done, stale, T0 + 31).action is Action.ALREADY_REQUEUED
+    assert pre.settle(done, stale, T0 + 31).action is Settlement.ALREADY_REQUEUED
 
 
 def test_settle_words() -> None:
@@ -369,9 +369,9 @@ def test_advance_closes_the_ticket_when_the_job_finished(slurm: FakeSlurm, tmp_p
     slurm.add(job(7))
     t = pre.begin(slurm, 7, 30, spool_dir=tmp_path, now=T0)
     step = pre.advance(slurm, t, job(7, R), T0 + 1)
-    assert step.decision.action is Action.WAIT and (tmp_path / "preempt-7").exists()
+    assert step.decision.action is Settlement.WAIT and (tmp_path / "preempt-7").exists()
     step = pre.advance(slurm, step.ticket, job(7, C), T0 + 2)
-    assert step.decision.action is Action.FINISHED and not (tmp_path / "preempt-7").exists()
+    assert step.decision.action is Settlement.FINISHED and not (tmp_path / "preempt-7").exists()
     assert slurm.controls() == ["signal"]
 
 
@@ -382,9 +382,9 @@ def test_advance_twice_requeues_once(slurm: FakeSlurm) -> None:
     first = pre.advance(slurm, t, stale, T0 + 30)
     second = pre.advance(slurm, first.ticket, stale, T0 + 31)  # same stale snapshot, same daemon
     third = pre.advance(slurm, t, slurm.jobs([7])[0], T0 + 32)  # an old ticket (daemon restarted), fresh squeue
-    assert first.decision.action is Action.REQUEUE_AT_DEADLINE
-    assert second.decision.action is Action.ALREADY_REQUEUED
-    assert third.decision.action is Action.ALREADY_REQUEUED
+    assert first.decision.action is Settlement.REQUEUE_AT_DEADLINE
+    assert second.decision.action is Settlement.ALREADY_REQUEUED
+    assert third.decision.action is Settlement.ALREADY_REQUEUED
     assert slurm.controls().count("requeue") == 1
 
 
@@ -448,7 +448,7 @@ def test_a_job_that_checkpoints_is_requeued_as_soon_as_it_leaves(slurm: FakeSlur
     slurm.add(job(7))
     slurm.at(T0 + 4.5, 7, state=F, exit_code=99)
     outcome = pre.preempt_and_wait(slurm, 7, 30, spool_dir=tmp_path, clock=clock, sleep=clock.sleep)
-    assert outcome.action is Action.REQUEUE_BY_JOB and outcome.requeued and not outcome.held
+    assert outcome.action is Settlement.REQUEUE_BY_JOB and outcome.requeued and not outcome.held
     assert clock.now - T0 == pytest.approx(5)  # not 30: no idling once the job is gone
     assert outcome.line() == "job 7: checkpointed and exited for requeue (exit 99) after 5 s; requeued"
     assert slurm.controls() == ["signal", "requeue"]
@@ -459,7 +459,7 @@ def test_a_job_that_ignores_the_signal_is_requeued_at_the_deadline(slurm: FakeSl
     clock.now = T0 + 0.4
     slurm.add(job(7))
     outcome = pre.preempt_and_wait(slurm, 7, 30, poll=7, clock=clock, sleep=clock.sleep)
-    assert outcome.action is Action.REQUEUE_AT_DEADLINE and outcome.requeued
+    assert outcome.action is Settlement.REQUEUE_AT_DEADLINE and outcome.requeued
     assert clock.now == T0 + 31  # the deadline (t0 + grace, rounded up), not a poll interval later
     assert max(clock.slept) <= 7
     assert outcome.line() == "job 7: still running at the deadline (30 s of grace) after 31 s; requeued"
@@ -469,7 +469,7 @@ def test_a_job_that_finishes_during_grace_is_left_alone(slurm: FakeSlurm, clock:
     slurm.add(job(7))
     slurm.at(T0 + 8, 7, state=C, exit_code=0)
     outcome = pre.preempt_and_wait(slurm, 7, 30, clock=clock, sleep=clock.sleep)
-    assert outcome.action is Action.FINISHED and not outcome.requeued
+    assert outcome.action is Settlement.FINISHED and not outcome.requeued
     assert outcome.line() == "job 7: completed during its grace period (exit 0) after 8 s; left alone"
     assert slurm.controls() == ["signal"]
 
@@ -492,8 +492,8 @@ def test_many_jobs_share_one_squeue_per_poll(slurm: FakeSlurm, clock: FakeClock)
     outcomes = pre.preempt_many(slurm, [7, 8, 9, 10, 8], 10, clock=clock, sleep=clock.sleep,
                                 on_outcome=lambda o: seen.append(o.job_id))
     assert [o.job_id for o in outcomes] == [7, 8, 9, 10]  # in the order given, duplicates dropped
-    assert [o.action for o in outcomes] == [Action.REQUEUE_AT_DEADLINE, Action.REQUEUE_BY_JOB, Action.FINISHED,
-                                            None]
+    assert [o.action for o in outcomes] == [Settlement.REQUEUE_AT_DEADLINE, Settlement.REQUEUE_BY_JOB,
+                                            Settlement.FINISHED, None]
     assert outcomes[3].error == "pending, not running: nothing to preempt"
     assert outcomes[3].line() == "job 10: pending, not running: nothing to preempt"
     assert seen == [10, 8, 9, 7]  # reported as soon as known
@@ -539,7 +539,7 @@ def test_the_slurm_commands_sent(tmp_path: Path) -> None:
     adapter = CliSlurm(transport, RetryPolicy(retries=0))
     clock = FakeClock()
     outcome = pre.preempt_and_wait(adapter, 7, 60, mode="requeuehold", clock=clock, sleep=clock.sleep)
-    assert outcome.action is Action.REQUEUE_BY_JOB
+    assert outcome.action is Settlement.REQUEUE_BY_JOB
     sent = [argv for argv, _ in transport.calls if argv[0] != "squeue"]
     assert sent == [("scancel", "--signal=USR2", "--batch", "7"), ("scontrol", "requeuehold", "7"),
                     ("scontrol", "release", "7")]
