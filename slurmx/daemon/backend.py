@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from slurmx.core.actions import Action, Plan, Start
+from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Node, Partition
 from slurmx.core.ownership import FolderOwner, SpoolOwners
@@ -135,9 +135,11 @@ class SlurmBackend:
 
     def __post_init__(self) -> None:
         self.owners = SpoolOwners(self.site.submit.spool_dir)
-        # Start (the enforcer batches a plan's starts) and one step per other action type the enforcer declares.
-        self.handlers = checked_handlers(self.name, {kind: self._handler(kind)
-                                                     for kind in (Start, *self.enforcer.steps())})
+        # One handler per action type, each the enforcer's step for it (a plan's starts go as one batch).
+        handler = self._handler
+        self.handlers = checked_handlers(self.name, {
+            Start: handler(Start), Preempt: handler(Preempt), Cancel: handler(Cancel), Resize: handler(Resize),
+            SetPriority: handler(SetPriority), Hold: handler(Hold), Release: handler(Release)})
 
     def read(self, now: float) -> Observation:
         """Jobs, nodes and partitions in one go, reconciled with the store; raises SlurmError if Slurm is down."""
