@@ -2,6 +2,11 @@
 
 Apart from the kernel because it is the model's rules, not the event machinery: what a start allocates, how a
 preemption or a resize goes through the grace protocol, what a requeue, a cancel or a completion releases.
+Whether an action applies at all is not decided here: `cycle.admissible` decides it for both backends, on the
+group as `_standing` describes it, and an action it does not admit never reaches these methods. What they still
+raise on is a policy or engine bug the model cannot carry on from: an over-allocation, or nodes a start names
+that are unknown, outside the kind's partition or not admitted by the variant's placement (slurmxd would ignore
+such a steer and let Slurm place the job).
 
 Work: a job's variant on kind k runs at `work / duration_s` per second, times `speed(kind, cpus, mem)` when
 the job has a speed function and the policy allocates something else than the request. A preempted job
