@@ -59,8 +59,9 @@ test-unit: venv
 
 # Integration tests run against each real Slurm version, the versions side by side (each has its own cluster, and
 # live tests mostly wait on Slurm: tests/run-integration); the fixture brings the cluster up (or reuses it). Tests
-# marked long_behaviour (live behaviour whose Slurm calls other tests cover on every version) run on the last version
-# of TEST_VERSIONS only; `make test-matrix` runs every test on every version, one version after the other.
+# marked long_behaviour (live behaviour whose Slurm calls other tests cover on every version) run once, shared by
+# two versions' suites so neither is the long pole (tests/run-integration); `make test-matrix` runs every test on
+# every version, one version after the other.
 PARALLEL_VERSIONS ?= 1
 test-integration: deps
 	VERSIONS="$(TEST_VERSIONS)" BIN=$(BIN) PARALLEL=$(PARALLEL_VERSIONS) ALL_ON_EVERY_VERSION=$(ALL_ON_EVERY_VERSION) \

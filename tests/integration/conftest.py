@@ -30,6 +30,35 @@ PORT_BASE = {r.version: r.port_base for r in RELEASES}
 
 T = TypeVar("T")
 
+# `make test` runs the suites of two releases side by side; the long behaviour tests (marked long_behaviour: their
+# Slurm calls other tests make on every release) are shared between them so neither suite is the long pole. The
+# release marked "long" in slurmx/slurm/versions.txt runs them all but these modules, another release runs these
+# (tests/run-integration sets SLURMX_LONG_PART: long, other, none or all; unset, every test runs).
+LONG_ON_OTHER = frozenset({
+    "test_cycle_live.py", "test_daemon_accel_live.py", "test_daemon_crash.py", "test_daemon_mlfs_live.py",
+    "test_daemon_resize.py", "test_executor_live.py", "test_fidelity_live.py", "test_preemption_live.py",
+    "test_profile_live.py", "test_shadow_live.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    part = os.environ.get("SLURMX_LONG_PART", "all")
+    if part == "all":
+        return
+    if part not in ("long", "other", "none"):
+        raise pytest.UsageError(f"SLURMX_LONG_PART={part!r}: expected long, other, none or all")
+    keep, drop = [], []
+    for item in items:
+        if item.get_closest_marker("long_behaviour") is None:
+            keep.append(item)
+            continue
+        on_other = item.path.name in LONG_ON_OTHER
+        mine = (part == "long" and not on_other) or (part == "other" and on_other)
+        (keep if mine else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
 
 @dataclass(frozen=True)
 class Cluster:
