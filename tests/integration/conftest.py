@@ -47,7 +47,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     if part not in ("long", "other", "none"):
         raise pytest.UsageError(f"SLURMX_LONG_PART={part!r}: expected long, other, none or all")
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         if item.get_closest_marker("long_behaviour") is None:
             keep.append(item)
