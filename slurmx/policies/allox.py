@@ -46,6 +46,7 @@ __all__ = [
     "Job",
     "Machine",
     "SamplesArgs",
+    "SamplesOrder",
     "dominant_share",
     "job_value",
     "matching_instance",
@@ -104,6 +105,8 @@ class Cluster:
     jobs: list[Job] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     samples: list[tuple[str, str]] = field(default_factory=list)  # (user, kind) of the samples started now
+    # kind -> nodes where every running job of the kind is a profiling sample (JobClass.TE)
+    sample_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def idle(self, kind: str | None = None) -> list[int]:
         return [i for i, m in enumerate(self.machines) if m.idle and (kind is None or m.kind == kind)]
@@ -197,7 +200,23 @@ def read_cluster(view: ClusterView, now: float, need_estimates: bool = True) -> 
     free = {name: node.free for name, node in view.nodes.items()}
     cluster = Cluster(kinds, machines, unit_gres, capacity, total_mem, free)
     cluster.jobs = _waiting_jobs(pending, cluster, need_estimates)
+    cluster.sample_nodes = _sample_nodes(view)
     return cluster
+
+
+def _sample_nodes(view: ClusterView) -> dict[str, frozenset[str]]:
+    """Per kind, the nodes whose running jobs of that kind are all profiling samples (JobClass.TE)."""
+    classes: dict[tuple[str, str], set[bool]] = {}
+    for group in view.running_groups():
+        variant = group.running_variant()
+        if variant is not None:
+            for name in variant.nodes:
+                classes.setdefault((variant.kind, name), set()).add(group.job_class is JobClass.TE)
+    out: dict[str, set[str]] = {}
+    for (kind, name), sample in classes.items():
+        if sample == {True}:
+            out.setdefault(kind, set()).add(name)
+    return {kind: frozenset(names) for kind, names in out.items()}
 
 
 def _smallest(requests: Sequence[Resources]) -> Resources | None:
@@ -346,42 +365,63 @@ def matching_instance(cluster: Cluster, jobs: Sequence[Job], now: float) -> Inst
 # ---------------------------------------------------------------------------------------------- samples
 
 
+SamplesOrder = Literal["arrival", "base_kind", "fastest", "accelerator"]  # `SamplesArgs.samples_order`
+
+
 class SamplesArgs(PolicyArgs):
     """`samples_first`: profiling samples as the AlloX authors' simulator runs them (off by default: an
     artifact of their code, not the paper's design; docs/policies/allox.md). With it, every trial-and-error
     group (`JobClass.TE`) is taken for a sample, so it is meant for the reproduction's workloads, not a site's
     TE jobs: a sample starts before anything the policy's own rule starts, round robin over users (by name),
-    on an idle machine of its first variant's kind, and counts against its owner's share while it runs."""
+    on an idle machine of its first variant's kind, and counts against its owner's share while it runs.
+
+    `samples_order` (with `samples_first`; "arrival" by default): the order of a user's samples in that
+    round robin. Their schedulers sort each user's queue in place, samples among the jobs, and the samples'
+    turn reads it: "base_kind" (their ES: base-kind time, then accelerator time), "fastest" (their DRFS:
+    shortest time on any kind), "accelerator" (their DRFA: accelerator time); see `_sorted_order`."""
 
     samples_first: bool = False
+    samples_order: SamplesOrder = "arrival"
 
 
-def _by_length(cluster: Cluster, samples: Sequence[Job], now: float) -> Callable[[Job], tuple[float, ...]]:
-    """A user's waiting samples in the order the authors' ES leaves her queue (`samples_by_length`): it sorts
-    the queue in place by accelerator time, then (stably) by base-kind time, at every decision where the
-    samples' turn left some kind with room, so a sample that arrived before now sits in (base-kind time,
-    accelerator time, arrival) order, and one arriving now behind all those, in arrival order. While samples
-    that arrived before now wait for every kind (their turn filled every kind, so their ES did not run and
-    did not sort), all go in arrival order: a pure policy cannot tell when the last sort ran, this is the
-    rule that a backlog on every kind means none did."""
-    kinds = sorted(cluster.kinds, key=lambda k: cluster.unit_gres.get(k) is not None)  # base kinds first
+def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: SamplesOrder
+                  ) -> Callable[[Job], tuple[float, ...]]:
+    """A user's waiting samples in the order the authors' scheduler leaves her queue (`samples_order`): at
+    every decision where the samples' turn left some kind with room, it sorts the queue in place ("base_kind":
+    ES, by accelerator time, then stably by base-kind time; "fastest": DRFS, by the shortest time on any kind;
+    "accelerator": DRFA, by accelerator time), so a sample that arrived before now sits in that order (ties by
+    arrival), and one arriving now behind all those, in arrival order. While samples that arrived before now
+    wait for every kind, at least as many as it has machines (their turn filled every kind, so their scheduler
+    did not run and did not sort), all go in arrival order: a pure policy cannot tell when the last sort ran;
+    this rule guesses that such a backlog means none did since they arrived."""
+    base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
+    accelerators = [k for k in cluster.kinds if k not in base]
+
+    def length(job: Job) -> tuple[float, ...]:
+        if order == "fastest":
+            return (min(job.estimates.values()),)
+        kinds = accelerators if order == "accelerator" else [*base, *accelerators]
+        return tuple(job.estimates.get(k, math.inf) for k in kinds)
+
+    width = len(length(samples[0]))
     backlog = {next(iter(j.estimates)) for j in samples if j.group.submit_time < now} >= set(cluster.kinds)
 
     def key(job: Job) -> tuple[float, ...]:
-        if backlog:
-            return (0.0, *(0.0 for _ in kinds), job.group.submit_time)
+        if backlog or order == "arrival":
+            return (0.0, *(0.0,) * width, job.group.submit_time)
         if job.group.submit_time >= now:
-            return (1.0, *(0.0 for _ in kinds), job.group.submit_time)
-        return (0.0, *(job.estimates.get(k, math.inf) for k in kinds), job.group.submit_time)
+            return (1.0, *(0.0,) * width, job.group.submit_time)
+        return (0.0, *length(job), job.group.submit_time)
     return key
 
 
-def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float | None = None) -> list[Start]:
+def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float = 0.0,
+                  order: SamplesOrder = "arrival") -> list[Start]:
     """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
     in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
     id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
-    takes no more samples once one of them found no idle machine. Given `now`, a user's samples go in the
-    order their ES's length sort leaves them (`_by_length`), not by arrival. Every sample leaves
+    takes no more samples once one of them found no idle machine. With an `order` other than arrival, a
+    user's samples go in the order their scheduler's in-place sort leaves them (`_sorted_order`). Every sample leaves
     `cluster.jobs`: no policy's own rule starts one."""
     samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
     if not samples:
@@ -389,8 +429,8 @@ def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float | Non
     others = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
     cluster.jobs = others
     waiting: dict[str, list[Job]] = {}
-    order = _by_length(cluster, samples, now) if now is not None else lambda j: (j.group.submit_time,)
-    for job in sorted(samples, key=lambda j: (*order(j), j.group.group_id)):
+    key = _sorted_order(cluster, samples, now, order)
+    for job in sorted(samples, key=lambda j: (*key(j), j.group.group_id)):
         waiting.setdefault(job.user, []).append(job)
     users = sorted(waiting)
     longest = max(len(q) for q in waiting.values())
@@ -457,7 +497,9 @@ def _value(job: Job, kind: str, cluster: Cluster) -> float:
     return job_value(share, job.estimates[fav], job.estimates[kind])
 
 
-Choice = tuple[int, Job, str, str]  # a start a round chooses: machine index, job, kind, reason
+# a start a round chooses: machine index, job, kind, reason, and until when (s from now) the machine counts as
+# busy for the rest of the decision (the job's estimate; AlloX's `omega_planned`: every job planned on it)
+Choice = tuple[int, Job, str, str, float]
 AA = TypeVar("AA", bound=AlphaArgs)
 
 
@@ -484,9 +526,11 @@ class AlphaRounds(Generic[AA]):
                     break
                 alpha = _widen(alpha, population)
                 continue
-            for i, job, kind, reason in choices:
+            for i, job, kind, reason, busy_s in choices:
                 start = cluster.start(i, job, kind, reason)
                 if start is not None:
+                    machine = cluster.machines[i]
+                    cluster.machines[i] = Machine(machine.kind, machine.node, machine.unit, busy_s, False)
                     actions.append(start)
                     progress[job.user] = progress.get(job.user, 0.0) + _value(job, kind, cluster)
         return Plan(tuple(actions), (*cluster.notes, *self.closing_notes(cluster)))
@@ -508,10 +552,25 @@ class AlloxArgs(AlphaArgs):
       None matches all (the solver is exact and fast, see docs/policies/allox.md for when to cap).
     - `starts_per_solve`: "one" re-solves after every start, with progress updated (authors' simulator);
       "all" starts the first planned job of every idle machine from one solve.
+    - `sample_machines_free` (off by default: an artifact): as in the authors' simulator, whose matching
+      sets every machine not running a scheduled job free now, so a machine a profiling sample holds
+      (`samples_first`) is planned as free now, though no job starts on it. Ours knows the node: a machine
+      counts as held by samples when every job of its kind running on its node is a sample (exact for one
+      unit per node, as in the reproduction's GPU nodes).
+    - `first_start` (with "one"): which idle machine's first planned job starts: "shortest" (ours), or
+      "base_kind" (the authors' simulator, which goes down the machine index, CPU nodes after the GPUs:
+      a base-kind machine first, then the shortest).
+    - `omega_planned` (off by default: an artifact): as in the authors' simulator, a machine that starts a
+      job counts as busy until every job the solve planned on it would have run, not just the started one.
+      Within a decision only: a pure policy cannot remember it for machines started at earlier decisions
+      (theirs keeps it until the job ends; ours reads start + estimate from the view).
     """
 
     n_max: int | None = Field(None, ge=1)
     starts_per_solve: Literal["one", "all"] = "one"
+    sample_machines_free: bool = False
+    first_start: Literal["shortest", "base_kind"] = "shortest"
+    omega_planned: bool = False
 
 
 @dataclass(frozen=True)
@@ -528,24 +587,34 @@ class Allox(AlphaRounds[AlloxArgs]):
         """Solve the matching over the selected users' jobs; the first planned job of each idle machine
         (shortest first), or only the shortest of them in "one" mode."""
         jobs = _cap_jobs([j for j in cluster.jobs if j.user in users], self.args.n_max, cluster.kinds)
-        firsts = self._first_jobs(cluster, jobs, now)
+        firsts = self._first_jobs(cluster, jobs, now, self.args.sample_machines_free)
+        if self.args.first_start == "base_kind":
+            firsts.sort(key=lambda f: cluster.unit_gres.get(cluster.machines[f[0]].kind) is not None)
         if self.args.starts_per_solve == "one":
             firsts = firsts[:1]
         choices = []
-        for i, job, depth in firsts:
+        for i, job, planned in firsts:
             kind = cluster.machines[i].kind
-            reason = f"allox: first of {depth} planned on {kind} {cluster.machines[i].node}, α={alpha:g}"
-            choices.append((i, job, kind, reason))
+            reason = f"allox: first of {len(planned)} planned on {kind} {cluster.machines[i].node}, α={alpha:g}"
+            busy = sum(p.estimates[kind] for p in planned) if self.args.omega_planned else job.estimates[kind]
+            choices.append((i, job, kind, reason, busy))
         return choices
 
     @staticmethod
-    def _first_jobs(cluster: Cluster, jobs: list[Job], now: float) -> list[tuple[int, Job, int]]:
-        """(idle machine, its first planned job, its queue length), shortest planned job first."""
+    def _first_jobs(cluster: Cluster, jobs: list[Job], now: float, samples_free: bool = False
+                    ) -> list[tuple[int, Job, list[Job]]]:
+        """(idle machine, its first planned job, all its planned jobs), shortest planned job first; with
+        `samples_free`, machines held by samples are planned as free now (`sample_machines_free`)."""
         if not jobs:
             return []
-        solution = solve(matching_instance(cluster, jobs, now), certify=False)
+        instance = matching_instance(cluster, jobs, now)
+        if samples_free and cluster.sample_nodes:
+            held = [m.node in cluster.sample_nodes.get(m.kind, ()) and not m.idle for m in cluster.machines]
+            instance = Instance(instance.proc, instance.arrival, instance.machine_type,
+                                np.where(held, 0.0, instance.avail))
+        solution = solve(instance, certify=False)
         queues = solution.queues(len(cluster.machines))
-        firsts = [(i, jobs[queues[i][0]], len(queues[i])) for i in cluster.idle() if queues[i]]
+        firsts = [(i, jobs[queues[i][0]], [jobs[q] for q in queues[i]]) for i in cluster.idle() if queues[i]]
         return sorted(firsts, key=lambda f: (f[1].estimates[cluster.machines[f[0]].kind], f[0]))
 
 
@@ -579,7 +648,7 @@ class AlloxPlus(AlphaRounds[AlloxPlusArgs]):
             idle = cluster.idle(kind)
             if idle:
                 tag = "timed out" if now - job.group.submit_time >= self.args.timeout_s else "shortest pair"
-                return [(idle[0], job, kind, f"allox+: {tag}, {job.estimates[kind]:.0f}s")]
+                return [(idle[0], job, kind, f"allox+: {tag}, {job.estimates[kind]:.0f}s", job.estimates[kind])]
         return []
 
 

@@ -105,8 +105,8 @@ class _OnMachines(Generic[A]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)
-        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False),
-                              now if getattr(self.args, "samples_by_length", False) else None) \
+        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False), now,
+                              self.args.samples_order) \
             if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
         actions = self.decide(view, cluster, now)
         return Plan((*first, *actions), tuple(cluster.notes))
@@ -299,11 +299,6 @@ class EqualShareArgs(SamplesArgs):
     whose ES passes take the user's waiting items sorted by length, profiling samples among them, the
     samples still waiting after the samples' own turn are jobs of their owner in her passes, on either kind.
 
-    `samples_by_length` (with `samples_first`; off by default: an artifact): as in the authors' simulator,
-    whose ES sorts each user's queue in place by length at every decision, so the samples' own turn (round
-    robin over users) takes a user's samples shortest first, by base-kind time, then accelerator time, and
-    those that arrived at this instant last, in arrival order (`allox._by_length`).
-
     `over_share_blocks` (with `base_blocks_accelerators`; off by default: an artifact): as in the authors'
     simulator, whose passes subtract the user's whole usage from her share and then ask every component of
     a demand to fit (a GPU job's 0 cores do not fit in a negative CPU remainder), a user holding more than
@@ -315,7 +310,6 @@ class EqualShareArgs(SamplesArgs):
     split: Literal["static", "online"] = "static"
     base_blocks_accelerators: bool = False
     samples_in_passes: bool = False
-    samples_by_length: bool = False
     over_share_blocks: bool = False
 
 

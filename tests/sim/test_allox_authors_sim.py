@@ -88,6 +88,22 @@ def test_the_first_divergence_is_the_first_job_in_their_start_order_that_differs
     assert m.theirs_jct == pytest.approx((10 + 5 + 8 + 6) / 4) and m.ours_jct == pytest.approx((10.5 + 5 + 8 + 9) / 4)
     same = compare_method("es", theirs, theirs, submit)
     assert same.first is None and same.end_match == 1.0
+    # with samples: d's sample (their -299998 reads as d~3) parts first, at t = 2, and stays out of the shares
+    with_samples = {**theirs, "d~3": JobTimes(2, 3, "either")}
+    m = compare_method("es", with_samples, {**ours, "d~3": JobTimes(2.5, 6, "gpu")}, submit)
+    assert m.first_any == ("d~3", with_samples["d~3"], JobTimes(2.5, 6, "gpu")) and m.jobs == 4
+    assert m.first == ("c", theirs["c"], ours["c"])
+    assert compare_method("es", with_samples, with_samples, submit).first_any is None
+
+
+def test_their_samples_are_read_under_our_names(tmp_path: Path) -> None:
+    jobs: dict[int, SimJob] = {7: _job("allox-7", "user0", 600.0, 4200.0)}
+    path = tmp_path / "M.csv"
+    path.write_text("JobId,startTime,endTime,duration,queueName,startRunning,runningTime,isCPU\n"
+                    "-99993,0.0,4.0,4.0,queue0,1.0,3.0,true\n-399993,0.0,2.0,2.0,queue0,0.0,2.0,false\n")
+    assert read_peer_csv(path, jobs) == {}
+    assert read_peer_csv(path, jobs, samples=True) == {"allox-00007~1": JobTimes(1.0, 4.0, "either"),
+                                                      "allox-00007~4": JobTimes(0.0, 2.0, "either")}
 
 
 def test_the_authors_simulator_and_ours_run_on_the_same_input(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +115,8 @@ def test_the_authors_simulator_and_ours_run_on_the_same_input(monkeypatch: pytes
     drfa = result.data["authors-sim"]["methods"]["drfa"]
     assert drfa["jobs"] == 10_000
     assert drfa["theirs_jct"] == pytest.approx(293.75, abs=0.01)  # their README's DRFExt, run as packaged
-    assert drfa["options"] == ["drf_ties", "profiling_samples"] and drfa["ours_jct"] != drfa["ours_default_jct"]
+    assert drfa["options"] == ["drf_ties", "sample_order", "profiling_samples"]
+    assert drfa["ours_jct"] != drfa["ours_default_jct"]
     assert 100 < drfa["ours_default_jct"] < 200 and 0.0 <= drfa["end_match"] <= 1.0
     first = drfa["first_divergence"]
     assert first is not None and first["theirs"] != first["ours"]

@@ -112,7 +112,7 @@ def test_es_with_samples_in_passes_starts_a_waiting_sample_on_a_gpu_before_her_j
     assert starts() == [("a", "gpu")]  # the sample waits for a CPU node
 
 
-def test_es_samples_by_length_take_a_user_s_older_samples_shortest_first_and_new_ones_last() -> None:
+def test_es_samples_sorted_take_a_user_s_older_samples_shortest_first_and_new_ones_last() -> None:
     # one GPU, one idle CPU node: ann's samples a~1 (arrived at 0, 3 units on a GPU), a~2 (at 0, 1 unit), n~1
     # (arrived now, 0.5 units). In arrival order a~1 takes the GPU; by length a~2 does: n~1, though
     # shortest, arrived now and sits behind both (their ES has not sorted it yet)
@@ -120,15 +120,15 @@ def test_es_samples_by_length_take_a_user_s_older_samples_shortest_first_and_new
              Spec("a~2", "ann", {"gpu": 1.0}, job_class=JobClass.TE),
              Spec("n~1", "ann", {"gpu": 0.5}, submit=1.0, job_class=JobClass.TE)]
 
-    def starts(view_specs: list[Spec], cpu_busy: bool, **args: bool) -> list[str]:
+    def starts(view_specs: list[Spec], cpu_busy: bool, **args: str) -> list[str]:
         running = {"r": _Run("cpu", "c1", 0.0, 1.0)} if cpu_busy else {}
         view = _view(1.0, view_specs, running, {s.name: 1.0 for s in view_specs}, set(), _nodes(1, 1, 1))
         plan = EqualShare(EqualShareArgs(samples_first=True, **args)).schedule(view, 1.0)
         return [a.group_id for a in plan.of_type(Start)]
 
     assert starts(specs, False) == ["a~1"]
-    assert starts(specs, False, samples_by_length=True) == ["a~2"]
+    assert starts(specs, False, samples_order="base_kind") == ["a~2"]
     # older samples waiting for every kind (a CPU sample behind bob's r): their turn filled every kind, so
     # their ES did not run and did not sort: arrival order, as without the option
     more = [*specs, Spec("c~1", "ann", {"cpu": 2.0}, job_class=JobClass.TE), Spec("r", "bob", {"cpu": 9.0})]
-    assert starts(more, True, samples_by_length=True) == ["a~1"]
+    assert starts(more, True, samples_order="base_kind") == ["a~1"]

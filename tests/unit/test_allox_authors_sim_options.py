@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from slurmx.core.actions import Start
-from slurmx.policies.allox import select_users
+from slurmx.core.model import JobClass
+from slurmx.policies.allox import Allox, AlloxArgs, select_users
 from slurmx.policies.allox_baselines import (
     Drfa,
     DrfaArgs,
@@ -80,3 +81,35 @@ def test_es_over_share_a_user_holding_more_than_her_share_of_a_kind_gets_no_cpu_
         [("a1", "gpu"), ("b1", "gpu")]
     over = EqualShare(EqualShareArgs(base_blocks_accelerators=True, over_share_blocks=True))
     assert _starts(over, state, 2, 2) == [("b1", "gpu")]
+
+
+def test_allox_first_start_base_kind_starts_the_cpu_node_s_planned_job_before_a_shorter_gpu_one() -> None:
+    # one GPU, one CPU node, both idle: g is planned on the GPU (1 unit), c on the CPU node (2 units)
+    specs = [Spec("g", "ann", {"gpu": 1.0, "cpu": 100.0}), Spec("c", "ann", {"gpu": 100.0, "cpu": 2.0})]
+    state = (0.0, specs, {})
+    assert _starts(Allox(AlloxArgs(alpha=1.0)), state, 1, 1) == [("g", "gpu"), ("c", "cpu")]
+    assert _starts(Allox(AlloxArgs(alpha=1.0, first_start="base_kind")), state, 1, 1) == [("c", "cpu"), ("g", "gpu")]
+
+
+def test_allox_sample_machines_free_plans_a_gpu_held_by_a_sample_as_free_now() -> None:
+    # the only GPU runs ann's sample s for 10 more units; j takes 1 unit on a GPU, 5 on the idle CPU node.
+    # Ours sees the GPU free in 10 (11 > 5): j starts on the CPU node. Theirs plans the GPU as free now
+    # (1 < 5) and j waits for it: AlloX is not work-conserving
+    specs = [Spec("s", "ann", {"gpu": 10.0}, job_class=JobClass.TE), Spec("j", "ann", {"gpu": 1.0, "cpu": 5.0})]
+    state = (0.0, specs, {"s": _Run("gpu", "g1", 0.0, 1.0)})
+    assert _starts(Allox(AlloxArgs(alpha=1.0)), state, 1, 1) == [("j", "cpu")]
+    assert _starts(Allox(AlloxArgs(alpha=1.0, sample_machines_free=True)), state, 1, 1) == []
+    # a machine running an ordinary job keeps its end time
+    plain = [Spec("s", "ann", {"gpu": 10.0}), specs[1]]
+    assert _starts(Allox(AlloxArgs(alpha=1.0, sample_machines_free=True)), (0.0, plain, state[2]), 1, 1) == \
+        [("j", "cpu")]
+
+
+def test_allox_omega_planned_books_a_started_machine_until_all_its_planned_jobs_end() -> None:
+    # one GPU, one CPU node, both idle; the solve plans a (1 unit) then b (2) on the GPU. a starts; re-solved,
+    # b on the GPU ends at 1 + 2 = 3 < 4 on the CPU node: b waits. Booked busy until 1 + 2 = 3, the GPU ends
+    # b at 5 > 4: b starts on the CPU node
+    specs = [Spec("a", "ann", {"gpu": 1.0, "cpu": 100.0}), Spec("b", "ann", {"gpu": 2.0, "cpu": 4.0})]
+    state = (0.0, specs, {})
+    assert _starts(Allox(AlloxArgs(alpha=1.0)), state, 1, 1) == [("a", "gpu")]
+    assert _starts(Allox(AlloxArgs(alpha=1.0, omega_planned=True)), state, 1, 1) == [("a", "gpu"), ("b", "cpu")]

@@ -92,6 +92,8 @@ class MethodComparison:
     ours_default_jct: float = math.nan  # ours with our defaults (no authors'-simulator option)
     options: tuple[str, ...] = ()  # the authors'-simulator options that apply to this method
     default_end_match: float = math.nan  # share of jobs whose end matches, ours with our defaults
+    # the first job or profiling sample (name~n) whose start or end differs, by the earlier of the two starts
+    first_any: tuple[str, JobTimes, JobTimes] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,9 +176,17 @@ def run_authors_sim(peer: Path, methods: Sequence[str], work: Path, flags: Seque
     return out
 
 
-def read_peer_csv(path: Path, jobs: Mapping[int, SimJob]) -> dict[str, JobTimes]:
+def _sample_name(job_id: int) -> str:
+    """Their sample id (-100000 * n + job, n = 1..4: CPU 1%, CPU 2%, GPU 1%, GPU 2%) as ours (`job~n`)."""
+    n = -(job_id // 100_000)
+    return f"{job_name(job_id + 100_000 * n)}~{n}"
+
+
+def read_peer_csv(path: Path, jobs: Mapping[int, SimJob], samples: bool = False) -> dict[str, JobTimes]:
     """Their per-job CSV (JobId, arrival, end, JCT, queue, start, run time, isCPU) keyed by our job id; the
-    profiling samples (JobId < 0) left out; the kind read off the run time against the input's true times."""
+    kind read off the run time against the input's true times. The profiling samples (JobId < 0) are left
+    out, or with `samples` named as ours (`samples.with_samples`), of kind "either" (their isCPU column
+    does not say where ES ran one)."""
     out: dict[str, JobTimes] = {}
     try:
         with path.open(encoding="ascii", newline="") as f:
@@ -188,6 +198,8 @@ def read_peer_csv(path: Path, jobs: Mapping[int, SimJob]) -> dict[str, JobTimes]
                 except (IndexError, ValueError):
                     raise UnknownPaper(f"allox: {path}:{number}: not a row of the authors' per-job CSV") from None
                 if job_id < 0:
+                    if samples:
+                        out[_sample_name(job_id)] = JobTimes(start, end, EITHER)
                     continue
                 job = jobs.get(job_id)
                 kinds = [name for name, variant in (job.variants.items() if job is not None else ())
@@ -214,11 +226,12 @@ def run_ours(task: tuple[str, Path, str, float]) -> dict[str, JobTimes]:
     result = run_config(spec.config(jobs), jobs)
     return {r.job_id: JobTimes((r.first_start if r.first_start is not None else math.nan) / UNIT_S,
                                r.finish / UNIT_S, r.kind or "other")
-            for r in result.jobs if not r.cancelled and not is_sample(r.job_id)}
+            for r in result.jobs if not r.cancelled}
 
 
 def _mean_jct(times: Mapping[str, JobTimes], submit: Mapping[str, float]) -> float:
-    return sum(t.end - submit[j] for j, t in times.items()) / len(times) if times else math.nan
+    ends = [t.end - submit[j] for j, t in times.items() if not is_sample(j)]
+    return sum(ends) / len(ends) if ends else math.nan
 
 
 def _same_kind(theirs: JobTimes, ours: JobTimes) -> bool:
@@ -228,11 +241,18 @@ def _same_kind(theirs: JobTimes, ours: JobTimes) -> bool:
 def compare_method(policy: str, theirs: Mapping[str, JobTimes], ours: Mapping[str, JobTimes],
                    submit: Mapping[str, float], tolerance: float = TOLERANCE_UNITS) -> MethodComparison:
     """Per method: both average JCTs (over each side's jobs), the shares of the jobs both ran whose end, start
-    and kind match, and the first job in their start order whose start or kind differs (then its end)."""
-    both = sorted(set(theirs) & set(ours), key=lambda j: (theirs[j].start, theirs[j].end, j))
+    and kind match, and the first job in their start order whose start or kind differs (then its end); and,
+    profiling samples included (when both sides list them), the first whose start or end differs, by the
+    earlier of the two starts: the decision where the two first part."""
+    common = set(theirs) & set(ours)
+    both = sorted((j for j in common if not is_sample(j)), key=lambda j: (theirs[j].start, theirs[j].end, j))
 
     def close(a: float, b: float) -> bool:
         return abs(a - b) <= tolerance
+
+    every = sorted(common, key=lambda j: (min(theirs[j].start, ours[j].start), theirs[j].end, j))
+    first_any = next((j for j in every if not close(theirs[j].start, ours[j].start)
+                      or not close(theirs[j].end, ours[j].end)), None)
 
     n = len(both)
     ends = sum(close(theirs[j].end, ours[j].end) for j in both)
@@ -242,7 +262,9 @@ def compare_method(policy: str, theirs: Mapping[str, JobTimes], ours: Mapping[st
                  None) or next((j for j in both if not close(theirs[j].end, ours[j].end)), None)
     return MethodComparison(policy, _mean_jct(theirs, submit), _mean_jct(ours, submit), n,
                             ends / n if n else math.nan, starts / n if n else math.nan, kinds / n if n else math.nan,
-                            (first, theirs[first], ours[first]) if first is not None else None)
+                            (first, theirs[first], ours[first]) if first is not None else None,
+                            first_any=(first_any, theirs[first_any], ours[first_any]) if first_any is not None
+                            else None)
 
 
 def compare(workers: int = 1, progress: bool = False) -> Comparison:
@@ -264,7 +286,7 @@ def compare(workers: int = 1, progress: bool = False) -> Comparison:
     ours = {(p, v): r for (p, _, v, _), r in zip(tasks, runs, strict=True)}
     with tempfile.TemporaryDirectory(prefix="slurmx-allox-irfsim-") as work:
         csvs = run_authors_sim(peer, methods, Path(work), flags)
-        theirs = {p: read_peer_csv(path, by_number) for p, path in csvs.items()}
+        theirs = {p: read_peer_csv(path, by_number, samples=True) for p, path in csvs.items()}
     out = []
     for p in methods:
         like_theirs = ours.get((p, AS_AUTHORS_SIM), ours[p, ""])
@@ -291,15 +313,18 @@ def tables(result: Comparison) -> list[ResultTable]:
                   f"{m.ours_jct:,.1f}" if m.options else "(no option)", ", ".join(m.options) or "-",
                   f"{100 * (m.ours_jct / m.theirs_jct - 1):+.1f}%", f"{m.default_end_match:.1%}", f"{m.end_match:.1%}",
                   f"{m.start_match:.1%}", f"{m.kind_match:.1%}") for m in result.methods)
-    first = tuple((_label(m.policy), m.first[0], _times(m.first[1]), _times(m.first[2])) if m.first is not None
-                  else (_label(m.policy), "none", "", "") for m in result.methods)
+    def line(first: tuple[str, JobTimes, JobTimes] | None) -> tuple[str, str, str]:
+        return (first[0], _times(first[1]), _times(first[2])) if first is not None else ("none", "", "")
+
+    first = tuple((_label(m.policy), *line(m.first), *line(m.first_any)) for m in result.methods)
     return [ResultTable(f"authors-sim: their simulator vs our engine, same input (match: within {TOLERANCE_UNITS:g} "
                         "unit; per job: ours with the options)",
                         ("method", "their avg JCT", "ours (defaults)", "ours (options on)", "options",
                          "ours (options) vs theirs", "end matches (defaults)", "end matches", "start matches",
                          "kind matches"), rows),
-            ResultTable("authors-sim: first divergence (their start order; start-end kind, in units)",
-                        ("method", "job", "theirs", "ours"), first)]
+            ResultTable("authors-sim: first divergence (jobs: their start order; samples included: the earlier "
+                        "start; start-end kind, in units)",
+                        ("method", "job", "theirs", "ours", "job or sample", "theirs", "ours"), first)]
 
 
 def as_data(result: Comparison) -> dict[str, object]:
@@ -313,5 +338,8 @@ def as_data(result: Comparison) -> dict[str, object]:
                                    "end_match": m.end_match, "start_match": m.start_match,
                                    "kind_match": m.kind_match,
                                    "first_divergence": None if m.first is None else
-                                   {"job": m.first[0], "theirs": vars(m.first[1]), "ours": vars(m.first[2])}}
+                                   {"job": m.first[0], "theirs": vars(m.first[1]), "ours": vars(m.first[2])},
+                                   "first_divergence_with_samples": None if m.first_any is None else
+                                   {"job": m.first_any[0], "theirs": vars(m.first_any[1]),
+                                    "ours": vars(m.first_any[2])}}
                         for m in result.methods}}

@@ -83,10 +83,17 @@ AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "es_gpu_pass": {"es": {"base_blocks_accelerators": True}},  # a user on CPU gets no GPU pass
     "allox_ties": {"allox": {"ties": "by_name"}},  # equal progress: lowest queue index
     "allox_nmax": {"allox": {"n_max": 50}},  # MAX_N_JOB_AlloX: the matching sees at most 50 jobs
-    # their ES sorts a user's queue by length in place: the samples' round robin takes hers shortest first
-    "es_sample_order": {"es": {"samples_by_length": True}},
+    # their schedulers sort a user's queue in place (samples among her jobs): the samples' round robin reads it
+    "sample_order": {"es": {"samples_order": "base_kind"}, "drfs": {"samples_order": "fastest"},
+                     "drfa": {"samples_order": "accelerator"}},
     # their ES passes check every resource of share - usage: a user over any share (samples) starts nothing
     "es_over_share": {"es": {"over_share_blocks": True}},
+    # their AlloX plans every machine not running a scheduled job as free now, sample-held ones included
+    "allox_sample_machines": {"allox": {"sample_machines_free": True}},
+    # their AlloX starts down the machine index: CPU nodes (after the GPUs in it) first
+    "allox_order": {"allox": {"first_start": "base_kind"}},
+    # their AlloX books a started machine busy until all the jobs planned on it end (within a decision here)
+    "allox_omega": {"allox": {"omega_planned": True}},
     # profiling samples hold machines, first, against the owner's share (`samples`); DRFF never profiles
     PROFILING_SAMPLES: {**{p: {"samples_first": True} for p in ("drfs", "drfa", "allox")},
                         "es": {"samples_first": True, "samples_in_passes": True}},
@@ -171,7 +178,8 @@ class RunSpec:
         if not self.samples:
             return list(jobs)
         params = AUTHORS_SIM_OPTIONS[PROFILING_SAMPLES][self.policy]
-        return with_samples(jobs, UNIT_S, any_kind=bool(params.get("samples_in_passes")))
+        sorted_order = "sample_order" in authors_sim_options(self.variant)  # the sort reads every kind's time
+        return with_samples(jobs, UNIT_S, any_kind=bool(params.get("samples_in_passes")) or sorted_order)
 
     def workload(self) -> list[SimJob]:
         if self.source == "authors":  # one fixed input: their drawn errors (sd 0.1), or none (DRFF)
