@@ -281,15 +281,17 @@ def favoured(estimates: Mapping[str, float], kinds: Sequence[str]) -> str:
     return min(estimates, key=lambda k: (estimates[k], kinds.index(k) if k in kinds else len(kinds)))
 
 
-def user_progress(view: ClusterView, cluster: Cluster | None = None) -> dict[str, float]:
+def user_progress(view: ClusterView, cluster: Cluster | None = None, samples: bool = True) -> dict[str, float]:
     """Each user's progress: the sum of her running jobs' values (pure; users with nothing running get 0
     if they wait). Derived from the view each time, so no event can be missed. Estimates stand in for
-    the true times the paper's simulator used."""
+    the true times the paper's simulator used. Without `samples`, profiling samples (`samples_first`'s
+    JobClass.TE groups) count for nothing, as in the authors' simulator, whose samples leave progress alone."""
     cluster = cluster if cluster is not None else read_cluster(view, view.now)
     progress = {job.user: 0.0 for job in cluster.jobs}
     for group in view.running_groups():
         running = group.running_variant()
-        if running is None or running.kind not in cluster.capacity:
+        if running is None or running.kind not in cluster.capacity or (
+                not samples and group.job_class is JobClass.TE):
             continue
         estimates = {
             v.kind: float(v.estimate_s)
@@ -514,7 +516,7 @@ class AlphaRounds(Generic[AA]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now)
-        progress = user_progress(view, cluster)
+        progress = user_progress(view, cluster, samples=not self.args.samples_first)
         actions: list[Start] = start_samples(cluster) if self.args.samples_first else []
         alpha = self.args.alpha
         while cluster.jobs and cluster.idle():

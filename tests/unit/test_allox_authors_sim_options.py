@@ -7,7 +7,7 @@ import pytest
 
 from slurmx.core.actions import Start
 from slurmx.core.model import JobClass
-from slurmx.policies.allox import Allox, AlloxArgs, select_users
+from slurmx.policies.allox import Allox, AlloxArgs, select_users, user_progress
 from slurmx.policies.allox_baselines import (
     Drfa,
     DrfaArgs,
@@ -113,3 +113,12 @@ def test_allox_omega_planned_books_a_started_machine_until_all_its_planned_jobs_
     state = (0.0, specs, {})
     assert _starts(Allox(AlloxArgs(alpha=1.0)), state, 1, 1) == [("a", "gpu")]
     assert _starts(Allox(AlloxArgs(alpha=1.0, omega_planned=True)), state, 1, 1) == [("a", "gpu"), ("b", "cpu")]
+
+
+def test_allox_with_samples_first_a_running_sample_leaves_its_owner_s_progress_alone() -> None:
+    specs = [Spec("s", "ann", {"gpu": 10.0}, job_class=JobClass.TE), Spec("j", "bob", {"gpu": 1.0, "cpu": 5.0}),
+             Spec("k", "ann", {"gpu": 1.0, "cpu": 5.0})]
+    running = {"s": _Run("gpu", "g1", 0.0, 1.0)}
+    view = _view(0.0, specs, running, {x.name: 1.0 for x in specs}, set(), _nodes(2, 1, 1))
+    assert user_progress(view)["ann"] > 0.0
+    assert user_progress(view, samples=False) == {"ann": 0.0, "bob": 0.0}
