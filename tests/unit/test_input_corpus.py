@@ -90,7 +90,8 @@ CASES: list[tuple[str, str, bytes, str]] = [
      "resources.gpu.template: no template 'gpu2.sh.j2' in slurmx's own templates (accel.sh.j2, cpu.sh.j2, gpu.sh.j2, "
      "profile.sh.j2, sensitivity.sh.j2); fix the name, add the file, or remove the key for the base template"),
     ("check-policy-param", "check", SITE.replace("params: {}", "params: {backfil: true}").encode(),
-     "policy.params.backfil: unknown key; did you mean backfill? valid keys: backfill, backfill_depth"),
+     "policy.params.backfil: unknown key; did you mean backfill? valid keys: backfill, backfill_depth, cadence, "
+     "backfill_interval_s, backfill_window_s, backfill_resolution_s"),
     ("check-sampling-key", "check", (SITE + "profile: {sampling: {max_sample: 3}}\n").encode(),
      "profile.sampling.max_sample: unknown key; did you mean max_samples? valid keys: overhead_budget, long_to_short, "
      "zero_step_short, min_steps, cut_factor, qos, max_samples, max_cpus, max_gres, time_limit_factor, "
