@@ -36,7 +36,7 @@ T = TypeVar("T")
 # (tests/run-integration sets SLURMX_LONG_PART: long, other, none or all; unset, every test runs).
 LONG_ON_OTHER = frozenset({
     "test_cycle_live.py", "test_daemon_accel_live.py", "test_daemon_crash.py", "test_daemon_mlfs_live.py",
-    "test_daemon_resize.py", "test_executor_live.py", "test_fidelity_live.py", "test_preemption_live.py",
+    "test_daemon_resize.py", "test_executor_live.py", "test_preemption_live.py",
     "test_profile_live.py", "test_shadow_live.py",
 })
 
