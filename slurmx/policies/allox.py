@@ -393,9 +393,9 @@ def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: S
     ES, by accelerator time, then stably by base-kind time; "fastest": DRFS, by the shortest time on any kind;
     "accelerator": DRFA, by accelerator time), so a sample that arrived before now sits in that order (ties by
     arrival), and one arriving now behind all those, in arrival order. While samples that arrived before now
-    wait for every kind, at least as many as it has machines (their turn filled every kind, so their scheduler
-    did not run and did not sort), all go in arrival order: a pure policy cannot tell when the last sort ran;
-    this rule guesses that such a backlog means none did since they arrived."""
+    wait for every kind (their turn filled every kind, so their scheduler did not run and did not sort), all
+    go in arrival order: a pure policy cannot tell when the last sort ran; this rule guesses that such a
+    backlog means none did since they arrived (docs/policies/allox.md: where it guesses wrong)."""
     base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
     accelerators = [k for k in cluster.kinds if k not in base]
 
