@@ -51,7 +51,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sim_engine import NODE_CPUS, NODE_MEM, NODES, case_row, print_run, same_jcts, spawn_run, stream, workload
+from bench.sim_engine import (
+    NODE_CPUS,
+    NODE_MEM,
+    NODES,
+    case_row,
+    max_tree,
+    print_run,
+    same_jcts,
+    spawn_run,
+    stream,
+    workload,
+)
 from slurmx.core.resources import Resources
 from slurmx.policies import make_policy
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape
@@ -93,11 +104,7 @@ def easy_loop(submit: list[float], cpus: list[int], mem: list[int], duration: li
     """FIFO with EASY backfill, first fit by node index (the node names' order); returns each job's finish time
     (jobs in submit order) and the loop's counters."""
     n = len(submit)
-    size = 1 << (NODES - 1).bit_length()
-    tree = [-1] * (2 * size)  # tree[v]: the most free CPUs on a node under v; node i is leaf size + i
-    tree[size:size + NODES] = [NODE_CPUS] * NODES
-    for v in range(size - 1, 0, -1):
-        tree[v] = max(tree[2 * v], tree[2 * v + 1])
+    size, tree = max_tree()  # tree[v]: the most free CPUs on a node under v; node i is leaf size + i
     free_cpu = [NODE_CPUS] * NODES
     free_mem = [NODE_MEM] * NODES
     finish = [0.0] * n

@@ -188,16 +188,23 @@ def bitset_loop(submit: list[float], cpus: list[int], mem: list[int], duration: 
     return finish
 
 
+def max_tree() -> tuple[int, list[int]]:
+    """An empty cluster's max segment tree over the free CPUs per node: (leaf offset, tree); tree[v] is the most
+    free CPUs on a node under v, node i is leaf offset + i (a baseline's own first-fit index)."""
+    size = 1 << (NODES - 1).bit_length()
+    tree = [-1] * (2 * size)
+    tree[size:size + NODES] = [NODE_CPUS] * NODES
+    for v in range(size - 1, 0, -1):
+        tree[v] = max(tree[2 * v], tree[2 * v + 1])
+    return size, tree
+
+
 def segment_tree_loop(submit: list[float], cpus: list[int], mem: list[int], duration: list[float]) -> list[float]:
     """Strict FIFO, first fit by node index from a max segment tree over the free CPUs per node; returns each
     job's finish time (jobs in submit order)."""
     memory_never_binds(cpus, mem)
     n = len(submit)
-    size = 1 << (NODES - 1).bit_length()
-    tree = [-1] * (2 * size)  # tree[v]: the most free CPUs on a node under v; node i is leaf size + i
-    tree[size:size + NODES] = [NODE_CPUS] * NODES
-    for v in range(size - 1, 0, -1):
-        tree[v] = max(tree[2 * v], tree[2 * v + 1])
+    size, tree = max_tree()
     finish = [0.0] * n
     heap: list[tuple[float, int, int]] = []  # (finish time, node, CPUs)
     push, pop = heapq.heappush, heapq.heappop
