@@ -160,10 +160,12 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
     site = load_site_config(site_path_or_default(site_path or getattr(obj, "site_path", None)))
     console = make_console(stderr=json_path == "-")
     models = {}
+    said: list[str] = []  # what the replay assumed beyond the history, for the JSON's assumptions too
     if SLURM_MODEL_NAME in names:
         settings = _slurm_settings(site, slurm_config_path)
         models[SLURM_MODEL_NAME] = lambda: slurm_model(settings)[0]
-        console.print(f"slurm: {_cadence_line(settings)}")
+        said.append(f"slurm: {_cadence_line(settings)}")
+        console.print(said[-1])
     try:
         history = load_history(sacct_path, site, limit)
         nodes = read_nodes(nodes_path) if nodes_path else adapter_from_config(site.transport).nodes()
@@ -173,6 +175,7 @@ def whatif_command(obj: Any, site_path: str | None, sacct_path: str, nodes_path:
     except (TraceError, WhatIfError) as exc:
         raise click.ClickException(str(exc)) from None
     doc = what.document(moved)
+    doc["assumptions"] += said
     text = json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
     if json_path == "-":
         click.echo(text, nl=False)

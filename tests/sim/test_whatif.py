@@ -143,6 +143,7 @@ def test_slurms_own_scheduling_is_replayed_at_the_cadence_its_config_states(tmp_
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert set(doc["policies"]) == {"slurm", "fifo"}
     assert doc["policies"]["slurm"]["jobs"] == doc["actual"]["jobs"] == 6
+    assert any(a.startswith("slurm: EASY backfill every 5 s") for a in doc["assumptions"])
     bad = tmp_path / "bad.txt"
     bad.write_text("SchedulerParameters = bf_interval=soon\n", encoding="utf-8")
     code, out = _run("--sacct", str(ALONE), "--nodes", str(NODES), "--policy", "slurm", "--slurm-config", str(bad))
