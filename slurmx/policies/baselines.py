@@ -17,6 +17,7 @@ from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.policies.base import BackfillPasses, Capabilities, PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
+from slurmx.slurm.scheduler_config import BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S
 
 __all__ = ["Fifo", "FifoArgs"]
 
@@ -30,7 +31,7 @@ class FifoArgs(PolicyArgs):
     oldest one each decision looks at (Slurm's `bf_max_job_test`)."""
 
     backfill: Literal["none", "easy", "greedy"] = "none"
-    backfill_depth: int = Field(500, ge=1)
+    backfill_depth: int = Field(BF_MAX_JOB_TEST, ge=1)
     # Slurm's cadence (`cadence: slurm`): backfill passes every `backfill_interval_s` (bf_interval), strict FIFO
     # (Slurm's main scheduler) at the events between them; reservations only within `backfill_window_s`
     # (bf_window) of now, their times rounded up to `backfill_resolution_s` (bf_resolution). Unset: Slurm's
@@ -55,21 +56,16 @@ class FifoArgs(PolicyArgs):
 
     @property
     def interval_s(self) -> float:
-        return SLURM_BF_INTERVAL_S if self.backfill_interval_s is None else self.backfill_interval_s
+        return BF_INTERVAL_S if self.backfill_interval_s is None else self.backfill_interval_s
 
     @property
     def window_s(self) -> float:
-        return SLURM_BF_WINDOW_S if self.backfill_window_s is None else self.backfill_window_s
+        return BF_WINDOW_S if self.backfill_window_s is None else self.backfill_window_s
 
     @property
     def resolution_s(self) -> float:
-        return SLURM_BF_RESOLUTION_S if self.backfill_resolution_s is None else self.backfill_resolution_s
+        return BF_RESOLUTION_S if self.backfill_resolution_s is None else self.backfill_resolution_s
 
-
-# Slurm's defaults for SchedulerParameters bf_interval, bf_window (1440 min) and bf_resolution (slurm.conf(5)).
-SLURM_BF_INTERVAL_S = 30.0
-SLURM_BF_WINDOW_S = 86_400.0
-SLURM_BF_RESOLUTION_S = 60.0
 
 
 @dataclass(frozen=True)

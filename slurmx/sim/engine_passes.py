@@ -62,12 +62,11 @@ class PassSteps(IsolationSteps):
 
     def _on_tick(self, _payload: int, _version: int, t: float) -> bool:
         moved = False
-        if self._pending or self.options.call_when_idle:
-            if self._pass_period is None:
-                moved = self._schedule(t, self.policy)[0]
-            elif (self._moves, self._releases, self._shown) != self._pass_seen:
-                moved = self._schedule(t, self.policy)[0]
-                self._pass_seen = (self._moves, self._releases, self._shown)
+        # A mode's tick always decides; a cadence's pass is skipped when nothing changed since the last one.
+        changed = self._pass_period is None or (self._moves, self._releases, self._shown) != self._pass_seen
+        if changed and (self._pending or self.options.call_when_idle):
+            moved = self._schedule(t, self.policy)[0]
+            self._pass_seen = (self._moves, self._releases, self._shown)
         if self._pass_period is not None and not self._pending:
             self._pass_armed = False  # the next group shown arms it again
         elif self._open:

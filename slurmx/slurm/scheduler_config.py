@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["BackfillSettings", "ConfigValueError", "backfill_settings", "parse_show_config"]
+__all__ = ["BF_INTERVAL_S", "BF_MAX_JOB_TEST", "BF_RESOLUTION_S", "BF_WINDOW_S", "BackfillSettings", "ConfigValueError",
+           "backfill_settings", "parse_show_config"]
 
-_DEFAULTS = {"bf_interval": 30, "bf_window": 1440, "bf_resolution": 60, "bf_max_job_test": 500}
+# Slurm's defaults (slurm.conf(5)), in the model's units; FIFO's cadence falls back on them too.
+BF_INTERVAL_S = 30.0
+BF_WINDOW_S = 86_400.0  # bf_window=1440 (minutes)
+BF_RESOLUTION_S = 60.0
+BF_MAX_JOB_TEST = 500
+_DEFAULTS = {"bf_interval": int(BF_INTERVAL_S), "bf_window": int(BF_WINDOW_S) // 60,
+             "bf_resolution": int(BF_RESOLUTION_S), "bf_max_job_test": BF_MAX_JOB_TEST}
 
 
 class ConfigValueError(ValueError):
