@@ -29,6 +29,7 @@ from slurmx import __version__
 from slurmx.daemon.errors import DaemonError
 from slurmx.daemon.loop import AlreadyRunning, acquire_lock
 from slurmx.daemon.store import MIGRATIONS, Store, StoreError, open_query_only, read_schema
+from slurmx.daemon.store_schema import has_table, schema_of
 
 __all__ = ["HEADER_TABLE", "BackupError", "BackupInfo", "Restored", "backup", "read_backup", "restore"]
 
@@ -77,8 +78,9 @@ def backup(store: Path, target: Path) -> BackupInfo:
             copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
             _check_store(copy, store)
             copy.execute(f"CREATE TABLE {HEADER_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            schema, by = schema_of(copy)
             copy.executemany(f"INSERT INTO {HEADER_TABLE} (key, value) VALUES (?, ?)", [
-                ("format", FORMAT), ("schema", str(_schema(copy))), ("migrated_by", _migrated_by(copy)),
+                ("format", FORMAT), ("schema", str(schema)), ("migrated_by", by or ""),
                 ("taken_by", __version__), ("taken_at", _utc(time.time())), ("source", str(store))])
             copy.commit()
             _integrity(copy, target)
@@ -118,9 +120,9 @@ def read_backup(path: Path) -> BackupInfo:
             _check_store(db, path)
             _integrity(db, path)
             header = dict(db.execute(f"SELECT key, value FROM {HEADER_TABLE}").fetchall()) \
-                if _has_table(db, HEADER_TABLE) else {}
+                if has_table(db, HEADER_TABLE) else {}
             counts = [int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in ("intents", "audit")]
-            schema, by = _schema(db), _migrated_by(db)  # the store's own word, as the copy holds it
+            schema, by = schema_of(db)  # the store's own word, as the copy holds it
     except sqlite3.Error as exc:
         raise BackupError(f"{path}: not a readable slurmxd backup ({exc}); take one with `slurmxd backup FILE`") \
             from None
@@ -235,12 +237,8 @@ def _readonly(path: Path) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
-def _has_table(db: sqlite3.Connection, name: str) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
-
-
 def _check_store(db: sqlite3.Connection, path: Path) -> None:
-    missing = sorted(t for t in _STORE_TABLES if not _has_table(db, t))
+    missing = sorted(t for t in _STORE_TABLES if not has_table(db, t))
     if missing:
         raise BackupError(f"{path}: not a slurmxd state store (no {', '.join(missing)} table); nothing was changed")
 
@@ -249,17 +247,6 @@ def _integrity(db: sqlite3.Connection, path: Path) -> None:
     found = [str(r[0]) for r in db.execute("PRAGMA integrity_check").fetchall()]
     if found != ["ok"]:
         raise BackupError(f"{path}: damaged ({found[0]}); nothing was changed: use an earlier backup")
-
-
-def _migrated_by(db: sqlite3.Connection) -> str:
-    if not _has_table(db, "meta"):
-        return ""
-    row = db.execute("SELECT value FROM meta WHERE key='migrated_by'").fetchone()
-    return str(row[0]) if row else ""
-
-
-def _schema(db: sqlite3.Connection) -> int:
-    return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _own_like(path: Path, folder: Path) -> None:

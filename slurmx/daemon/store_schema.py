@@ -9,7 +9,8 @@ from pathlib import Path
 
 from slurmx import __version__
 
-__all__ = ["META_SINCE", "MIGRATIONS", "newer_line", "newer_store_problem", "open_query_only", "read_schema"]
+__all__ = ["META_SINCE", "MIGRATIONS", "has_table", "newer_line", "newer_store_problem", "open_query_only",
+           "read_schema", "schema_of"]
 
 # One script per schema version; never edit a released one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -131,14 +132,23 @@ def read_schema(path: Path) -> tuple[int, str | None]:
     sqlite3.Error for what is not SQLite."""
     db = open_query_only(path)
     try:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        by: str | None = None
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
-            row = db.execute("SELECT value FROM meta WHERE key='migrated_by'").fetchone()
-            by = str(row[0]) if row else None
-        return version, by
+        return schema_of(db)
     finally:
         db.close()
+
+
+def schema_of(db: sqlite3.Connection) -> tuple[int, str | None]:
+    """(schema version, release that last migrated it or None) of an open store (a copy's too)."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    by: str | None = None
+    if has_table(db, "meta"):
+        row = db.execute("SELECT value FROM meta WHERE key='migrated_by'").fetchone()
+        by = str(row[0]) if row else None
+    return version, by
+
+
+def has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
 
 
 def newer_store_problem(path: Path) -> str:
