@@ -52,9 +52,10 @@ class EnforcerBase:
     def standing(self, obs: Observation) -> Lookup:
         """Each group as `cycle.admissible` reads it: the snapshot, the open intents, and this plan's actions so far
         (a cancelled group has left, a started one runs, a victim requeued with no grace waits again)."""
-        starting = {i.group_id for i in self.store.intents("start")}
+        starting: set[str] | None = None  # groups with an open start intent: read once, when a waiting one is asked
 
         def lookup(group_id: str) -> Standing | None:
+            nonlocal starting
             group = obs.view.groups.get(group_id)
             if group is None or group_id in self._cancelled_now:
                 return None
@@ -63,6 +64,8 @@ class EnforcerBase:
             running = group.running_variant()
             if running is None or running.job_id is None or running.job_id == self._requeued_now.get(group_id):
                 waiting = frozenset(v.kind for v in self._waiting(obs, group_id))
+                if starting is None:
+                    starting = {i.group_id for i in self.store.intents("start")}
                 return Standing(waiting=waiting, starting=group_id in starting)
             job_id = running.job_id
             job = obs.jobs.get(job_id)
