@@ -26,7 +26,7 @@ NAME = "shortest-first"
 
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The example as a plugin package would install it; the registry and modules as they were afterwards."""
+    """The example as a plugin package would install it; unregistered and unimported afterwards."""
     info = tmp_path / "site" / "slurmx_example_policies-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: slurmx-example-policies\nVersion: 0.1\n",
@@ -34,8 +34,8 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     (info / "entry_points.txt").write_text(f"[slurmx.policies]\n{NAME} = shortest_first\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     yield
+    base._REGISTRY.pop(NAME, None)  # only the example's entry: policies imported meanwhile stay registered
     sys.modules.pop("shortest_first", None)
 
 
