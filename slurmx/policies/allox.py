@@ -155,11 +155,13 @@ def read_cluster(view: ClusterView, now: float, need_estimates: bool = True) -> 
     units or nodes held by work slurmx does not know about are left out (their end is unknown). Without
     `need_estimates`, a variant with no estimate counts as taking forever (for policies that need none)."""
     running: dict[str, list[Variant]] = {}
+    sampled: dict[tuple[str, str], set[bool]] = {}  # (kind, node) -> whether each job running there is a sample
     for group in view.running_groups():
         variant = group.running_variant()
         if variant is not None:
             for name in variant.nodes:
                 running.setdefault(name, []).append(variant)
+                sampled.setdefault((variant.kind, name), set()).add(group.job_class is JobClass.TE)
     pending = view.pending_groups()
     site = list(view.kinds)
     unit_gres = {kind: _unit_gres(view, kind) for kind in site}
@@ -200,20 +202,14 @@ def read_cluster(view: ClusterView, now: float, need_estimates: bool = True) -> 
     free = {name: node.free for name, node in view.nodes.items()}
     cluster = Cluster(kinds, machines, unit_gres, capacity, total_mem, free)
     cluster.jobs = _waiting_jobs(pending, cluster, need_estimates)
-    cluster.sample_nodes = _sample_nodes(view)
+    cluster.sample_nodes = _sample_nodes(sampled)
     return cluster
 
 
-def _sample_nodes(view: ClusterView) -> dict[str, frozenset[str]]:
+def _sample_nodes(sampled: dict[tuple[str, str], set[bool]]) -> dict[str, frozenset[str]]:
     """Per kind, the nodes whose running jobs of that kind are all profiling samples (JobClass.TE)."""
-    classes: dict[tuple[str, str], set[bool]] = {}
-    for group in view.running_groups():
-        variant = group.running_variant()
-        if variant is not None:
-            for name in variant.nodes:
-                classes.setdefault((variant.kind, name), set()).add(group.job_class is JobClass.TE)
     out: dict[str, set[str]] = {}
-    for (kind, name), sample in classes.items():
+    for (kind, name), sample in sampled.items():
         if sample == {True}:
             out.setdefault(kind, set()).add(name)
     return {kind: frozenset(names) for kind, names in out.items()}
