@@ -37,7 +37,7 @@ class FifoArgs(PolicyArgs):
     # (bf_window) of now, their times rounded up to `backfill_resolution_s` (bf_resolution). Unset: Slurm's
     # defaults (30 s, 1 day, 60 s). `every_decision`: a backfill pass at every decision (the model until now).
     cadence: Literal["every_decision", "slurm"] = "every_decision"
-    backfill_interval_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    backfill_interval_s: float | None = Field(None, ge=1, allow_inf_nan=False)  # Slurm's least: a tick a second
     backfill_window_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     backfill_resolution_s: float | None = Field(None, ge=0, allow_inf_nan=False)
 
