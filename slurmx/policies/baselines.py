@@ -12,12 +12,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from slurmx.core.actions import Plan, Start
+from slurmx.core.backfill_defaults import BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S
 from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.policies.base import BackfillPasses, Capabilities, PolicyArgs, register
 from slurmx.policies.reservation import Reservation, Started, reserve
-from slurmx.slurm.scheduler_config import BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S
 
 __all__ = ["Fifo", "FifoArgs"]
 

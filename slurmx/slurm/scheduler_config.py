@@ -12,14 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["BF_INTERVAL_S", "BF_MAX_JOB_TEST", "BF_RESOLUTION_S", "BF_WINDOW_S", "BackfillSettings", "ConfigValueError",
-           "backfill_settings", "parse_show_config"]
+from slurmx.core.backfill_defaults import BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S
 
-# Slurm's defaults (slurm.conf(5)), in the model's units; FIFO's cadence falls back on them too.
-BF_INTERVAL_S = 30.0
-BF_WINDOW_S = 86_400.0  # bf_window=1440 (minutes)
-BF_RESOLUTION_S = 60.0
-BF_MAX_JOB_TEST = 500
+__all__ = ["BackfillSettings", "ConfigValueError", "backfill_settings", "parse_show_config"]
+
 _DEFAULTS = {"bf_interval": int(BF_INTERVAL_S), "bf_window": int(BF_WINDOW_S) // 60,
              "bf_resolution": int(BF_RESOLUTION_S), "bf_max_job_test": BF_MAX_JOB_TEST}
 
