@@ -111,7 +111,7 @@ cluster-status:
 	$(CLUSTER) status --slurm $(DEMO_VERSION)
 
 demo: deps
-	$(BIN)/python -m slurmx.demo --slurm $(DEMO_VERSION)
+	$(BIN)/python -m slurmx.cli.demo --slurm $(DEMO_VERSION)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build

@@ -30,8 +30,8 @@ TARGET_S = 0.3
 MAIN = "from slurmx.cli import main; main()"
 # What `slurmx.cli` imported at every start before its commands became lazy.
 EAGER = ("slurmx.core.config", "slurmx.slurm.versions", "slurmx.submit.submitter", "slurmx.daemon.errors",
-         "slurmx.daemon.preempt_cli", "slurmx.daemon.shadow_cli", "slurmx.fidelity.cli", "slurmx.reproduce.cli",
-         "slurmx.sim.cli")
+         "slurmx.cli.preempt", "slurmx.cli.shadow_report", "slurmx.cli.fidelity", "slurmx.cli.reproduce",
+         "slurmx.cli.sim")
 PREVIOUS = f"import {', '.join(EAGER)}; {MAIN}"
 SUBMIT = ["--site", "site-config/test-cluster.yaml", "submit", "--dry-run", "examples/hello.yaml"]
 COMMANDS: dict[str, list[str]] = {

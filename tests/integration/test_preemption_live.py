@@ -21,9 +21,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from slurmx.cli.preempt import preempt_command
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.core.model import VariantState
-from slurmx.daemon.preempt_cli import preempt_command
 from slurmx.daemon.preemption import Ending, Settlement, preempt_and_wait
 from slurmx.hooks import read_progress
 from slurmx.slurm import CliSlurm

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
+from slurmx.cli import app
 from slurmx.policies import available_policies, base
 from slurmx.policies.base import capabilities_of, make_policy
 from tests.parity.harness import differences, run_both
@@ -66,6 +66,6 @@ policy: {{name: {NAME}}}
 workload: {{generator: fitgpp, params: {{n_jobs: 200, nodes: 2}}}}
 mode: event
 """, encoding="utf-8")
-    result = CliRunner().invoke(cli.cli, ["sim", "run", str(config), "--json", str(tmp_path / "r.json")])
+    result = CliRunner().invoke(app.cli, ["sim", "run", str(config), "--json", str(tmp_path / "r.json")])
     assert result.exit_code == 0, result.output
     assert "200 completed" in result.output

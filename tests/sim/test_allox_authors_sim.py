@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from slurmx.cli.reproduce import reproduce_command
 from slurmx.reproduce import ReproOptions, UnknownPaper, run
 from slurmx.reproduce.allox import authors_sim
 from slurmx.reproduce.allox.authors_sim import JobTimes, compare_method, missing, peer_dir, read_peer_csv
-from slurmx.reproduce.cli import reproduce_command
 from slurmx.sim.jobs import SimJob
 from tests.sim.test_reproduce_allox import _job
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from slurmx.cli.sim import sim_group
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView, Group, GroupQueue, GroupState, JobClass, Node, VariantState
 from slurmx.core.resources import Resources
@@ -20,7 +21,6 @@ from slurmx.cycle.log import APPLIED, REFUSED, REPEATED
 from slurmx.policies import make_policy
 from slurmx.policies.base import Policy, queue_window, waits_for_release
 from slurmx.sim import engine_state
-from slurmx.sim.cli import sim_group
 from slurmx.sim.cluster import ModelCluster, NodeShape, PartitionShape, SimulationError, SimulationInvariantError
 from slurmx.sim.config import EngineOptions, parse_sim_config
 from slurmx.sim.engine import Engine

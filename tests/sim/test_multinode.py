@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurmx.cli import cli
+from slurmx.cli.app import cli
 from slurmx.core.actions import Start
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError

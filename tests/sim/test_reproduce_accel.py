@@ -7,9 +7,9 @@ import json
 
 from click.testing import CliRunner
 
+from slurmx.cli.reproduce import reproduce_command
 from slurmx.reproduce import ReproOptions, run
 from slurmx.reproduce.accel.experiment import QUICK, Task, run_task
-from slurmx.reproduce.cli import reproduce_command
 from tests.sim.claims import assert_machine_checkable
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurmx.cli import cli
+from slurmx.cli.app import cli
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
 from slurmx.sim.config import parse_sim_config, resolve_cluster

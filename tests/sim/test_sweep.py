@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from slurmx.cli import cli
+from slurmx.cli.app import cli
 from slurmx.core.validation import ConfigError
 from slurmx.sim.parallel import parallel_map
 from slurmx.sim.sweep import expand_grid, load_base, parse_param, run_point

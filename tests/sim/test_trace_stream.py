@@ -142,7 +142,7 @@ def test_sim_run_of_a_trace_imports_no_workload_generator_scipy_or_slurm_adapter
                       "kind: gpu, nodes: 2, cpus: 64, mem: 512G, gres: {gpu: 16}}]}\npolicy: {name: fifo}\n"
                       f"workload: {{trace: {FIXTURES / 'helios_cluster_log.csv'}, format: helios}}\n",
                       encoding="utf-8")
-    code = ("import sys; from slurmx.sim.cli import sim_group; "
+    code = ("import sys; from slurmx.cli.sim import sim_group; "
             f"sim_group.main(['run', {str(config)!r}, '--json', {str(tmp_path / 'out.json')!r}], "
             "standalone_mode=False); "
             "print('imported:', *sorted(m for m in sys.modules if m in ('scipy', 'slurmx.sim.workloads', "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
+from slurmx.cli import app
 from slurmx.core.config import load_site_config
 from slurmx.core.model import Node
 from slurmx.core.resources import Resources
@@ -100,7 +100,7 @@ def test_the_listed_nodes_keep_their_features() -> None:
 
 
 def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli.cli, ["whatif", "--site", str(SITE), *args])
+    result = CliRunner().invoke(app.cli, ["whatif", "--site", str(SITE), *args])
     return result.exit_code, result.output
 
 
@@ -165,7 +165,7 @@ def test_bad_inputs_are_one_line(tmp_path: Path) -> None:
 
 
 def test_without_nodes_the_site_cluster_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurmx.sim import whatif_cli
+    from slurmx.cli import whatif as whatif_cli
     from slurmx.slurm.adapter import CliSlurm, RetryPolicy
     from slurmx.slurm.transport import CommandResult, ReplayTransport
 

@@ -98,7 +98,7 @@ def test_a_plain_group_named_like_an_arrays_index_stays_its_own(tmp_path: Path) 
 
 def test_the_cli_cancels_an_array_by_its_kind_arrays_and_shows_tasks_as_a_i(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurmx import cli as cli_module
+    from slurmx.cli import app as cli_module
 
     slurm = _cluster(tmp_path)
     monkeypatch.setattr(cli_module.Context, "adapter", lambda self: slurm)

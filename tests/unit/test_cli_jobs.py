@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
-from slurmx.cli_context import Context
+from slurmx.cli import app
+from slurmx.cli.context import Context
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.transport import ReplayTransport
 from slurmx.slurm.versions import TESTED
@@ -21,7 +21,7 @@ def test_jobs_json_prints_every_recorded_job_as_json(version: str, monkeypatch: 
     expected = recorded.jobs()
     assert expected, "fixture holds no jobs"
     monkeypatch.setattr(Context, "adapter", lambda self: recorded)
-    result = CliRunner().invoke(cli.cli, ["jobs", "--json"])
+    result = CliRunner().invoke(app.cli, ["jobs", "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     assert [j["job_id"] for j in found] == [j.job_id for j in expected]

@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
+from slurmx.cli import app
 from slurmx.submit.directives import canonical_long_option, split_command_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ DOCS = sorted([ROOT / "README.md", ROOT / "site-config" / "README.md", ROOT / "e
 def test_submit_names_the_option_a_typo_meant(given: str, meant: str, tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text("name: x\ncommand: echo hi\n")
-    result = CliRunner().invoke(cli.cli, ["--site", str(SITE), "submit", given, "cpu", str(spec)])
+    result = CliRunner().invoke(app.cli, ["--site", str(SITE), "submit", given, "cpu", str(spec)])
     assert result.exit_code == 2
     assert f"no such option {given} (neither slurmx submit nor sbatch has it); did you mean {meant}?" in result.output
 
@@ -33,14 +33,14 @@ def test_submit_names_the_option_a_typo_meant(given: str, meant: str, tmp_path: 
 def test_an_sbatch_option_is_not_taken_for_a_typo(tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text("name: x\ncommand: echo hi\n")
-    result = CliRunner().invoke(cli.cli, ["--site", str(SITE), "submit", "--tiem=5", str(spec)])
+    result = CliRunner().invoke(app.cli, ["--site", str(SITE), "submit", "--tiem=5", str(spec)])
     assert "did you mean" not in result.output and "sbatch has no option --tiem" in str(result.exception)
 
 
 @pytest.mark.parametrize(("command", "argv", "meant"), [
-    (cli.cli, ["status", "--jsn", "g"], "--json"),
-    (cli.cli, ["sbumit"], "submit"),
-    (cli._daemon, ["--dry-rn"], "--dry-run"),
+    (app.cli, ["status", "--jsn", "g"], "--json"),
+    (app.cli, ["sbumit"], "submit"),
+    (app._daemon, ["--dry-rn"], "--dry-run"),
 ])
 def test_other_commands_say_did_you_mean(command: click.Command, argv: list[str], meant: str) -> None:
     result = CliRunner().invoke(command, argv)
@@ -67,7 +67,7 @@ def _resolve(line: str) -> tuple[click.Command, list[str]] | None:
         words = shlex.split(line.replace("...", ""))
     except ValueError:
         return None
-    command: click.Command = cli._daemon if words[0] == "slurmxd" else cli.cli
+    command: click.Command = app._daemon if words[0] == "slurmxd" else app.cli
     rest = words[1:]
     while isinstance(command, click.Group):
         while rest and rest[0].startswith("-"):  # the group's own options (--site PATH)

@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
+from slurmx.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = 'sorted(m for m in sys.modules if m.split(".")[0] in ("numpy", "scipy") or m.startswith("slurmx.sim"))'
@@ -31,7 +31,7 @@ def _loaded_heavy(code: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["slurmx.cli", "slurmx.submit.submitter", "slurmx.submit.entry",
+@pytest.mark.parametrize("module", ["slurmx.cli", "slurmx.cli.app", "slurmx.submit.submitter", "slurmx.submit.entry",
                                     "slurmx.submit.groups", "slurmx.daemon.main"])
 def test_importing_the_entry_points_loads_no_numpy_scipy_or_simulator(module: str) -> None:
     assert _loaded_heavy(f"import {module}") == []
@@ -39,7 +39,7 @@ def test_importing_the_entry_points_loads_no_numpy_scipy_or_simulator(module: st
 
 def test_help_and_a_dry_run_submit_load_none_either() -> None:
     """The commands themselves, not only their modules: `--help` lists sim without importing it."""
-    run = "from slurmx.cli import cli\ncli({argv!r}, standalone_mode=False)"
+    run = "from slurmx.cli.app import cli\ncli({argv!r}, standalone_mode=False)"
     assert _loaded_heavy(run.format(argv=["--help"])) == []
     submit = ["--site", "site-config/test-cluster.yaml", "submit", "--dry-run", "examples/hello.yaml"]
     assert _loaded_heavy(run.format(argv=submit)) == []
@@ -47,22 +47,22 @@ def test_help_and_a_dry_run_submit_load_none_either() -> None:
 
 def test_the_check_sees_an_eager_import() -> None:
     assert "numpy" in _loaded_heavy("import numpy")
-    assert "slurmx.sim.cli" in _loaded_heavy("from slurmx.cli import cli\ncli.get_command(None, 'sim')")
+    assert "slurmx.sim.engine" in _loaded_heavy("from slurmx.cli.app import cli\ncli.get_command(None, 'sim')")
 
 
 def test_the_lazy_summaries_are_the_commands_own() -> None:
-    """`slurmx --help` lists lazy commands from summaries kept in slurmx.cli: the same lines as when loaded."""
-    lazy_help = CliRunner().invoke(cli.cli, ["--help"]).output
-    ctx = click.Context(cli.cli)
-    for name, entry in cli.cli.lazy.items():
+    """`slurmx --help` lists lazy commands from summaries kept in slurmx.cli.commands: the same lines as when loaded."""
+    lazy_help = CliRunner().invoke(app.cli, ["--help"]).output
+    ctx = click.Context(app.cli)
+    for name, entry in app.cli.lazy.items():
         command = entry.load()
         assert command.name == name
         assert entry.stand_in(name).get_short_help_str(1000) == command.get_short_help_str(1000), name
-        assert cli.cli.get_command(ctx, name) is command
-    assert CliRunner().invoke(cli.cli, ["--help"]).output == lazy_help
-    assert all(name in lazy_help for name in cli.cli.lazy)
+        assert app.cli.get_command(ctx, name) is command
+    assert CliRunner().invoke(app.cli, ["--help"]).output == lazy_help
+    assert all(name in lazy_help for name in app.cli.lazy)
 
 
 def test_a_lazy_command_runs() -> None:
-    result = CliRunner().invoke(cli.cli, ["reproduce", "--list"])
+    result = CliRunner().invoke(app.cli, ["reproduce", "--list"])
     assert result.exit_code == 0, result.output

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmx import cli
+from slurmx.cli import app
 from slurmx.core.config import ConfigError, load_site_config, parse_site_config
 from slurmx.core.validation import validate_model
 from slurmx.daemon.site_check import (
@@ -82,7 +82,7 @@ def test_the_base_and_the_example_sites_pass() -> None:
 def test_config_check_warns_of_an_untested_slurm_release_without_refusing_it(version: str, warned: str,
                                                                               tmp_path: Path) -> None:
     path = _write(tmp_path, {**SITE, "cluster": {"name": "t", "slurm_version": version}})
-    result = CliRunner().invoke(cli.cli, ["config", "check", str(path)])
+    result = CliRunner().invoke(app.cli, ["config", "check", str(path)])
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0].startswith(f"{path}: ok (")
@@ -93,7 +93,7 @@ def test_config_check_warns_of_an_untested_slurm_release_without_refusing_it(ver
 @pytest.mark.parametrize("version", ["24.13", "27.5", "2024.11", "21.08"])
 def test_config_check_refuses_a_slurm_version_that_is_no_release_it_reads(version: str, tmp_path: Path) -> None:
     path = _write(tmp_path, {**SITE, "cluster": {"name": "t", "slurm_version": version}})
-    result = CliRunner().invoke(cli.cli, ["config", "check", str(path)])
+    result = CliRunner().invoke(app.cli, ["config", "check", str(path)])
     assert result.exit_code == 1 and result.output.startswith(f"{path}: cluster.slurm_version: ")
 
 
@@ -270,23 +270,23 @@ def test_every_problem_of_a_file_in_one_run(tmp_path: Path) -> None:
 
 def test_config_check_takes_several_files_and_fails_if_any_has_a_problem(tmp_path: Path) -> None:
     good, bad = _write(tmp_path, SITE, "good.yaml"), _write(tmp_path, BROKEN, "bad.yaml")
-    result = CliRunner().invoke(cli.cli, ["config", "check", str(good), str(bad), str(tmp_path / "none.yaml")])
+    result = CliRunner().invoke(app.cli, ["config", "check", str(good), str(bad), str(tmp_path / "none.yaml")])
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == f"{good}: ok (2 resource kinds: cpu, gpu; policy allox; transport local)"
     assert sum(line.startswith(f"{bad}: ") for line in lines) == 5
     assert f"{tmp_path / 'none.yaml'}: file not found; pass --site PATH or set SLURMX_SITE" in lines
     assert "Traceback" not in result.output
-    assert CliRunner().invoke(cli.cli, ["config", "check", str(good), str(good)]).exit_code == 0
+    assert CliRunner().invoke(app.cli, ["config", "check", str(good), str(good)]).exit_code == 0
 
 
 def test_config_check_without_a_file_checks_the_site_slurmx_uses(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     good = _write(tmp_path, SITE, "good.yaml")
-    result = CliRunner().invoke(cli.cli, ["--site", str(good), "config", "check"])
+    result = CliRunner().invoke(app.cli, ["--site", str(good), "config", "check"])
     assert result.exit_code == 0 and result.output.startswith(f"{good}: ok (")
     monkeypatch.setenv("SLURMX_SITE", str(tmp_path / "none.yaml"))
-    result = CliRunner().invoke(cli.cli, ["config", "check"])
+    result = CliRunner().invoke(app.cli, ["config", "check"])
     assert result.exit_code == 1
     assert result.output.splitlines()[0] == f"{tmp_path / 'none.yaml'}: file not found; pass --site PATH or set " \
         "SLURMX_SITE"
@@ -308,7 +308,7 @@ def _main(argv: list[str]) -> None:
     saved = sys.argv
     sys.argv = ["slurmx", *argv]
     try:
-        cli.main()
+        app.main()
     finally:
         sys.argv = saved
 
@@ -317,19 +317,19 @@ def test_slurmxd_refuses_what_config_check_refuses(tmp_path: Path, monkeypatch: 
     ran: list[Any] = []
     monkeypatch.setattr("slurmx.daemon.main.run_daemon", lambda site, **kw: ran.append(site))
     bad = _write(tmp_path, _site(policy={"name": "fifi"}))
-    result = CliRunner().invoke(cli._daemon, ["--site", str(bad), "--once"])
+    result = CliRunner().invoke(app._daemon, ["--site", str(bad), "--once"])
     assert result.exit_code == 1 and not ran
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception).startswith(f"{bad}: policy.name: unknown policy 'fifi'; did you mean fifo?")
     good = _write(tmp_path, SITE, "good.yaml")
-    assert CliRunner().invoke(cli._daemon, ["--site", str(good), "--once"]).exit_code == 0 and len(ran) == 1
+    assert CliRunner().invoke(app._daemon, ["--site", str(good), "--once"]).exit_code == 0 and len(ran) == 1
 
 
 # ---- the schema ------------------------------------------------------------------------------------------
 
 
 def test_config_schema_is_json_schema_of_the_site_file() -> None:
-    result = CliRunner().invoke(cli.cli, ["config", "schema"])
+    result = CliRunner().invoke(app.cli, ["config", "schema"])
     assert result.exit_code == 0
     schema = json.loads(result.output)
     assert schema == site_json_schema()

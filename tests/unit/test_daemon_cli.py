@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from slurmx import cli
+from slurmx.cli import app
 from tests.unit.test_daemon import SITE
 
 
 def test_version_and_short_help() -> None:
-    assert CliRunner().invoke(cli._daemon, ["--version"]).output == f"slurmxd, version {version('slurmx-hpc')}\n"
-    result = CliRunner().invoke(cli._daemon, ["-h"])
+    assert CliRunner().invoke(app._daemon, ["--version"]).output == f"slurmxd, version {version('slurmx-hpc')}\n"
+    result = CliRunner().invoke(app._daemon, ["-h"])
     assert result.exit_code == 0 and "--log-level [debug|info|warning|error]" in result.output
 
 
@@ -28,13 +28,13 @@ def test_log_level_reaches_the_daemon(given: list[str], level: int | None, tmp_p
     monkeypatch.setattr("slurmx.core.config.load_site_config", lambda path: SITE)  # imported when run
     monkeypatch.setattr("slurmx.daemon.site_check.load_checked_site", lambda path: SITE)
     monkeypatch.setattr("slurmx.daemon.main.run_daemon", lambda site, **kw: seen.update(kw))
-    result = CliRunner().invoke(cli._daemon, ["--site", str(tmp_path / "site.yaml"), "--once", *given])
+    result = CliRunner().invoke(app._daemon, ["--site", str(tmp_path / "site.yaml"), "--once", *given])
     assert result.exit_code == 0, result.output
     assert seen == {"once": True, "dry_run": False, "log_level": level}
 
 
 def test_an_unknown_log_level_is_one_line_naming_the_choices() -> None:
-    result = CliRunner().invoke(cli._daemon, ["--log-level", "loud"])
+    result = CliRunner().invoke(app._daemon, ["--log-level", "loud"])
     assert result.exit_code == 2 and "'loud' is not one of 'debug', 'info', 'warning', 'error'" in result.output
 
 
@@ -51,7 +51,7 @@ def _drain(state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setattr("slurmx.daemon.main.adapter_from_config", lambda transport: _Unreachable())
     monkeypatch.setattr("sys.argv", ["slurmxd", "--site", str(tmp_path / "s.yaml"), "--state-dir", str(state), "drain"])
     with pytest.raises(SystemExit) as exited:
-        cli.daemon_main()
+        app.daemon_main()
     assert exited.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from slurmx.cli import cli
+from slurmx.cli.app import cli
 from slurmx.sim.config import load_sim_config
 
 ROOT = Path(__file__).resolve().parents[2]

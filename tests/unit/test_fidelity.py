@@ -6,11 +6,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from slurmx.cli.fidelity import fidelity_command
 from slurmx.core.model import JobClass, Node, Partition
 from slurmx.core.resources import Resources
 from slurmx.daemon.loop import acquire_lock
 from slurmx.fidelity import compare, mixed_workload, sim_outcome
-from slurmx.fidelity.cli import fidelity_command
 from slurmx.fidelity.compare import Outcome, model_of
 from tests.unit.test_daemon import SITE
 
@@ -71,8 +71,8 @@ def test_the_live_run_refuses_a_queue_holding_other_slurmx_groups() -> None:
     import click
     import pytest
 
+    from slurmx.cli.fidelity import _check_no_other_groups
     from slurmx.core.model import VariantState
-    from slurmx.fidelity.cli import _check_no_other_groups
     from tests.unit.test_daemon import FakeSlurm, job
 
     _check_no_other_groups(FakeSlurm([job(1, None), job(2, "done", state=VariantState.COMPLETED)]))  # type: ignore[arg-type]

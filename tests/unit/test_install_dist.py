@@ -35,7 +35,8 @@ def test_the_sdist_builds_a_wheel_with_the_package_data_and_the_lean_dependencie
         entry_points = whl.read(f"{info}/entry_points.txt").decode()
     packaged = {p.relative_to(ROOT).as_posix() for p in (ROOT / "slurmx" / "templates").glob("*.j2")}
     assert packaged and packaged <= names
-    assert {"slurmx/hooks/hook.sh", "slurmx/py.typed", "slurmx/cli.py", "slurmx/daemon/sdnotify.py"} <= names
+    assert {"slurmx/hooks/hook.sh", "slurmx/py.typed", "slurmx/cli/__init__.py", "slurmx/cli/app.py",
+            "slurmx/daemon/sdnotify.py"} <= names
     assert "slurmx = slurmx.cli:main" in entry_points and "slurmxd = slurmx.cli:daemon_main" in entry_points
     assert "\nName: slurmx-hpc\n" in metadata
     base = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]

@@ -1,5 +1,6 @@
 """The package layout stays readable: no import circles, and a module over 500 lines says why it is long; the
-Slurm releases are listed in one table, and library packages import no command-line module.
+Slurm releases are listed in one table, and every command-line module is in slurmx/cli/, which no library
+package imports.
 
 A circle means neither module can be read, tested or moved without the other; a lazy import inside a function
 still makes one (it only hides it until the call), so every import statement counts, wherever it stands.
@@ -216,8 +217,9 @@ def test_the_graph_reads_every_kind_of_import() -> None:
     """Lazy and relative imports are edges; `from . import sibling` is an edge to the sibling, not the package."""
     graph = import_graph()
     assert "slurmx.sim.runner" in graph["slurmx.sim.sweep"]
-    assert "slurmx.cli_context" in graph["slurmx.daemon.preempt_cli"]
-    assert "slurmx.daemon.preempt_cli" in graph["slurmx.cli_commands"]  # imported inside its lazy loader
+    assert "slurmx.cli.context" in graph["slurmx.cli.preempt"]
+    assert "slurmx.cli.preempt" in graph["slurmx.cli.commands"]  # imported inside its lazy loader
+    assert "slurmx.cli.app" in graph["slurmx.cli"]  # imported inside the console scripts' functions
     assert "slurmx.hooks.progress" in graph["slurmx.hooks"]  # from .progress import ...
     assert "slurmx.hooks._env" in graph["slurmx.hooks.progress"]  # from . import _env
     assert "slurmx.hooks" not in graph["slurmx.hooks.progress"]
@@ -289,42 +291,61 @@ def test_the_version_check_sees_a_list() -> None:
     assert shell_version_lists('# e.g. 91.01 91.02\nTEST ?= 91.01 91.02\nV ?= 91.02\n', tested) == [2]
 
 
-# --- CLI modules: library packages never import them -----------------------------------------------------------------
-# A CLI module parses arguments and prints: `slurmx.cli`, `slurmx.cli_*`, and any module named `cli` or `*_cli`.
-# A library package is a subpackage of slurmx (`slurmx.daemon`, `slurmx.sim` ...): what it imports must serve a
-# caller that is not a command line. These CLI modules still live inside library packages and import the CLI
-# helpers; each is to move to the top-level CLI (the entry fails once it no longer imports one, so the list shrinks).
-CLI_INSIDE_LIBRARIES = frozenset({
-    "slurmx.daemon.preempt_cli", "slurmx.daemon.shadow_cli", "slurmx.fidelity.cli", "slurmx.reproduce.cli",
-    "slurmx.sim.cli", "slurmx.sim.whatif_cli", "slurmx.slurm.export_cli",
-})
+# --- CLI modules: all in slurmx/cli/, and library packages never import them ---------------------------------------
+# A CLI module parses arguments and prints: every module of `slurmx.cli`. Outside it, a module named `cli`,
+# `cli_*` or `*_cli`, or one that defines a click command or group (`@click.command`, `@x.group()` ...), is a CLI
+# module in the wrong place. A library package is any other subpackage of slurmx (`slurmx.daemon`, `slurmx.sim` ...):
+# what it imports must serve a caller that is not a command line, so it imports nothing from `slurmx.cli` (a helper
+# a library needs, such as an error type or a formatter, lives in the library and the CLI imports it from there).
+CLI_PACKAGE = "slurmx.cli"
+_CLICK_DECORATOR = re.compile(r"^\s*@\w+\.(?:command|group)\b", re.MULTILINE)
 
 
-def is_cli(module: str) -> bool:
+def in_cli(module: str) -> bool:
+    return module == CLI_PACKAGE or module.startswith(f"{CLI_PACKAGE}.")
+
+
+def is_cli(module: str, source: str = "") -> bool:
+    """Whether `module` is a command line: inside slurmx.cli, named like one, or defining a click command."""
     last = module.rsplit(".", 1)[-1]
-    return last == "cli" or (last.startswith("cli_") and module.count(".") == 1) or last.endswith("_cli")
+    return (in_cli(module) or last == "cli" or last.startswith("cli_") or last.endswith("_cli")
+            or bool(_CLICK_DECORATOR.search(source)))
 
 
 def cli_imports(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
-    """Library module -> the CLI modules it imports."""
-    return {module: sorted(t for t in targets if is_cli(t)) for module, targets in sorted(graph.items())
-            if module.count(".") >= 2 and any(is_cli(t) for t in targets)}
+    """Module outside slurmx.cli -> the slurmx.cli modules it imports."""
+    return {module: sorted(t for t in targets if in_cli(t)) for module, targets in sorted(graph.items())
+            if not in_cli(module) and any(in_cli(t) for t in targets)}
+
+
+def cli_outside(modules: Mapping[str, str]) -> list[str]:
+    """The CLI modules (name -> source) that are not in slurmx.cli."""
+    return sorted(m for m, source in modules.items() if not in_cli(m) and is_cli(m, source))
 
 
 def test_library_packages_import_no_cli_module() -> None:
     found = cli_imports(import_graph())
-    new = [f"  {m} imports {', '.join(t)}" for m, t in found.items() if m not in CLI_INSIDE_LIBRARIES]
-    moved = sorted(CLI_INSIDE_LIBRARIES - set(found))
-    assert not new, ("library packages import CLI modules (move the command to slurmx's CLI, or the helper it "
-                     "needs out of the CLI):\n" + "\n".join(new))
-    assert not moved, f"no longer importing a CLI module: drop from CLI_INSIDE_LIBRARIES: {', '.join(moved)}"
+    assert not found, ("library packages import CLI modules (move the command into slurmx/cli/, or the helper it "
+                       "needs out of the CLI into the library):\n" + "\n".join(
+                           f"  {m} imports {', '.join(t)}" for m, t in found.items()))
+
+
+def test_every_cli_module_is_in_the_cli_package() -> None:
+    sources = {name: path.read_text(encoding="utf-8") for name, path in _modules().items()}
+    found = cli_outside(sources)
+    assert not found, ("CLI modules outside slurmx/cli/ (move each there; its library keeps the work):\n"
+                       + "\n".join(f"  {m}" for m in found))
 
 
 def test_the_cli_check_sees_an_import() -> None:
-    graph = {"slurmx.daemon.loop": {"slurmx.cli_output", "slurmx.core.model"}, "slurmx.cli": {"slurmx.daemon.loop"},
-             "slurmx.sim.cli": {"slurmx.sim.runner"}, "slurmx.core.model": set()}
-    assert cli_imports(graph) == {"slurmx.daemon.loop": ["slurmx.cli_output"]}
-    assert is_cli("slurmx.sim.whatif_cli") and is_cli("slurmx.cli_context") and not is_cli("slurmx.sim.client")
+    graph = {"slurmx.daemon.loop": {"slurmx.cli.output", "slurmx.core.model"}, "slurmx.cli.app": {"slurmx.daemon.loop"},
+             "slurmx.cli": {"slurmx.cli.app"}, "slurmx.core.model": set(), "slurmx.demo": {"slurmx.cli"}}
+    assert cli_imports(graph) == {"slurmx.daemon.loop": ["slurmx.cli.output"], "slurmx.demo": ["slurmx.cli"]}
+    assert cli_outside({"slurmx.sim.whatif_cli": "", "slurmx.cli_context": "", "slurmx.fidelity.cli": "",
+                        "slurmx.sim.client": "", "slurmx.cli.sim": "@click.group()\n",
+                        "slurmx.daemon.tool": "import click\n\n@click.command()\ndef run() -> None: ...\n",
+                        "slurmx.sim.report": "@group.command('x')\n", "slurmx.daemon.main": "click.echo('x')\n"}) == [
+        "slurmx.cli_context", "slurmx.daemon.tool", "slurmx.fidelity.cli", "slurmx.sim.report", "slurmx.sim.whatif_cli"]
 
 
 # --- Policy names: only the policies and the registry switch on them -------------------------------------------------
@@ -337,7 +358,7 @@ NAMES_ALLOWED = {
     "slurmx/core/config.py": {"fifo"},  # the site schema's default `policy.name`
     "slurmx/cycle/handover.py": {"fifo"},  # EASY backfill takes the groups a policy cannot place
     "slurmx/cycle/isolate.py": {"fifo"},  # strict FIFO decides a cycle whose policy failed
-    "slurmx/demo.py": {"allox", "fitgpp"},  # the demo's two daemon runs
+    "slurmx/cli/demo.py": {"allox", "fitgpp"},  # the demo's two daemon runs
 }
 TESTS_NAMING_POLICIES = ("tests/sim/test_reproduce_",)  # a reproduction's tests pick its specs by policy, as it does
 NAMES_ALLOWED_UNDER = (

@@ -10,11 +10,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import slurmx.reproduce.cli as reproduce_cli
-import slurmx.sim.cli as sim_cli
+import slurmx.cli.reproduce as reproduce_cli
+import slurmx.cli.sim as sim_cli
 import slurmx.sim.sweep_slurm as sweep_slurm
-from slurmx.cli import cli
-from slurmx.cli_output import checked_output_dir, checked_output_file
+from slurmx.cli.app import cli
+from slurmx.cli.output import checked_output_dir, checked_output_file
 
 SIM = ("seed: 1\n"
        "cluster: {partitions: [{name: gpu, nodes: 2, cpus: 8, mem: 64G, gres: 'gpu:4'}]}\n"

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from slurmx.cli.preempt import preempt_command
 from slurmx.core import tag
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import JobClass
 from slurmx.core.resources import Resources
 from slurmx.daemon import preemption as pre
 from slurmx.daemon.loop import Daemon
-from slurmx.daemon.preempt_cli import preempt_command
 from slurmx.daemon.store import Store
 from slurmx.policies import make_policy
 from slurmx.slurm import CliSlurm, SlurmAdapter
@@ -220,7 +220,7 @@ def test_the_admin_command_says_the_intent_file_could_not_be_written(tmp_path: P
     _chown_tree(world.folder, BOB)
     clock = ModelClock(world.model)
     original = pre.preempt_many
-    monkeypatch.setattr("slurmx.daemon.preempt_cli.preempt_many",
+    monkeypatch.setattr("slurmx.cli.preempt.preempt_many",
                         lambda *a, **k: original(*a, **{**k, "clock": clock, "sleep": clock.sleep}))
 
     @dataclass

@@ -22,11 +22,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from slurmx.cli.preempt import parse_grace, preempt_command
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon import preemption as pre
-from slurmx.daemon.preempt_cli import parse_grace, preempt_command
 from slurmx.daemon.preemption import PreemptionError, PreemptionTicket, Settlement
 from slurmx.hooks._env import parse_intent
 from slurmx.slurm.adapter import CliSlurm, JobUpdate, RetryPolicy
@@ -550,7 +550,7 @@ def test_the_slurm_commands_sent(tmp_path: Path) -> None:
 
 @dataclass
 class FakeContext:
-    """Stands in for slurmx.cli.Context: the site config and the (fake) adapter."""
+    """Stands in for slurmx.cli.context.Context: the site config and the (fake) adapter."""
 
     config: SiteConfig
     fake: FakeSlurm
@@ -574,7 +574,7 @@ def fast(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeClock:
     def patched(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **{**kwargs, "clock": clock, "sleep": clock.sleep})
 
-    monkeypatch.setattr("slurmx.daemon.preempt_cli.preempt_many", patched)
+    monkeypatch.setattr("slurmx.cli.preempt.preempt_many", patched)
     return clock
 
 
@@ -643,9 +643,9 @@ def test_command_one_line_per_job_and_errors(slurm: FakeSlurm, fast: FakeClock, 
 def test_command_status_under_slurmxs_own_runner(slurm: FakeSlurm, fast: FakeClock, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """`slurmx` runs its group with standalone_mode=False (slurmx.cli._run): a failed job must still mean status 1,
+    """`slurmx` runs its group with standalone_mode=False (slurmx.cli.app._run): a failed job must still mean status 1,
     with no line beyond the job's own."""
-    from slurmx.cli import _run
+    from slurmx.cli.app import _run
 
     slurm.add(job(8, P))
 
@@ -704,9 +704,9 @@ def test_parse_grace_rejects_nonsense() -> None:
 
 
 def test_module_does_not_import_slurmx_cli_at_import_time() -> None:
-    """slurmx.cli imports this command to register it: the command module never imports slurmx.cli back."""
-    code = ("import sys; import slurmx.daemon.preempt_cli; import slurmx.daemon.preemption; "
-            "print('slurmx.cli' in sys.modules)")
+    """slurmx.cli.app imports this command to register it: the command module never imports the group back."""
+    code = ("import sys; import slurmx.cli.preempt; import slurmx.daemon.preemption; "
+            "print('slurmx.cli.app' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
                          cwd=REPO)
     assert out.stdout.strip() == "False"

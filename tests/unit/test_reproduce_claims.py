@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import slurmx.reproduce.cli as reproduce_cli
-from slurmx.cli import cli
+import slurmx.cli.reproduce as reproduce_cli
+from slurmx.cli.app import cli
+from slurmx.cli.reproduce import verdict
 from slurmx.reproduce import Reproduction
 from slurmx.reproduce.base import (
     band_claim,
@@ -24,7 +25,6 @@ from slurmx.reproduce.base import (
     t_interval,
     worst_step,
 )
-from slurmx.reproduce.cli import verdict
 
 
 def test_t_interval_by_hand_and_none_with_one_seed() -> None:

@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+import slurmx.cli.reproduce as reproduce_cli
 import slurmx.reproduce as reproduce
-import slurmx.reproduce.cli as reproduce_cli
-from slurmx.cli import cli
+from slurmx.cli.app import cli
+from slurmx.cli.reproduce import render
 from slurmx.reproduce import Claim, Reproduction, ResultTable, pct
-from slurmx.reproduce.cli import render
 
 
 def test_the_list_names_every_paper() -> None:

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
+from slurmx.cli.sacct_export import sacct_export_command
 from slurmx.sim.traces import load_trace
 from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.export import SACCT_FIELDS, ExportError, export_accounting, windows
-from slurmx.slurm.export_cli import sacct_export_command
 from slurmx.slurm.transport import CommandResult, ReplayTransport
 
 HEADER = "|".join(SACCT_FIELDS)

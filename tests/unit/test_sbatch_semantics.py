@@ -451,8 +451,8 @@ class _GroupSlurm:
 def _submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, slurm: _GroupSlurm, *words: str) -> tuple[int, str, str]:
     from click.testing import CliRunner
 
-    from slurmx import cli as cli_module
-    from slurmx.cli_context import Context
+    from slurmx.cli import app as cli_module
+    from slurmx.cli.context import Context
     from slurmx.submit.api import GroupHandle
 
     site_path = tmp_path / "site.yaml"

@@ -13,12 +13,12 @@ import pytest
 from rich.console import Console
 
 from slurmx.cli import main
+from slurmx.cli.shadow_report import parse_since, render
 from slurmx.core.actions import Plan, SetPriority, Start
 from slurmx.core.model import ClusterView, Node, VariantState
 from slurmx.core.resources import Resources
 from slurmx.daemon.loop import AlreadyRunning, acquire_lock
 from slurmx.daemon.shadow import LOCK_FILE, ShadowDaemon
-from slurmx.daemon.shadow_cli import parse_since, render
 from slurmx.daemon.shadow_report import compare
 from slurmx.daemon.shadow_store import SeenGroup, ShadowDecision, ShadowStore, ShadowStoreError
 from slurmx.daemon.shadow_view import as_if_managed

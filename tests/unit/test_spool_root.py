@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmx import cli
-from slurmx.cli_context import Context
+from slurmx.cli import app
+from slurmx.cli.context import Context
 from slurmx.core.config import SiteConfig
 from slurmx.core.userfiles import local_spool_root_problem, spool_root_problem
 from slurmx.daemon.errors import DaemonError
@@ -152,7 +152,7 @@ def test_doctor_checks_the_spool_root_where_submit_makes_folders(tmp_path: Path,
     adapter = CliSlurm(recorded_cluster(), RetryPolicy(retries=0))
     monkeypatch.setattr(Context, "adapter", lambda self: adapter)
     monkeypatch.setattr(Context, "site", lambda self: with_spool(root))
-    result = CliRunner().invoke(cli.cli, ["doctor"])
+    result = CliRunner().invoke(app.cli, ["doctor"])
     shown = " ".join(result.output.split())  # rich wraps a long line at the console's width
     if how == "ok":
         assert f"✓ spool root {root}: root's, sticky, not a link ✓" in shown

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from slurmx.cli import cli
+from slurmx.cli.app import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = str(REPO / "site-config" / "test-cluster.yaml")

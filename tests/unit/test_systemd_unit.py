@@ -80,7 +80,7 @@ def test_no_documentation_path_that_is_never_installed(unit: dict[str, dict[str,
 
 
 def test_exec_start_uses_options_slurmxd_has(unit: dict[str, dict[str, list[str]]]) -> None:
-    from slurmx.cli import _daemon
+    from slurmx.cli.app import _daemon
 
     argv = shlex.split(one(unit, "Service", "ExecStart"))
     assert Path(argv[0]).name == "slurmxd"

@@ -82,7 +82,7 @@ def test_the_watchdog_outlasts_the_loops_longest_gap_at_the_default_interval() -
 def test_a_store_private_to_slurmxd_leaves_status_without_its_decisions_not_a_traceback(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The unit's StateDirectoryMode=0700 makes even a stat of the store fail for other users on that host."""
-    from slurmx import cli
+    from slurmx.cli import app
     from tests.unit.test_daemon import SITE
 
     site = SITE.model_copy(update={"daemon": SITE.daemon.model_copy(update={"state_dir": tmp_path})})
@@ -95,8 +95,8 @@ def test_a_store_private_to_slurmxd_leaves_status_without_its_decisions_not_a_tr
         return real_exists(self)
 
     monkeypatch.setattr(Path, "exists", exists)
-    assert cli._open_store(site) is None
-    assert cli._daemon_decisions(site) == {}
+    assert app._open_store(site) is None
+    assert app._daemon_decisions(site) == {}
 
 
 _UNDER_MDWE = """

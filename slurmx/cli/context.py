@@ -1,7 +1,7 @@
 """The `slurmx` command group's context: the site config and the Slurm adapter, read once per command.
 
-Its own module so command modules that live with their packages (`slurmx preempt`, `slurmx sim sweep`) can
-build one without importing `slurmx.cli`, which imports them when one of them runs. The site config and
+Its own module so the command modules (`slurmx preempt`, `slurmx sim sweep`) can build one without importing
+`slurmx.cli.app`, which imports them when one of them runs. The site config and
 the adapter are imported when first asked for: `slurmx --help` builds a Context and must stay quick.
 """
 

@@ -1,4 +1,4 @@
-"""`slurmxd backup FILE` and `slurmxd restore FILE`: the one line each prints (the work is in `backup`)."""
+"""`slurmxd backup FILE` and `slurmxd restore FILE`: the line each prints (the work is `slurmx.daemon.backup`)."""
 
 from __future__ import annotations
 

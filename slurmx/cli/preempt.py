@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from slurmx.cli_context import Context
+from slurmx.cli.context import Context
 from slurmx.core.config import ConfigError, SiteConfig
 from slurmx.core.units import UnitError, parse_duration
 from slurmx.daemon.preemption import Ending, group_spool_dir, preempt_many
@@ -32,7 +32,7 @@ _SECONDS = re.compile(r"^\s*\d+(\.\d+)?\s*$")
 
 
 class _CliContext(Protocol):
-    """What `slurmx.cli_context.Context` offers (a test passes a fake with the same two methods)."""
+    """What `slurmx.cli.context.Context` offers (a test passes a fake with the same two methods)."""
 
     def site(self) -> SiteConfig: ...
     def adapter(self) -> SlurmAdapter: ...

@@ -1,6 +1,6 @@
 """`slurmx config`: check site files as slurmxd would, and print the site file's JSON Schema for editors.
 
-Kept out of `slurmx.cli` and loaded lazily: the full check imports every policy (numpy, scipy), which
+Kept out of `slurmx.cli.app` and loaded lazily: the full check imports every policy (numpy, scipy), which
 `slurmx --help` and `slurmx submit` must not pay for.
 """
 
@@ -10,7 +10,7 @@ import json
 
 import click
 
-from slurmx.cli_context import Context, site_path_or_default
+from slurmx.cli.context import Context, site_path_or_default
 from slurmx.daemon.site_check import check_site_file, site_json_schema
 from slurmx.slurm.versions import shape_for
 

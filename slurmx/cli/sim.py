@@ -13,8 +13,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from slurmx.cli_output import checked_output_file, checked_plot_dir
-from slurmx.cli_output import console as make_console
+from slurmx.cli.output import checked_output_file, checked_plot_dir
+from slurmx.cli.output import console as make_console
 from slurmx.core.validation import ConfigError
 from slurmx.sim import engine
 from slurmx.sim.cluster import SimulationError

@@ -1,6 +1,6 @@
-"""The `slurmx` commands that live with their packages, registered lazily on the group (see `slurmx.cli_lazy`).
+"""The `slurmx` commands with a module of their own, registered lazily on the group (see `slurmx.cli.lazy`).
 
-Kept out of `slurmx.cli` so that module stays a thin front; each loader holds its import, so the layout checks
+Kept out of `slurmx.cli.app` so that module stays a thin front; each loader holds its import, so the layout checks
 still see the edge, and nothing here is imported until its command runs.
 """
 
@@ -8,55 +8,55 @@ from __future__ import annotations
 
 import click
 
-from slurmx.cli_lazy import LazyGroup
+from slurmx.cli.lazy import LazyGroup
 
 __all__ = ["register_lazy_commands"]
 
 
 def _config() -> click.Command:
-    from slurmx.cli_config import config_group
+    from slurmx.cli.config import config_group
 
     return config_group
 
 
 def _fidelity() -> click.Command:
-    from slurmx.fidelity.cli import fidelity_command
+    from slurmx.cli.fidelity import fidelity_command
 
     return fidelity_command
 
 
 def _preempt() -> click.Command:
-    from slurmx.daemon.preempt_cli import preempt_command
+    from slurmx.cli.preempt import preempt_command
 
     return preempt_command
 
 
 def _reproduce() -> click.Command:
-    from slurmx.reproduce.cli import reproduce_command
+    from slurmx.cli.reproduce import reproduce_command
 
     return reproduce_command
 
 
 def _sacct_export() -> click.Command:
-    from slurmx.slurm.export_cli import sacct_export_command
+    from slurmx.cli.sacct_export import sacct_export_command
 
     return sacct_export_command
 
 
 def _shadow_report() -> click.Command:
-    from slurmx.daemon.shadow_cli import shadow_report_command
+    from slurmx.cli.shadow_report import shadow_report_command
 
     return shadow_report_command
 
 
 def _sim() -> click.Command:
-    from slurmx.sim.cli import sim_group
+    from slurmx.cli.sim import sim_group
 
     return sim_group
 
 
 def _whatif() -> click.Command:
-    from slurmx.sim.whatif_cli import whatif_command
+    from slurmx.cli.whatif import whatif_command
 
     return whatif_command
 

@@ -10,9 +10,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_context import site_path_or_default
-from slurmx.cli_output import checked_output_file, checked_plot_dir
-from slurmx.cli_output import console as make_console
+from slurmx.cli.context import site_path_or_default
+from slurmx.cli.output import checked_output_file, checked_plot_dir
+from slurmx.cli.output import console as make_console
 from slurmx.core.config import SiteConfig, load_site_config
 from slurmx.policies.slurm_model import SLURM_MODEL_NAME, slurm_model
 from slurmx.sim.report import PlotError

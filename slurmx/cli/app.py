@@ -1,9 +1,9 @@
-"""`slurmx` entry point: parses the command line and calls the packages; no logic of its own.
+"""The `slurmx` group and the `slurmxd` command: parse the command line and call the packages; no logic of their own.
 
 Every expected failure (bad site config, Slurm refusing, transport down) ends as one line on stderr and a
 non-zero exit, never a traceback.
 Long because the `submit` command is sbatch's whole command line (its options, notes and outputs); the other
-commands live in cli_commands.py.
+commands live in their modules beside this one, listed in commands.py.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_commands import register_lazy_commands
-from slurmx.cli_context import Context, site_path_or_default
-from slurmx.cli_extras import DISTRIBUTION, missing_extra_message, require_daemon_extra
-from slurmx.cli_lazy import LazyGroup
-from slurmx.cli_output import console
+from slurmx.cli.commands import register_lazy_commands
+from slurmx.cli.context import Context, site_path_or_default
+from slurmx.cli.extras import DISTRIBUTION, missing_extra_message, require_daemon_extra
+from slurmx.cli.lazy import LazyGroup
+from slurmx.cli.output import console
 from slurmx.core.units import format_mem
 
 if TYPE_CHECKING:
@@ -501,7 +501,7 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
     if update:
         site = site.model_copy(update={"daemon": site.daemon.model_copy(update=update)})
     if command in ("backup", "restore"):
-        from slurmx.daemon.backup_cli import run_store_command
+        from slurmx.cli.backup import run_store_command
 
         run_store_command(site, command, file)
         return
@@ -523,6 +523,3 @@ def _daemon(site_path: str | None, log_level: str | None, once: bool, dry_run: b
 def daemon_main() -> None:
     _run(_daemon, "slurmxd")
 
-
-if __name__ == "__main__":
-    main()

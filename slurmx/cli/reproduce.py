@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_output import checked_output_file, checked_plot_dir, console
+from slurmx.cli.output import checked_output_file, checked_plot_dir, console
 from slurmx.reproduce import PAPERS, Reproduction, ReproOptions, UnknownPaper, run
 
 __all__ = ["render", "reproduce_command", "verdict"]

@@ -1,7 +1,7 @@
 """`slurmx shadow-report`: the shadow daemon's would-be plan beside what Slurm did, as a table or JSON.
 
 Reads `shadow.sqlite` from the state directory (run it on the daemon host, or pass --state-dir) and the groups'
-jobs from squeue and sacct through the site's adapter; `shadow_report` does the comparing.
+jobs from squeue and sacct through the site's adapter; `slurmx.daemon.shadow_report` does the comparing.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slurmx.cli_context import Context
-from slurmx.cli_output import console
+from slurmx.cli.context import Context
+from slurmx.cli.output import console
 from slurmx.core.units import UnitError, parse_duration
 from slurmx.daemon.shadow_report import JCT_BASIS, GroupComparison, ShadowReport, compare
 from slurmx.daemon.shadow_store import ShadowStore, shadow_path

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from slurmx.cli_output import checked_output_file
+from slurmx.cli.output import checked_output_file
 from slurmx.slurm.adapter import CliSlurm
 from slurmx.slurm.export import ExportError, export_accounting, parse_moment
 

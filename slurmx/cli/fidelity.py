@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from slurmx.cli_context import Context
-from slurmx.cli_output import checked_output_file
+from slurmx.cli.context import Context
+from slurmx.cli.output import checked_output_file
 from slurmx.core.config import SiteConfig
 from slurmx.core.tag import readable_fields
 from slurmx.core.validation import ConfigError

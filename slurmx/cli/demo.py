@@ -1,6 +1,6 @@
 """`make demo`: bring up the real Slurm test cluster and show what slurmx sees and does on it.
 
-Run from a checkout: `python -m slurmx.demo --slurm 24.11`. Steps: cluster up (building images the first
+Run from a checkout: `python -m slurmx.cli.demo --slurm 24.11`. Steps: cluster up (building images the first
 time), the nodes and the site-config check; `slurmx submit` of a three-variant group in managed mode (all
 waiting under a lease for slurmxd) and in race mode (one runs, the siblings cancel themselves); then slurmxd
 with AlloX choosing the cpu or gpu variant of six groups, and slurmxd with FitGpp preempting one of eight
