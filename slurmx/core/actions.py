@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TypeVar
 
 from slurmx.core.resources import Resources
@@ -114,10 +114,16 @@ A = TypeVar("A", Start, Preempt, Resize, SetPriority, Hold, Release, Cancel)
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a policy wants done this round, in order, plus notes explaining what it could not do."""
+    """What a policy wants done this round, in order, plus notes explaining what it could not do.
+
+    `memo` is opaque state the policy keeps for its next decision (picklable; None keeps nothing): the cycle hands
+    it back as that decision's `ClusterView.memo`, in the simulator and through the daemon alike. The daemon holds
+    it in memory only, so a restart loses it: a policy must decide correctly from an empty memo.
+    """
 
     actions: tuple[Action, ...] = ()
     notes: tuple[str, ...] = ()
+    memo: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(self.actions))

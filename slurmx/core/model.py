@@ -10,6 +10,7 @@ node state names, the active and finished sets).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -483,6 +484,8 @@ class ClusterView:
     `kinds` maps each resource kind to the partition serving it. The mappings are read-only proxies
     over private copies, so neither the policy nor the caller can mutate the snapshot afterwards; a
     `LentSnapshot` (the simulator's nodes and groups) is taken as is, its owner freezes it before changing.
+    `memo` is what the policy's previous plan left for it (`Plan.memo`), handed back by the cycle in both
+    backends; None at the first decision and whenever it was lost (a restart), so a policy must work without it.
     """
 
     now: float
@@ -491,6 +494,7 @@ class ClusterView:
     groups: Mapping[str, Group]
     kinds: Mapping[KindName, str]
     index: ViewIndex | None = field(default=None, repr=False, compare=False)
+    memo: object = field(default=None, repr=False, compare=False)
     # Answers of the queries below, computed on first use: the snapshot never changes and policies ask often.
     _pending: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
     _running: Sequence[Group] | None = field(default=None, init=False, repr=False, compare=False)
@@ -505,6 +509,13 @@ class ClusterView:
                 continue  # immutable to its readers already (frozen by its owner before anything changes)
             # dict.copy() clones the table; dict(x) re-inserts every key when x ever had a deletion (10x slower).
             object.__setattr__(self, name, MappingProxyType(value.copy() if type(value) is dict else dict(value)))
+
+    def with_memo(self, memo: object) -> ClusterView:
+        """This snapshot with `memo` (what the cycle carries from the last plan): a shallow copy that shares the
+        mappings and the answers already computed, which the memo does not change."""
+        view = copy.copy(self)
+        object.__setattr__(view, "memo", memo)
+        return view
 
     def pending_groups(self) -> Sequence[Group]:
         """Groups waiting to start (including requeued ones), oldest first (a tuple, or a lazy `GroupQueue`)."""

@@ -86,8 +86,9 @@ def with_handover(policy: Policy) -> Policy:
 
 
 def merged(first: Plan, second: Plan) -> Plan:
-    """One plan: the policy's actions first (they were decided on the whole cluster), then the handover's."""
-    return Plan(first.actions + second.actions, first.notes + second.notes)
+    """One plan: the policy's actions first (they were decided on the whole cluster), then the handover's; the
+    policy's memo (the handover keeps none)."""
+    return Plan(first.actions + second.actions, first.notes + second.notes, first.memo)
 
 
 def residual(view: ClusterView, plan: Plan, keep: Collection[str]) -> ClusterView:

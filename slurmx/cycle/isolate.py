@@ -75,9 +75,12 @@ def _entry(group: Group) -> Group:
 
 
 class Quarantine:
-    """Groups set aside, each with the entry it failed on; bounded (`limit`), oldest let go first."""
+    """Groups set aside, each with the entry it failed on; bounded (`limit`), oldest let go first. It is the cycle's
+    state each backend keeps from one decision to the next, so it also holds the policy's `memo` (the last plan's
+    `Plan.memo`, handed back by `cycle.run.decide` as the next view's `ClusterView.memo`): one place for both
+    backends, in memory only."""
 
-    __slots__ = ("_held", "budget_s", "fallback", "limit", "max_calls")
+    __slots__ = ("_held", "budget_s", "fallback", "limit", "max_calls", "memo")
 
     def __init__(self, limit: int = MAX_QUARANTINED, max_calls: int = MAX_CALLS, budget_s: float | None = None,
                  fallback: Policy | None = None) -> None:
@@ -87,6 +90,7 @@ class Quarantine:
         self.budget_s = budget_s  # wall time for one decision's bisection; None: calls only (the simulator's runs
         # must not depend on the machine's speed)
         self.fallback = fallback  # asked when no group is to blame; None: strict FIFO
+        self.memo: object = None  # the policy's memo for its next decision (cycle.run.decide)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -150,7 +154,7 @@ def without(view: ClusterView, drop: AbstractSet[str]) -> ClusterView:
     keys = [gid for gid in groups if gid not in drop]
     lent = LentSnapshot(cast("dict[str, Group]", dict.fromkeys(keys)), set(keys), groups.__getitem__)
     index = None if view.index is None else _IndexWithout(view.index, drop)
-    return ClusterView(view.now, view.nodes, view.partitions, lent, view.kinds, index)
+    return ClusterView(view.now, view.nodes, view.partitions, lent, view.kinds, index, view.memo)
 
 
 def plan_isolated(policy: Policy, view: ClusterView, now: float, quarantine: Quarantine,

@@ -1,5 +1,8 @@
 """`decide`: one observe -> schedule -> apply round over a backend; the only call of `policy.schedule`.
 
+It also carries the policy's memo: the plan's `Plan.memo` is kept in the backend's `Quarantine` (the cycle's state
+a backend keeps across decisions) and shown to the next decision as `ClusterView.memo`, in both backends alike.
+
 The call is isolated per group (`cycle.isolate`): when the policy raises, the groups it fails on are set aside and
 reported through the backend, the others decided without them; a plan's actions on a group its view lacked are
 refused, not applied. Nothing the policy raises ends the decision but the backend's `fatal` exceptions.
@@ -39,6 +42,9 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
     """Observe, let the policy plan, apply the plan in effect order; `number` is this decision's count."""
     view = backend.observe(now)
     digest = view_digest(view, log.views if log.keep_views else None) if log is not None and log.digest_views else ""
+    carried = backend.quarantine
+    if carried.memo is not None:  # what the policy's last plan left for it, the same way in both backends
+        view = view.with_memo(carried.memo)
     if log is not None:
         log.decided(now, number, digest)
     began = time.perf_counter()
@@ -57,6 +63,8 @@ def decide(policy: Policy, backend: Backend, now: float, log: DecisionLog | None
         plan = got
     if not isinstance(plan, Plan):
         raise PlanError(f"t={now:g}: policy {policy.name} returned {type(plan).__name__}, not a Plan")
+    # the memo for the next decision; a fallback's plan (FIFO's) carries none, so the policy starts again from empty
+    carried.memo = plan.memo
     outcomes = apply_plan(backend, plan, now, hidden, log, number, digest, policy.name)
     return Decision(plan, tuple(outcomes), policy_s)
 
