@@ -562,6 +562,10 @@ class AlloxArgs(AlphaArgs):
       job counts as busy until every job the solve planned on it would have run, not just the started one.
       Within a decision only: a pure policy cannot remember it for machines started at earlier decisions
       (theirs keeps it until the job ends; ours reads start + estimate from the view).
+    - `books` (off by default: an artifact): their AlloX's bookkeeping across decisions, kept in the policy's
+      memo: numbered machines, bookings until every planned job ends, progress as running sums, samples holding
+      the lowest free numbers, their loop's user order and matching columns (`allox_books`). It replaces
+      `starts_per_solve`, `ties`, `sample_machines_free`, `first_start` and `omega_planned`.
     """
 
     n_max: int | None = Field(None, ge=1)
@@ -569,6 +573,7 @@ class AlloxArgs(AlphaArgs):
     sample_machines_free: bool = False
     first_start: Literal["shortest", "base_kind"] = "shortest"
     omega_planned: bool = False
+    books: bool = False
 
 
 @dataclass(frozen=True)
@@ -576,6 +581,13 @@ class Allox(AlphaRounds[AlloxArgs]):
     """AlloX: min-cost matching over (machine, position), first planned job of each idle machine, α-fairness."""
 
     name: ClassVar[str] = "allox"
+
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        if self.args.books:
+            from slurmx.policies.allox_books import schedule_with_books  # it builds on this module
+
+            return schedule_with_books(self.args, view, now)
+        return super().schedule(view, now)
 
     def closing_notes(self, cluster: Cluster) -> tuple[str, ...]:
         waiting = len(cluster.jobs)

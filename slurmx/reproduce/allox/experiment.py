@@ -94,6 +94,8 @@ AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "allox_order": {"allox": {"first_start": "base_kind"}},
     # their AlloX books a started machine busy until all the jobs planned on it end (within a decision here)
     "allox_omega": {"allox": {"omega_planned": True}},
+    # their AlloX's books across decisions (numbered machines, bookings, progress sums; the memo): `allox_books`
+    "allox_books": {"allox": {"books": True}},
     # profiling samples hold machines, first, against the owner's share (`samples`); DRFF never profiles
     PROFILING_SAMPLES: {**{p: {"samples_first": True} for p in ("drfs", "drfa", "allox")},
                         "es": {"samples_first": True, "samples_in_passes": True}},
