@@ -320,8 +320,7 @@ def status(ctx: Context, group_id: str | None, as_json: bool) -> None:
 
 def _open_store(site: SiteConfig) -> Any:
     """The daemon's store when this host can read it (the daemon host), else None."""
-    from slurmx.daemon.loop import store_path
-    from slurmx.daemon.store import Store, StoreError
+    from slurmx.daemon.store import Store, StoreError, store_path
 
     path = store_path(site)
     try:
@@ -349,7 +348,7 @@ def _daemon_decisions(site: SiteConfig) -> dict[str, str]:
 def explain(ctx: Context, group_id: str) -> None:
     """Why GROUP waits, why it got its variant, why it was preempted (from slurmxd's audit log)."""
     from slurmx.daemon.explain import explain as explain_group
-    from slurmx.daemon.loop import store_path
+    from slurmx.daemon.store import store_path
 
     store = _open_store(ctx.site())
     if store is None:

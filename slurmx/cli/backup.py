@@ -9,7 +9,7 @@ import click
 from slurmx import __version__
 from slurmx.core.config import SiteConfig
 from slurmx.daemon.backup import BackupError, backup, restore
-from slurmx.daemon.loop import store_path
+from slurmx.daemon.store import store_path
 
 __all__ = ["run_store_command"]
 

@@ -36,7 +36,7 @@ from slurmx.daemon.lease import LeasedSlurm
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation, fact_of
 from slurmx.daemon.profiling import ProfilingStage
-from slurmx.daemon.store import GroupFact, Store
+from slurmx.daemon.store import GroupFact, Store, store_path
 from slurmx.daemon.wake import Waker, notify
 from slurmx.policies.base import Policy
 from slurmx.profile.sampling import profiling_on
@@ -60,10 +60,6 @@ FULL_COLLECTION_INTERVAL_S = 300.0
 
 class AlreadyRunning(DaemonError):
     """Another slurmxd holds the lock on this state directory."""
-
-
-def store_path(site: SiteConfig) -> Path:
-    return Path(site.daemon.state_dir) / "slurmxd.sqlite"
 
 
 def acquire_lock(state_dir: Path, name: str = "slurmxd.lock", who: str = "slurmxd") -> IO[str]:

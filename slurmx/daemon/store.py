@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmx import __version__
 from slurmx.daemon.errors import DaemonError
@@ -29,10 +29,19 @@ from slurmx.daemon.store_schema import (
     read_schema,
 )
 
+if TYPE_CHECKING:
+    from slurmx.core.config import SiteConfig
+
 __all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError",
-           "newer_store_problem", "open_query_only", "read_schema"]
+           "newer_store_problem", "open_query_only", "read_schema", "store_path"]
 
 MAX_FACT_JOBS = 64  # job ids remembered per group (variants and their resubmissions; the newest kept)
+
+
+def store_path(site: SiteConfig) -> Path:
+    """The site's store file. Here, not in the daemon loop: `slurmx status` and `explain` read it on a lean install,
+    which has no prometheus_client for the loop's metrics."""
+    return Path(site.daemon.state_dir) / "slurmxd.sqlite"
 
 
 class StoreError(DaemonError):

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,3 +129,16 @@ def test_slurmxd_names_the_daemon_extra_before_reaching_slurm(lean_env: dict[str
     assert re.fullmatch(r"slurmxd: this needs (numpy|scipy|prometheus_client), which this install of slurmx-hpc "
                         r"leaves out: pip install 'slurmx-hpc\[daemon\]' \(or 'slurmx-hpc\[all\]'\)\n", done.stderr)
     assert "docker" not in done.stderr
+
+
+def test_explain_reads_the_daemon_store_without_the_daemon_extra(lean_env: dict[str, str], tmp_path: Path) -> None:
+    """`slurmx status` and `explain` open slurmxd's store where it is readable: that must not import the daemon loop
+    (its metrics need prometheus_client). No store here, so explain says where it looked, in one line."""
+    site = tmp_path / "site.yaml"
+    data = yaml.safe_load(SITE.read_text())
+    data["daemon"]["state_dir"] = str(tmp_path / "state")
+    site.write_text(yaml.safe_dump(data))
+    done = _slurmx(lean_env, "--site", str(site), "explain", "g1")
+    assert done.returncode == 1
+    assert "prometheus_client" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert f"no slurmxd state store readable at {tmp_path / 'state' / 'slurmxd.sqlite'}" in done.stderr
