@@ -45,6 +45,7 @@ __all__ = [
     "Cluster",
     "Job",
     "Machine",
+    "SampleSort",
     "SamplesArgs",
     "SamplesOrder",
     "dominant_share",
@@ -107,6 +108,7 @@ class Cluster:
     samples: list[tuple[str, str]] = field(default_factory=list)  # (user, kind) of the samples started now
     # kind -> nodes where every running job of the kind is a profiling sample (JobClass.TE)
     sample_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    scheduler_runs: bool = True  # False when the samples' turn found every kind full (`start_samples`)
 
     def idle(self, kind: str | None = None) -> list[int]:
         return [i for i, m in enumerate(self.machines) if m.idle and (kind is None or m.kind == kind)]
@@ -382,8 +384,15 @@ class SamplesArgs(PolicyArgs):
     samples_order: SamplesOrder = "arrival"
 
 
-def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: SamplesOrder
-                  ) -> Callable[[Job], tuple[float, ...]]:
+@dataclass(frozen=True, slots=True)
+class SampleSort:
+    """A baseline's memo with `samples_order`: when their scheduler last ran, i.e. last sorted the queues."""
+
+    last_sort: float
+
+
+def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: SamplesOrder,
+                  last_sort: float | None = None) -> Callable[[Job], tuple[float, ...]]:
     """A user's waiting samples in the order the authors' scheduler leaves her queue (`samples_order`): at
     every decision where the samples' turn left some kind with room, it sorts the queue in place ("base_kind":
     ES, by accelerator time, then stably by base-kind time; "fastest": DRFS, by the shortest time on any kind;
@@ -391,7 +400,9 @@ def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: S
     arrival), and one arriving now behind all those, in arrival order. While samples that arrived before now
     wait for every kind (their turn filled every kind, so their scheduler did not run and did not sort), all
     go in arrival order: a pure policy cannot tell when the last sort ran; this rule guesses that such a
-    backlog means none did since they arrived (docs/policies/allox.md: where it guesses wrong)."""
+    backlog means none did since they arrived (docs/policies/allox.md: where it guesses wrong). With `last_sort`
+    (the time their scheduler last ran, which the baselines keep in their memo, `SampleSort`), no guess: the
+    samples that arrived by then sit in sorted order, later ones behind in arrival order."""
     base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
     accelerators = [k for k in cluster.kinds if k not in base]
 
@@ -402,32 +413,37 @@ def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: S
         return tuple(job.estimates.get(k, math.inf) for k in kinds)
 
     width = len(length(samples[0]))
-    backlog = {next(iter(j.estimates)) for j in samples if j.group.submit_time < now} >= set(cluster.kinds)
+    backlog = last_sort is None and \
+        {next(iter(j.estimates)) for j in samples if j.group.submit_time < now} >= set(cluster.kinds)
+
+    def behind(job: Job) -> bool:  # arrived after the last sort
+        return job.group.submit_time >= now if last_sort is None else job.group.submit_time > last_sort
 
     def key(job: Job) -> tuple[float, ...]:
         if backlog or order == "arrival":
             return (0.0, *(0.0,) * width, job.group.submit_time)
-        if job.group.submit_time >= now:
+        if behind(job):
             return (1.0, *(0.0,) * width, job.group.submit_time)
         return (0.0, *length(job), job.group.submit_time)
     return key
 
 
 def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float = 0.0,
-                  order: SamplesOrder = "arrival") -> list[Start]:
+                  order: SamplesOrder = "arrival", last_sort: float | None = None) -> list[Start]:
     """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
     in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
     id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
     takes no more samples once one of them found no idle machine. With an `order` other than arrival, a
     user's samples go in the order their scheduler's in-place sort leaves them (`_sorted_order`). Every sample leaves
-    `cluster.jobs`: no policy's own rule starts one."""
+    `cluster.jobs`: no policy's own rule starts one. `cluster.scheduler_runs` says whether their scheduler runs
+    after this turn (not when every kind refused a sample), i.e. whether it sorts the queues now."""
     samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
     if not samples:
         return []
     others = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
     cluster.jobs = others
     waiting: dict[str, list[Job]] = {}
-    key = _sorted_order(cluster, samples, now, order)
+    key = _sorted_order(cluster, samples, now, order, last_sort)
     for job in sorted(samples, key=lambda j: (*key(j), j.group.group_id)):
         waiting.setdefault(job.user, []).append(job)
     users = sorted(waiting)
@@ -452,6 +468,7 @@ def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float = 0.0
             actions.append(start)
             cluster.samples.append((user, kind))
         if len(full) == len(cluster.kinds):
+            cluster.scheduler_runs = False
             break
     if keep_waiting:
         cluster.jobs = [*(j for user in users for j in waiting[user]), *others]

@@ -28,7 +28,16 @@ from typing import ClassVar, Generic, Literal, TypeVar
 
 from slurmx.core.actions import Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
-from slurmx.policies.allox import Cluster, Job, Machine, SamplesArgs, favoured, read_cluster, start_samples
+from slurmx.policies.allox import (
+    Cluster,
+    Job,
+    Machine,
+    SamplesArgs,
+    SampleSort,
+    favoured,
+    read_cluster,
+    start_samples,
+)
 from slurmx.policies.base import Capabilities, PolicyArgs, register
 
 __all__ = [
@@ -105,11 +114,16 @@ class _OnMachines(Generic[A]):
 
     def schedule(self, view: ClusterView, now: float) -> Plan:
         cluster = read_cluster(view, now, self.needs_estimates)
-        first = start_samples(cluster, getattr(self.args, "samples_in_passes", False), now,
-                              self.args.samples_order) \
-            if isinstance(self.args, SamplesArgs) and self.args.samples_first else []
+        memo: SampleSort | None = None
+        first: list[Start] = []
+        if isinstance(self.args, SamplesArgs) and self.args.samples_first:
+            last = view.memo.last_sort if isinstance(view.memo, SampleSort) else None
+            first = start_samples(cluster, getattr(self.args, "samples_in_passes", False), now,
+                                  self.args.samples_order, last)
+            if self.args.samples_order != "arrival":  # when their scheduler last sorted the queues
+                memo = SampleSort(now) if cluster.scheduler_runs else None if last is None else SampleSort(last)
         actions = self.decide(view, cluster, now)
-        return Plan((*first, *actions), tuple(cluster.notes))
+        return Plan((*first, *actions), tuple(cluster.notes), memo)
 
     def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
         """The baseline's rule: the starts (and, for SRPT, preemptions) on `cluster`, which it updates."""

@@ -7,7 +7,8 @@ import pickle
 
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import JobClass
-from slurmx.policies.allox import Allox, AlloxArgs
+from slurmx.policies.allox import Allox, AlloxArgs, SampleSort
+from slurmx.policies.allox_baselines import Drfs, DrfsArgs
 from slurmx.policies.allox_books import Books, hash_set_order
 from tests.unit.test_allox import Spec, _nodes, _Run, _view
 
@@ -61,3 +62,16 @@ def test_progress_is_a_running_sum_taken_off_when_the_job_ends() -> None:
     second = BOOKS.schedule(after, 2.0)
     assert isinstance(second.memo, Books) and second.memo.progress["ann"] == 0.0
     assert "a1" not in second.memo.booked and _starts(second) == [("b1", "gpu")]
+
+
+def test_a_baseline_remembers_when_their_scheduler_last_sorted_its_samples() -> None:
+    # one CPU node: ann's two CPU samples; their DRFS sorts a user's queue (shortest first) whenever it runs, so
+    # s2 (2 s) goes before s1 (5 s) if both were there at the last sort, and after it if s2 arrived since
+    specs = [Spec("s1", "ann", {"cpu": 5.0}, job_class=JobClass.TE),
+             Spec("s2", "ann", {"cpu": 2.0}, submit=1.0, job_class=JobClass.TE)]
+    view = _view(3.0, specs, {}, {"s1": 1.0, "s2": 1.0}, set(), _nodes(1, 1, 1))
+    drfs = Drfs(DrfsArgs(samples_first=True, samples_order="fastest"))
+    sorted_then = drfs.schedule(view.with_memo(SampleSort(2.0)), 3.0)
+    assert _starts(sorted_then) == [("s2", "cpu")]
+    assert sorted_then.memo == SampleSort(3.0)  # the GPUs had room: their scheduler ran, and sorted, now
+    assert _starts(drfs.schedule(view.with_memo(SampleSort(0.5)), 3.0)) == [("s1", "cpu")]
