@@ -25,9 +25,11 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
 
-__all__ = ["MAX_BEGIN_AHEAD_S", "MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "begin_floor", "decode",
-           "encode", "fields", "leased", "readable_fields", "script_hash", "whole_number"]
+__all__ = ["MAX_BEGIN_AHEAD_S", "MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "TagRead", "begin_floor",
+           "begin_floor_of", "decode", "encode", "fields", "leased", "read", "readable_fields", "script_hash",
+           "whole_number"]
 
 PREFIX = "slurmx:"
 VERSION = 1
@@ -198,6 +200,53 @@ def readable_fields(comment: str) -> dict[str, str]:
         return {}
 
 
+class TagRead(NamedTuple):
+    """The fields of a tag slurmxd reads for every job each cycle (`read`), as the tag writes them. A tuple, not a
+    dict: 200,000 of them live through a 100,000-group cycle."""
+
+    group: str  # g=
+    kind: str  # v=
+    estimate: str | None  # e=, a positive finite number of seconds
+    grace: str | None  # gr=
+    lease: str | None  # l=
+    begin: str | None  # b=
+
+
+# One string object per distinct kind, estimate, grace and lease: a queue holds few, and each job's read would
+# otherwise keep copies of its own. Bounded: past it, values simply stay unshared.
+_VALUES: dict[str, str] = {}
+_VALUES_MAX = 4096
+
+
+_Text = TypeVar("_Text", str, str | None)
+
+
+def _common(text: _Text) -> _Text:
+    if text is None:
+        return None
+    got = _VALUES.get(text)
+    if got is not None:
+        return got
+    if len(_VALUES) < _VALUES_MAX:
+        _VALUES[text] = text
+    return text
+
+
+def read(comment: str) -> TagRead | None:
+    """What slurmxd reads of a job's tag each cycle: the fields `fields` gives for `g v e gr l b`, None for a
+    comment slurmx did not write; `TagError` as `fields` raises it."""
+    if not comment.startswith(PREFIX):
+        return None
+    canonical = _canonical(comment)
+    if canonical is not None:
+        group, kind, estimate, grace, lease, begin = canonical.group("g", "v", "e", "gr", "l", "b")
+    else:
+        raw = _fields_in_any_order(comment)
+        group, kind, estimate, grace, lease, begin = (raw["g"], raw["v"], raw.get("e"), raw.get("gr"), raw.get("l"),
+                                                      raw.get("b"))
+    return TagRead(group, _common(kind), _common(estimate), _common(grace), _common(lease), begin)
+
+
 def leased(comment: str) -> bool:
     """Whether a job's tag says it waits under a lease (`l=`): slurmxd starts it, or the lease runs out.
 
@@ -224,7 +273,15 @@ def begin_floor(comment: str, submit_time: float | None) -> float | None:
     anyone's to write at submission, and a begin centuries ahead would pin a lease forever)."""
     if "b=" not in comment:
         return None
-    text = _field(comment, "b")
+    return _floor(_field(comment, "b"), submit_time)
+
+
+def begin_floor_of(tags: TagRead | None, submit_time: float | None) -> float | None:
+    """`begin_floor` from a tag already read (`read`)."""
+    return None if tags is None else _floor(tags.begin, submit_time)
+
+
+def _floor(text: str | None, submit_time: float | None) -> float | None:
     if text is None:
         return None
     begin = float(text)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
 from slurmx.core.model import VariantState
-from slurmx.core.tag import begin_floor, leased, readable_fields
+from slurmx.core.tag import begin_floor_of
 from slurmx.daemon.backend import CountingSlurm
 from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
@@ -43,12 +43,15 @@ from slurmx.slurm.records import SlurmJob
 __all__ = ["LeasedSlurm", "begin_after", "is_leased", "lease_renewals"]
 
 _OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPENDED)
-_FIELDS = attrgetter(*(f.name for f in fields(SlurmJob)))  # every field, in the constructor's order
+_FIELDS = attrgetter(*(f.name for f in fields(SlurmJob) if f.init))  # every field, in the constructor's order
 
 
 def is_leased(job: SlurmJob) -> bool:
-    """The job's tag says it was submitted under a lease (`l=`)."""
-    return leased(job.comment)
+    """The job's tag says it was submitted under a lease (`l=`): `core.tag.leased`, from the tag read once."""
+    if "l=" not in job.comment:
+        return False
+    tags = job.readable_group_tag()
+    return tags is not None and tags.lease is not None
 
 
 def begin_after(wait_s: float) -> str:
@@ -75,11 +78,11 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
             and (job.begin_time is None or job.begin_time <= now + lease_s / 2)
         if not occupying and not (candidate and "l=" in job.comment):
             continue
-        tags = readable_fields(job.comment)
-        group = (tags["g"], job.array_task_id) if tags.get("g") else None
+        tags = job.readable_group_tag()
+        group = (tags.group, job.array_task_id) if tags is not None else None
         if occupying and group is not None:
             settled.add(group)
-        elif candidate and "l" in tags:
+        elif candidate and tags is not None and tags.lease is not None:
             waiting.append((job, group))
     due = [job for job, group in waiting if group not in settled]
     # An array's pending record is renewed whole: every index it holds, or Slurm splits the named ones off.
@@ -129,7 +132,7 @@ class LeasedSlurm(CountingSlurm):
         for job in jobs:
             if is_leased(job):
                 self._leased.add(job.job_id)
-                floor = begin_floor(job.comment, job.submit_time)
+                floor = begin_floor_of(job.readable_group_tag(), job.submit_time)
                 if floor is not None:
                     self._not_before[job.job_id] = floor
                 if job.held:
@@ -198,8 +201,10 @@ class LeasedSlurm(CountingSlurm):
         if due:
             wanted = set(due)
             for job in job_list:  # the user's begin, from the records renewed (a renewal may precede any read)
-                if job.job_id in wanted and (floor := begin_floor(job.comment, job.submit_time)) is not None:
-                    self._not_before[job.job_id] = floor
+                if job.job_id in wanted:
+                    floor = begin_floor_of(job.readable_group_tag(), job.submit_time)
+                    if floor is not None:
+                        self._not_before[job.job_id] = floor
             self._push(due, now)
             self.renewed += len(due)
         return due

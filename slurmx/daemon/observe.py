@@ -33,7 +33,7 @@ from slurmx.core.model import ClusterView, Group, GroupState, Node, Partition, V
 from slurmx.core.ownership import OwnerLookup
 from slurmx.core.placement import ANYWHERE, ConstraintError, Placement
 from slurmx.core.resources import Resources
-from slurmx.core.tag import begin_floor
+from slurmx.core.tag import begin_floor_of
 from slurmx.daemon.store import GroupFact
 from slurmx.daemon.trust import Rejected, TrustedGroup, sort_jobs
 from slurmx.slurm.errors import SlurmParseError
@@ -189,8 +189,8 @@ def _build_view(site: SiteConfig, job_list: list[SlurmJob], nodes: Iterable[Node
             if state in _NOT_STARTED and job.waits_on_dependency:
                 done = True  # `--dependency`: Slurm would not start it yet; as if not yet submitted
                 break
-            if state in _NOT_STARTED and "b=" in job.comment and (begin_floor(job.comment, job.submit_time)
-                                                                  or 0) > now:
+            if state in _NOT_STARTED and "b=" in job.comment and \
+                    (begin_floor_of(job.readable_group_tag(), job.submit_time) or 0) > now:
                 done = True  # the user's `--begin` is still ahead: as if not yet submitted
                 break
             try:

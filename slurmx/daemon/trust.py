@@ -82,26 +82,26 @@ def sort_jobs(site: SiteConfig, jobs: Iterable[SlurmJob], owner_of: OwnerLookup)
     by_group: dict[str, list[tuple[str, SlurmJob, float | None, int | None]]] = {}
     rejected: list[Rejected] = []
     max_grace = site.preemption.max_grace_s
-    fields = tag.fields
     for job in jobs:
-        comment = job.comment
-        if not comment.startswith("slurmx:"):
+        if not job.comment.startswith("slurmx:"):
             continue
         try:  # everything read from the comment, before the job joins a group: one bad comment costs its job only
-            tags = fields(comment)
-            estimate = _estimate(tags.get("e"), job)
-            grace = _grace(tags.get("gr"), max_grace)
+            tags = job.group_tag()  # read once per record: the lease layer read it first
+            if tags is None:
+                continue
+            estimate = _estimate(tags.estimate, job)
+            grace = _grace(tags.grace, max_grace)
         except Exception as exc:  # TagError, or any bug a crafted comment finds: that job is set aside, named
             rejected.append(Rejected(f"job{job_text(job.job_id)}", (job.job_id,), f"unreadable group tag: {exc}"))
             continue
-        group_id = tags["g"]  # the grammar requires g and v, each a plain name (core/tag.py)
+        group_id = tags.group  # the grammar requires g and v, each a plain name (core/tag.py)
         if job.array_task_id is not None:
             group_id = index_group(group_id, job.array_task_id)  # Slurm's index: a name no tag can write
         members = by_group.get(group_id)
         if members is not None:
-            members.append((tags["v"], job, estimate, grace))
+            members.append((tags.kind, job, estimate, grace))
         else:
-            by_group[group_id] = [(tags["v"], job, estimate, grace)]
+            by_group[group_id] = [(tags.kind, job, estimate, grace)]
     classes = _class_of(site)
     partitions = {name: kind.partition for name, kind in site.resources.items()}
     trusted: list[TrustedGroup] = []
@@ -180,7 +180,8 @@ def _job_id_of(member: _Member) -> int:
 def job_grace(site: SiteConfig, job: SlurmJob) -> int:
     """The grace period slurmxd grants `job`: its group tag's own (`gr=`, clamped), else the site's default."""
     try:
-        own = _grace(tag.fields(job.comment).get("gr"), site.preemption.max_grace_s)
+        tags = job.group_tag()
+        own = None if tags is None else _grace(tags.grace, site.preemption.max_grace_s)
     except tag.TagError:
         own = None
     return site.preemption.grace_s if own is None else own

@@ -18,7 +18,7 @@ __all__ = ["MAX_INDICES", "expand_pending", "parse_task_mask", "parse_task_strin
 
 MAX_INDICES = MAX_TASK_ID + 1  # no array holds more (Slurm's MaxArraySize is at most 4,000,001)
 _RANGE = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
-_FIELDS = tuple(f.name for f in dataclasses.fields(SlurmJob))
+_FIELDS = tuple(f.name for f in dataclasses.fields(SlurmJob) if f.init)
 _JOB_ID, _TASK_ID, _PENDING = (_FIELDS.index(name) for name in ("job_id", "array_task_id", "array_pending"))
 
 
@@ -75,8 +75,12 @@ def expand_pending(template: SlurmJob, indices: list[int]) -> list[SlurmJob]:
         raise ValueError(f"array indices outside 0-{MAX_TASK_ID}")
     out: list[SlurmJob] = []
     append = out.append
+    template.readable_group_tag()  # the comment read once for every index (`SlurmJob.group_tag`)
+    tags = template._tag
     for index in indices:
         values[_JOB_ID] = key | index
         values[_TASK_ID] = index
-        append(SlurmJob(*values))
+        job = SlurmJob(*values)
+        job._tag = tags
+        append(job)
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurmx.core import tag
 from slurmx.core.model import VariantState
@@ -63,6 +63,10 @@ class SlurmJob:
     # Still in its array's pending record (`array_tasks.expand_pending`): a lease renews the record whole, naming
     # every index it holds, or Slurm splits each named index off (`daemon/lease.py`).
     array_pending: bool = False
+    # The comment's tag once read (`group_tag`): None until then, "" for none, else its TagRead or what is wrong
+    # with it. The lease layer, trust and the view each ask, every cycle. No constructor takes it:
+    # `dataclasses.replace` and a copy read the comment afresh.
+    _tag: tag.TagRead | str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def waits_on_dependency(self) -> bool:
@@ -79,6 +83,31 @@ class SlurmJob:
     def slurmx_tags(self) -> dict[str, str]:
         """Fields of the job's group tag ({} for jobs slurmx did not submit, or whose tag it cannot read)."""
         return tag.readable_fields(self.comment)
+
+    def group_tag(self) -> tag.TagRead | None:
+        """`core.tag.read(self.comment)`, read once per record (None: not a slurmx tag); raises `tag.TagError` for
+        a tag that breaks the grammar, with the same message each time."""
+        got = self._read_tag()
+        if got.__class__ is str:
+            if got:
+                raise tag.TagError(got)
+            return None
+        return got  # type: ignore[return-value]
+
+    def readable_group_tag(self) -> tag.TagRead | None:
+        """`group_tag()`, with None for a tag this slurmx cannot read (as `tag.readable_fields`)."""
+        got = self._read_tag()
+        return None if got.__class__ is str else got  # type: ignore[return-value]
+
+    def _read_tag(self) -> tag.TagRead | str:
+        got = self._tag
+        if got is None:
+            try:
+                got = tag.read(self.comment) or ""
+            except tag.TagError as exc:
+                got = str(exc)  # the message, not the exception: raised anew, it carries no old traceback
+            self._tag = got
+        return got
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmx.core import tag
+from slurmx.daemon.lease import is_leased
 from slurmx.daemon.observe import build_view
 from slurmx.daemon.trust import sort_jobs
 from slurmx.slurm.records import SlurmJob
@@ -176,3 +177,33 @@ def test_the_lease_and_begin_read_alone_answer_as_the_whole_tag(parts: list[tupl
     if begin is not None and submit:
         begin = min(begin, submit + tag.MAX_BEGIN_AHEAD_S)
     assert tag.begin_floor(comment, submit) == begin
+
+
+@given(st.lists(st.tuples(st.sampled_from(["g", "v", "c", "gr", "e", "n", "h", "p", "l", "b", "x", ""]), _VALUES),
+                max_size=10),
+       st.sampled_from(["slurmx:1:", "slurmx:", "slurmx:2:", "slurmx:1:g=a,v=cpu,", "x", "slurmx:1:g=a,v=cpu}\n{"]),
+       st.none() | st.integers(0, 2 * 10**9))
+def test_a_jobs_tag_read_once_answers_as_the_comment_read_each_time(parts: list[tuple[str, str]], head: str,
+                                                                    submit: int | None) -> None:
+    """The lease layer, trust and the view read a job's tag from the record, parsed once (`SlurmJob.group_tag`):
+    the same fields as `tag.fields`, the same refusal (asked twice: the second answer is the remembered one), the
+    same lease and begin as the comment read afresh, whatever a user wrote in it (framing-like text included)."""
+    comment = head + ",".join(f"{k}={v}" for k, v in parts)
+    record = replace(job(1, "g"), comment=comment, submit_time=submit)
+    for _ in range(2):
+        try:
+            whole = tag.fields(comment)
+            keys = ("g", "v", "e", "gr", "l", "b")
+            expected: tuple[str | None, ...] | str | None = tuple(whole.get(k) for k in keys) if whole else None
+        except tag.TagError as exc:
+            expected = str(exc)
+        try:
+            read = record.group_tag()
+            got: tuple[str | None, ...] | str | None = None if read is None else tuple(read)
+        except tag.TagError as exc:
+            got = str(exc)
+        assert got == expected
+        readable = record.readable_group_tag()
+        assert (None if readable is None else tuple(readable)) == (expected if isinstance(expected, tuple) else None)
+        assert is_leased(record) == tag.leased(comment)
+        assert tag.begin_floor_of(record.readable_group_tag(), submit) == tag.begin_floor(comment, submit)
