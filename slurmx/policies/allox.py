@@ -429,21 +429,24 @@ def _sorted_order(cluster: Cluster, samples: Sequence[Job], now: float, order: S
 
 
 def start_samples(cluster: Cluster, keep_waiting: bool = False, now: float = 0.0,
-                  order: SamplesOrder = "arrival", last_sort: float | None = None) -> list[Start]:
+                  order: SamplesOrder = "arrival", last_sort: float | None = None,
+                  rank: Mapping[str, int] | None = None) -> list[Start]:
     """Start the waiting samples (`SamplesArgs.samples_first`) in the authors' simulator's order: users by name
     in turn, round r taking the r-th of the user's samples still waiting (a user's samples by arrival, then
     id; a started one leaves her list, so a round skips ahead), until a round past the longest list; a kind
     takes no more samples once one of them found no idle machine. With an `order` other than arrival, a
     user's samples go in the order their scheduler's in-place sort leaves them (`_sorted_order`). Every sample leaves
     `cluster.jobs`: no policy's own rule starts one. `cluster.scheduler_runs` says whether their scheduler runs
-    after this turn (not when every kind refused a sample), i.e. whether it sorts the queues now."""
+    after this turn (not when every kind refused a sample), i.e. whether it sorts the queues now. `rank` (a
+    group's place in its owner's queue, kept by the caller: `allox_queue_order`) replaces `order`."""
     samples = [j for j in cluster.jobs if j.group.job_class is JobClass.TE]
     if not samples:
         return []
     others = [j for j in cluster.jobs if j.group.job_class is not JobClass.TE]
     cluster.jobs = others
     waiting: dict[str, list[Job]] = {}
-    key = _sorted_order(cluster, samples, now, order, last_sort)
+    key = _sorted_order(cluster, samples, now, order, last_sort) if rank is None else \
+        (lambda j: (float(rank.get(j.group.group_id, len(rank))), j.group.submit_time))
     for job in sorted(samples, key=lambda j: (*key(j), j.group.group_id)):
         waiting.setdefault(job.user, []).append(job)
     users = sorted(waiting)

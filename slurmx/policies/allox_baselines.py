@@ -254,13 +254,25 @@ class Drfa(_OnMachines[DrfaArgs]):
 
     name: ClassVar[str] = "drfa"
 
-    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        if self.args.samples_first and self.args.samples_order == "accelerator":  # their queue, kept in the memo
+            from slurmx.policies.allox_queue_order import schedule_in_queue_order  # it builds on this module
+
+            return schedule_in_queue_order(view, now, self._share, _usage, _units, self.args.ties == "by_name")
+        return super().schedule(view, now)
+
+    def _share(self, view: ClusterView, cluster: Cluster) -> Share:
         beta = self.args.beta if self.args.beta is not None else _average_speedups(view, cluster)
         total = sum(beta.get(k, 1.0) * cap for k, cap in cluster.capacity.items())
 
         def share(use: Usage) -> float:
             cpu = sum(beta.get(k, 1.0) * use.get(k, 0.0) for k in cluster.capacity) / total if total else 0.0
             return max(cpu, use.get("mem", 0.0) / cluster.total_mem if cluster.total_mem else 0.0)
+
+        return share
+
+    def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+        share = self._share(view, cluster)
 
         def pick(user: str) -> tuple[Job, str] | None:
             for kind in cluster.kinds:

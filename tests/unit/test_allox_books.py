@@ -8,8 +8,9 @@ import pickle
 from slurmx.core.actions import Plan, Start
 from slurmx.core.model import JobClass
 from slurmx.policies.allox import Allox, AlloxArgs, SampleSort
-from slurmx.policies.allox_baselines import Drfs, DrfsArgs
+from slurmx.policies.allox_baselines import Drfa, DrfaArgs, Drfs, DrfsArgs
 from slurmx.policies.allox_books import Books, hash_set_order
+from slurmx.policies.allox_queue_order import QueueOrder
 from tests.unit.test_allox import Spec, _nodes, _Run, _view
 
 BOOKS = Allox(AlloxArgs(books=True, samples_first=True))
@@ -75,3 +76,21 @@ def test_a_baseline_remembers_when_their_scheduler_last_sorted_its_samples() -> 
     assert _starts(sorted_then) == [("s2", "cpu")]
     assert sorted_then.memo == SampleSort(3.0)  # the GPUs had room: their scheduler ran, and sorted, now
     assert _starts(drfs.schedule(view.with_memo(SampleSort(0.5)), 3.0)) == [("s1", "cpu")]
+
+
+def test_drfa_keeps_each_users_queue_as_their_sorts_leave_it() -> None:
+    # one GPU and one CPU node, both held by bob: ann is picked, her list sorted by GPU time, then (no GPU free)
+    # by CPU time, and nothing starts; the memo keeps that order, and her samples go in it at the next turn
+    specs = [Spec("b0", "bob", {"gpu": 9.0}), Spec("b1", "bob", {"cpu": 9.0}),
+             Spec("j1", "ann", {"gpu": 5.0, "cpu": 50.0}), Spec("j2", "ann", {"gpu": 2.0, "cpu": 60.0}),
+             Spec("j3", "ann", {"gpu": 1.0, "cpu": 40.0})]
+    running = {"b0": _Run("gpu", "g1", 0.0, 1.0), "b1": _Run("cpu", "c1", 0.0, 1.0)}
+    left = {s.name: 1.0 for s in specs}
+    drfa = Drfa(DrfaArgs(samples_first=True, samples_order="accelerator", ties="by_name"))
+    plan = drfa.schedule(_view(1.0, specs, running, left, set(), _nodes(1, 1, 1)), 1.0)
+    assert _starts(plan) == [] and plan.memo == QueueOrder({"ann": ("j3", "j1", "j2")})
+    samples = [Spec("s1", "ann", {"cpu": 1.0}, job_class=JobClass.TE), Spec("s2", "ann", {"cpu": 1.0},
+                                                                             job_class=JobClass.TE)]
+    view = _view(2.0, samples, {}, {"s1": 1.0, "s2": 1.0}, set(), _nodes(1, 1, 1))
+    assert _starts(drfa.schedule(view, 2.0)) == [("s1", "cpu")]  # a fresh list: arrival order (then id)
+    assert _starts(drfa.schedule(view.with_memo(QueueOrder({"ann": ("s2", "s1")})), 2.0)) == [("s2", "cpu")]
