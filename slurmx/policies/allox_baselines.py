@@ -95,6 +95,9 @@ def _fcfs(job: Job) -> tuple[float, str]:
     return job.group.submit_time, job.group.group_id
 
 
+Rank = Mapping[str, Mapping[str, int]]  # kind -> group -> place in its owner's list as sorted for that kind
+
+
 Pick = Callable[[str], tuple[Job, str] | None]
 Share = Callable[[Usage], float]
 
@@ -344,7 +347,20 @@ class EqualShare(_OnMachines[EqualShareArgs]):
 
     name: ClassVar[str] = "es"
 
+    def schedule(self, view: ClusterView, now: float) -> Plan:
+        a = self.args
+        if a.samples_first and a.samples_order == "base_kind" and a.order == "sjf" and a.base_blocks_accelerators:
+            from slurmx.policies.allox_queue_order import es_in_queue_order  # their queues, kept in the memo
+
+            return es_in_queue_order(view, now, a.samples_in_passes, self._passes)
+        return super().schedule(view, now)
+
     def decide(self, view: ClusterView, cluster: Cluster, now: float) -> Sequence[Start | Preempt]:
+        return self._passes(view, cluster, None)
+
+    def _passes(self, view: ClusterView, cluster: Cluster, rank: Rank | None) -> list[Start]:
+        """The rule; `rank` (per kind, each item's place in its owner's list as sorted for that kind's pass) breaks
+        ties between equal times where the authors' simulator's lists do, instead of arrival."""
         if self.args.split == "online":
             return _online_equal_share(view, cluster)
         users = sorted({g.user for g in (*view.pending_groups(), *view.running_groups())} | set(self.args.users or ()))
@@ -376,7 +392,7 @@ class EqualShare(_OnMachines[EqualShareArgs]):
                 usage.get(user, {}).get(k, 0.0) > quota[user, k] for k in cluster.capacity)
 
         if self.args.order == "sjf" and self.args.base_blocks_accelerators:
-            _es_blocked_passes(cluster, users, usage, room, take, over)
+            _es_blocked_passes(cluster, users, usage, room, take, over, rank)
         elif self.args.order == "sjf":
             for kind in cluster.kinds:
                 for user in users:
@@ -395,23 +411,29 @@ class EqualShare(_OnMachines[EqualShareArgs]):
 
 def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[str, Usage],
                        room: Callable[[str, str], bool], take: Callable[[Job, str, str], bool],
-                       over: Callable[[str], bool]) -> None:
+                       over: Callable[[str], bool], rank: Rank | None = None) -> None:
     """ES's passes as the authors' simulator runs them (`EqualShareArgs.base_blocks_accelerators`): per user,
     the accelerator passes unless she holds a base-kind machine, then the base-kind pass in base-kind-time
     order, each job to an accelerator of her share first, else to the base kind; a job that fits neither ends
-    her pass. A user `over` her share of some kind gets no base-kind pass either (`over_share_blocks`)."""
+    her pass. A user `over` her share of some kind gets no base-kind pass either (`over_share_blocks`). Equal
+    times go by `rank` when given, else by arrival."""
     base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
     accelerators = [k for k in cluster.kinds if k not in base]
+
+    def tie(kind: str) -> Callable[[Job], tuple[float, float, str]]:
+        if rank is None:
+            return lambda j: (j.estimates[kind], *_fcfs(j))
+        return lambda j: (j.estimates[kind], float(rank[kind].get(j.group.group_id, len(rank[kind]))), "")
+
     for user in users:
         holds_base = any(usage.get(user, {}).get(k, 0.0) > 0 for k in base)
         for kind in [] if holds_base else accelerators:
             while room(user, kind):
                 mine = [j for j in cluster.jobs if j.user == user and kind in j.estimates]
-                if not mine or not take(min(mine, key=lambda j: (j.estimates[kind], _fcfs(j))), kind, "sjf"):
+                if not mine or not take(min(mine, key=tie(kind)), kind, "sjf"):
                     break
         for kind in [] if over(user) else base:
-            mine = sorted((j for j in cluster.jobs if j.user == user and kind in j.estimates),
-                          key=lambda j: (j.estimates[kind], _fcfs(j)))
+            mine = sorted((j for j in cluster.jobs if j.user == user and kind in j.estimates), key=tie(kind))
             for job in mine:
                 target = next((k for k in (*accelerators, kind) if k in job.estimates and room(user, k)), None)
                 if target is None or not take(job, target, f"sjf by {kind} time (base use blocks accelerators)"):

@@ -23,7 +23,7 @@ from slurmx.core.actions import Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass
 from slurmx.policies.allox import Cluster, Job, read_cluster, start_samples
 
-__all__ = ["QueueOrder", "schedule_in_queue_order"]
+__all__ = ["QueueOrder", "es_in_queue_order", "schedule_in_queue_order"]
 
 Share = Callable[[dict[str, float]], float]
 Units = Callable[[Cluster, str, Group], float]
@@ -110,3 +110,35 @@ def _loop(cluster: Cluster, queues: dict[str, list[Job]], share: Share, usage: d
             cluster.notes.append(f"drfa: {user}'s next job cannot start; nothing behind it does")
             break
     return actions
+
+
+Passes = Callable[[ClusterView, Cluster, Mapping[str, Mapping[str, int]]], list[Start]]
+
+
+def es_in_queue_order(view: ClusterView, now: float, samples_in_passes: bool, passes: Passes) -> Plan:
+    """ES (`es` with their GPU pass and `samples_order: base_kind`) on the lists their ES leaves: the samples'
+    turn in list order; then, when their scheduler runs, every user's list sorted by accelerator time for her
+    accelerator pass and then by base-kind time for her base-kind pass (stable sorts, each user in turn, whether
+    or not the pass starts anything), which is the order the next decision reads."""
+    cluster = read_cluster(view, now)
+    queues = _queues(view.memo, cluster.jobs)
+    rank = {j.group.group_id: i for queue in queues.values() for i, j in enumerate(queue)}
+    actions: list[Start] = start_samples(cluster, samples_in_passes, now, "arrival", rank=rank)
+    started = {a.group_id for a in actions}
+    base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
+    order = [*(k for k in cluster.kinds if k not in base), *base]
+    for user in queues:
+        queues[user] = [j for j in queues[user] if j.group.group_id not in started]
+    if cluster.scheduler_runs:
+        ranks: dict[str, dict[str, int]] = {}
+        for kind in order:
+            for queue in queues.values():
+                queue.sort(key=lambda j, k=kind: j.estimates.get(k, float("inf")))  # type: ignore[misc]
+                ranks.setdefault(kind, {}).update((j.group.group_id, i) for i, j in enumerate(queue))
+        passed = passes(view, cluster, ranks)
+        actions += passed
+        gone = {a.group_id for a in passed}
+        for user in queues:
+            queues[user] = [j for j in queues[user] if j.group.group_id not in gone]
+    memo = QueueOrder({u: tuple(j.group.group_id for j in q) for u, q in queues.items() if q})
+    return Plan(tuple(actions), tuple(cluster.notes), memo)
