@@ -43,6 +43,10 @@ from slurmx.slurm.records import SlurmJob
 __all__ = ["LeasedSlurm", "begin_after", "is_leased", "lease_renewals"]
 
 _OCCUPYING = (VariantState.RUNNING, VariantState.COMPLETING, VariantState.SUSPENDED)
+# A variant in one of these settles its group (it runs or ran): its waiting siblings are not renewed. Tuples, not
+# sets: `in` on a few enum members tests identity first, where a set would hash each through Python code.
+_SETTLING = tuple(s for s in VariantState if s in _OCCUPYING or (s.is_finished and s is not VariantState.CANCELLED))
+_WAITING = (VariantState.PENDING, VariantState.HELD)
 _FIELDS = attrgetter(*(f.name for f in fields(SlurmJob) if f.init))  # every field, in the constructor's order
 
 
@@ -72,18 +76,18 @@ def lease_renewals(jobs: Iterable[SlurmJob], now: float, lease_s: int, skip: Ite
     # is its index's (g, i), a plain job's (g, None).
     settled: set[tuple[str, int | None]] = set()
     waiting: list[tuple[SlurmJob, tuple[str, int | None] | None]] = []  # leased variants that may be due
-    for job in job_list:
-        occupying = job.state in _OCCUPYING or (job.state.is_finished and job.state is not VariantState.CANCELLED)
-        candidate = job.job_id not in skipped and job.state in (VariantState.PENDING, VariantState.HELD) \
-            and (job.begin_time is None or job.begin_time <= now + lease_s / 2)
-        if not occupying and not (candidate and "l=" in job.comment):
-            continue
-        tags = job.readable_group_tag()
-        group = (tags.group, job.array_task_id) if tags is not None else None
-        if occupying and group is not None:
-            settled.add(group)
-        elif candidate and tags is not None and tags.lease is not None:
-            waiting.append((job, group))
+    horizon = now + lease_s / 2
+    for job in job_list:  # a plain loop over every job each cycle: the state decides first, the tag only then
+        state = job.state
+        if state in _SETTLING:
+            tags = job.readable_group_tag()
+            if tags is not None:
+                settled.add((tags.group, job.array_task_id))
+        elif state in _WAITING and "l=" in job.comment and job.job_id not in skipped and \
+                (job.begin_time is None or job.begin_time <= horizon):
+            tags = job.readable_group_tag()
+            if tags is not None and tags.lease is not None:
+                waiting.append((job, (tags.group, job.array_task_id)))
     due = [job for job, group in waiting if group not in settled]
     # An array's pending record is renewed whole: every index it holds, or Slurm splits the named ones off.
     records = {job.array_job_id for job in due if job.array_pending}
@@ -126,25 +130,31 @@ class LeasedSlurm(CountingSlurm):
             self._slurm_held.clear()
             self._not_before.clear()
             self._ready_at = {j: t for j, t in self._ready_at.items() if t > now}
-            waiting = {j.job_id for j in jobs if j.state in (VariantState.PENDING, VariantState.HELD)}
-            self._released &= waiting
-        out = []
-        for job in jobs:
-            if is_leased(job):
-                self._leased.add(job.job_id)
-                floor = begin_floor_of(job.readable_group_tag(), job.submit_time)
+            if self._released:
+                self._released &= {j.job_id for j in jobs if j.state in _WAITING}
+        out = jobs if own else list(jobs)
+        leased_ids, pending, held = self._leased, VariantState.PENDING, VariantState.HELD
+        for i, job in enumerate(out):  # a plain loop over every job each cycle
+            if "l=" not in job.comment:
+                continue
+            tags = job.readable_group_tag()  # the tag read once: trust and the view read the same (`group_tag`)
+            if tags is None or tags.lease is None:
+                continue  # not leased (`is_leased`)
+            job_id = job.job_id
+            leased_ids.add(job_id)
+            if tags.begin is not None:
+                floor = begin_floor_of(tags, job.submit_time)
                 if floor is not None:
-                    self._not_before[job.job_id] = floor
-                if job.held:
-                    self._slurm_held.add(job.job_id)
-                elif job.state is VariantState.PENDING and job.begin_time is not None and job.begin_time > now:
-                    if job.restart_count and job.begin_time - now <= self.restart_delay_s:
-                        # Requeued by Slurm itself (RequeueExit, a node failure): its restart delay still runs.
-                        self._ready_at.setdefault(job.job_id, job.begin_time)
-                    if not own:
-                        job = SlurmJob(*_FIELDS(job))  # another's record: marked on a copy of ours
-                    job.state, job.held = VariantState.HELD, True  # waits for the daemon: a hold
-            out.append(job)
+                    self._not_before[job_id] = floor
+            if job.held:
+                self._slurm_held.add(job_id)
+            elif job.state is pending and job.begin_time is not None and job.begin_time > now:
+                if job.restart_count and job.begin_time - now <= self.restart_delay_s:
+                    # Requeued by Slurm itself (RequeueExit, a node failure): its restart delay still runs.
+                    self._ready_at.setdefault(job_id, job.begin_time)
+                if not own:
+                    job = out[i] = SlurmJob(*_FIELDS(job))  # another's record: marked on a copy of ours
+                job.state, job.held = held, True  # waits for the daemon: a hold
         return out
 
     def hold(self, job_ids: Iterable[int]) -> None:
