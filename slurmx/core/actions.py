@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from slurmx.core.resources import Resources
 
-__all__ = ["Action", "Cancel", "Hold", "Plan", "Preempt", "Release", "Resize", "SetPriority", "Start"]
+__all__ = ["Action", "Cancel", "Hold", "Note", "Plan", "Preempt", "Release", "Resize", "SetPriority", "Start"]
 
 
 def _canonical(value: object) -> object:
@@ -113,6 +113,22 @@ A = TypeVar("A", Start, Preempt, Resize, SetPriority, Hold, Release, Cancel)
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """Why a policy did not do something, as a value: the group it is about ("" for the plan as a whole), what it
+    says, and an optional `kind` for notes that are counted (e.g. FitGpp's random fallback). The daemon audits a
+    note against its group and the simulator counts notes by their text, so neither parses the other's wording.
+
+    Written `kind: group: text` (the parts present), the form the audit log and `count_notes` prefixes read."""
+
+    text: str
+    group_id: str = ""
+    kind: str = ""
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.kind, self.group_id, self.text) if part)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What a policy wants done this round, in order, plus notes explaining what it could not do.
 
@@ -122,12 +138,14 @@ class Plan:
     """
 
     actions: tuple[Action, ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     memo: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(self.actions))
-        object.__setattr__(self, "notes", tuple(self.notes))
+        # A plain string (a policy written before notes were typed) is a note about the plan as a whole: it is
+        # never parsed for a group.
+        object.__setattr__(self, "notes", tuple(n if n.__class__ is Note else Note(str(n)) for n in self.notes))
 
     def __iter__(self) -> Iterator[Action]:
         return iter(self.actions)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import cast
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, Node
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
@@ -50,7 +50,7 @@ def helper_plan(view: ClusterView, plan: Plan, handed: Collection[str], now: flo
     """The handover policy's plan for the `handed` groups on what `plan` leaves of `view`'s nodes. What it raises
     propagates: the cycle's isolation then finds the group to blame, as for the policy's own (`WithHandover`)."""
     got = _helper().schedule(residual(view, plan, handed), now)
-    notes = (f"handover: {len(handed)} group(s) the policy cannot place decided by EASY backfill",)
+    notes = (Note(f"{len(handed)} group(s) the policy cannot place decided by EASY backfill", kind="handover"),)
     return Plan(got.actions, notes + got.notes)
 
 

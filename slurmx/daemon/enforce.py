@@ -69,11 +69,10 @@ class Enforcer(StartSteps, GraceSteps):
         holds: record it when it changes."""
         self.new_plan()
         for note in plan.notes:
-            head = note.split(":", 1)[0]
-            group = head if head in obs.view.groups else ""
-            if group and self._last_note.get(group) != note:
-                self._last_note[group] = note
-                self._audit(group, "note", note)
+            group = note.group_id
+            if group and group in obs.view.groups and self._last_note.get(group) != note.text:
+                self._last_note[group] = note.text
+                self._audit(group, "note", note.text)
 
     def apply_batch(self, kind: type[Action], batch: list[Action], obs: Observation, now: float) -> list[Outcome]:
         """One batch of `effect_order`: the starts together, anything else action by action."""

@@ -29,7 +29,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 import numpy as np
 from pydantic import Field
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Capabilities, PolicyArgs, register
@@ -104,7 +104,7 @@ class Cluster:
     total_mem: int
     free: dict[str, Resources]
     jobs: list[Job] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     samples: list[tuple[str, str]] = field(default_factory=list)  # (user, kind) of the samples started now
     # kind -> nodes where every running job of the kind is a profiling sample (JobClass.TE)
     sample_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -118,7 +118,7 @@ class Cluster:
         machine = self.machines[i]
         request = job.variant(kind).request
         if not request.fits_in(self.free[machine.node]):
-            self.notes.append(f"{job.group.group_id}: {kind} request does not fit on {machine.node} now")
+            self.notes.append(Note(f"{kind} request does not fit on {machine.node} now", job.group.group_id))
             self.machines[i] = Machine(machine.kind, machine.node, machine.unit, machine.ready_s, False)
             return None
         self.free[machine.node] = self.free[machine.node] - request
@@ -250,7 +250,7 @@ def _waiting_jobs(pending: Iterable[Group], cluster: Cluster, need_estimates: bo
         if estimates:
             jobs.append(Job(group, estimates))
         else:
-            cluster.notes.append(f"{group.group_id}: no startable variant with an estimate on a kind with machines")
+            cluster.notes.append(Note("no startable variant with an estimate on a kind with machines", group.group_id))
     return jobs
 
 
@@ -557,7 +557,7 @@ class AlphaRounds(Generic[AA]):
         """The starts of one round among the jobs of `users` (empty: nothing can start at this α)."""
         raise NotImplementedError
 
-    def closing_notes(self, cluster: Cluster) -> tuple[str, ...]:
+    def closing_notes(self, cluster: Cluster) -> tuple[Note, ...]:
         """Notes on what the decision left waiting."""
         return ()
 
@@ -609,9 +609,10 @@ class Allox(AlphaRounds[AlloxArgs]):
             return schedule_with_books(self.args, view, now)
         return super().schedule(view, now)
 
-    def closing_notes(self, cluster: Cluster) -> tuple[str, ...]:
+    def closing_notes(self, cluster: Cluster) -> tuple[Note, ...]:
         waiting = len(cluster.jobs)
-        return (f"allox: {waiting} jobs wait (planned on busy machines or users not selected)",) if waiting else ()
+        return (Note(f"{waiting} jobs wait (planned on busy machines or users not selected)", kind="allox"),) \
+            if waiting else ()
 
     def pick(self, cluster: Cluster, users: set[str], alpha: float, now: float) -> list[Choice]:
         """Solve the matching over the selected users' jobs; the first planned job of each idle machine

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Literal, TypeVar
 
-from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.actions import Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
 from slurmx.policies.allox import (
     Cluster,
@@ -164,7 +164,7 @@ def _progressive_filling(view: ClusterView, cluster: Cluster, share: Share, pick
         choice = pick(user)
         idle = cluster.idle(choice[1]) if choice is not None else []
         if choice is None or not idle:
-            cluster.notes.append(f"{tag}: {user}'s next job cannot start; nothing behind it does")
+            cluster.notes.append(Note(f"{user}'s next job cannot start; nothing behind it does", kind=tag))
             break
         job, kind = choice
         start = cluster.start(idle[0], job, kind, f"{tag}: {user} has the least dominant share")

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass
 from slurmx.policies.allox import (
     AlloxArgs,
@@ -260,5 +260,5 @@ def schedule_with_books(args: AlloxArgs, view: ClusterView, now: float) -> Plan:
         progress[job.user] = progress.get(job.user, 0.0) + value
         booked[job.group.group_id] = Booking(kind, number, until, job.user, value)
     waiting = len(cluster.jobs)
-    notes = (*cluster.notes, *((f"allox: {waiting} jobs wait (their books)",) if waiting else ()))
+    notes = (*cluster.notes, *((Note(f"{waiting} jobs wait (their books)", kind="allox"),) if waiting else ()))
     return Plan(tuple(actions), notes, Books(booked, progress))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass
 from slurmx.policies.allox import Cluster, Job, read_cluster, start_samples
 
@@ -107,7 +107,7 @@ def _loop(cluster: Cluster, queues: dict[str, list[Job]], share: Share, usage: d
         if not tried:
             done.add(user)  # only samples wait: passed over
         elif start is None:
-            cluster.notes.append(f"drfa: {user}'s next job cannot start; nothing behind it does")
+            cluster.notes.append(Note(f"{user}'s next job cannot start; nothing behind it does", kind="drfa"))
             break
     return actions
 

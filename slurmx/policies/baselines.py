@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.backfill_defaults import BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S
 from slurmx.core.model import ClusterView, Group, KindName, Variant, expected_end
 from slurmx.core.placement import ANYWHERE, Placement
@@ -104,7 +104,7 @@ class Fifo:
         taken: dict[str, Resources] = {}  # what this plan has already handed out, by node
         started: list[Started] = []  # and to whom, with the expected ends (for a reservation)
         actions: list[Start] = []
-        notes: list[str] = []
+        notes: list[Note] = []
         mode = self.args.backfill
         allowed: Reservation | None = None  # EASY: the head's reservation, which later starts must leave intact
         at = math.inf  # the reservation's time: a group ending by then cannot delay it
@@ -145,8 +145,8 @@ class Fifo:
                     if reservation is not None:
                         reserved = reservation.nodes
                         more = f" and {len(reserved) - 4:,} more" if len(reserved) > 4 else ""
-                        notes.append(f"{group.group_id}: reserved {','.join(reserved[:4])}{more} at "
-                                     f"t={reservation.at:g}")
+                        notes.append(Note(f"reserved {','.join(reserved[:4])}{more} at t={reservation.at:g}",
+                                          group.group_id))
                         allowed = reservation
                         at = reservation.at
                 blocked = True
@@ -219,21 +219,21 @@ def _as_slurm_keeps(reservation: Reservation, now: float, args: FifoArgs) -> Res
 # decided from this alone. Entries hold their group and kinds, so an id is not reused while its entry lives;
 # each memo is cleared when full.
 Shapes = tuple[tuple[KindName, Variant, int, float], ...]
-_KNOWN: dict[int, tuple[Group, Mapping[KindName, str], Shapes, str]] = {}
+_KNOWN: dict[int, tuple[Group, Mapping[KindName, str], Shapes, Note]] = {}
 _SHAPE_NUMBERS: dict[_Shape, int] = {}
 _NEXT_NUMBER = itertools.count()
 _MEMO_MAX = 4096  # groups held alive at most: the window `backfill_depth` reads, and what left it since
 
 
-def _know(group: Group, kinds: Mapping[KindName, str]) -> tuple[Group, Mapping[KindName, str], Shapes, str]:
+def _know(group: Group, kinds: Mapping[KindName, str]) -> tuple[Group, Mapping[KindName, str], Shapes, Note]:
     if len(_KNOWN) >= _MEMO_MAX:
         _KNOWN.clear()
     known = _KNOWN[id(group)] = (group, kinds, _shapes_of(group, kinds), _no_room(group))
     return known
 
 
-def _no_room(group: Group) -> str:
-    return f"{group.group_id}: no node fits any variant"
+def _no_room(group: Group) -> Note:
+    return Note("no node fits any variant", group.group_id)
 
 
 def _shapes_of(group: Group, kinds: Mapping[KindName, str]) -> Shapes:

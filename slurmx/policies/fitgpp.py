@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from slurmx.core.actions import Action, Plan, Preempt, Start
+from slurmx.core.actions import Action, Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, GroupState, JobClass, Node, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Capabilities, PolicyArgs, register
@@ -52,7 +52,8 @@ __all__ = [
     "size",
 ]
 
-FALLBACK_NOTE = "fitgpp-fallback:"  # one plan note per firing of the random fallback; the simulator counts them
+FALLBACK = "fitgpp-fallback"  # the kind of the plan note written at each firing of the random fallback
+FALLBACK_NOTE = f"{FALLBACK}:"  # how that note's text begins, the prefix the simulator's `count_notes` counts
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -83,7 +84,7 @@ def score(job_size: float, grace_s: float, max_size: float, max_grace_s: float, 
 
 def fallback_count(plan: Plan) -> int:
     """How often the random fallback fired in this plan (policies keep no counters; the notes carry it)."""
-    return sum(1 for note in plan.notes if note.startswith(FALLBACK_NOTE))
+    return sum(1 for note in plan.notes if note.kind == FALLBACK)
 
 
 def random_order(seed: int, now: float, te_id: str, rows: IntArray) -> IntArray:
@@ -197,7 +198,7 @@ Victims = list[tuple[int, str | None, str]]  # (row of the victim, beneficiary, 
 _Row = tuple[str, Group, Variant, int, list[int], bool, float, int, float, float, float]
 _NOT_A_ROW: _Row = ("", Group("", "", "", JobClass.BE, ()),
                     Variant("", "", None, VariantState.RUNNING, Resources(), ""), -1, [], False, 0.0, 0, 0.0, 0.0, 0.0)
-Selector = Callable[[Group, "Round"], tuple[Victims, list[str]]]
+Selector = Callable[[Group, "Round"], tuple[Victims, list[Note]]]
 
 
 T = TypeVar("T")
@@ -233,7 +234,7 @@ class Round:
         self.waiting_on: dict[str, int] = {}  # TE group -> victims still in grace for it
         self.earmarks: dict[str, list[int]] = {}  # TE group -> nodes earmarked for it
         self.actions: list[Action] = []
-        self.notes: list[str] = []
+        self.notes: list[Note] = []
         self._walk(view)
 
     def _vector(self, res: Resources) -> list[int] | None:
@@ -631,23 +632,23 @@ def run_round(view: ClusterView, now: float, args: PreemptiveArgs, select: Selec
             rnd.start(te, placed, f"{tag}: TE ahead of queued BE{where}")
             continue
         if not rnd.ever_fits(te):
-            rnd.notes.append(f"{te.group_id}: larger than any node it can use; nothing is preempted for it")
+            rnd.notes.append(Note("larger than any node it can use; nothing is preempted for it", te.group_id))
             continue
         if rnd.waiting_on.get(te.group_id) and args.in_grace == "wait":
-            rnd.notes.append(f"{te.group_id}: waits for {rnd.waiting_on[te.group_id]} victim(s) in grace")
+            rnd.notes.append(Note(f"waits for {rnd.waiting_on[te.group_id]} victim(s) in grace", te.group_id))
             continue
         victims, notes = select(te, rnd)
         rnd.notes.extend(notes)
         for row, beneficiary, reason in victims:
             rnd.preempt(te, row, beneficiary, f"{tag}: {reason}")
         if not victims:
-            rnd.notes.append(f"{te.group_id}: no node fits it and no victim can make room")
+            rnd.notes.append(Note("no node fits it and no victim can make room", te.group_id))
             if args.blocked_te == "stop":
                 break
     for group in rnd.pending_be:
         placed = rnd.place(group)
         if placed is None:
-            rnd.notes.append(f"{group.group_id}: head of the BE queue does not fit; the queue waits (strict FIFO)")
+            rnd.notes.append(Note("head of the BE queue does not fit; the queue waits (strict FIFO)", group.group_id))
             break
         rnd.start(group, placed, f"{tag}: BE queue head")
     return Plan(tuple(rnd.actions), tuple(rnd.notes))
@@ -676,7 +677,7 @@ class FitGpp:
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "fitgpp")
 
-    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
+    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[Note]]:
         """Eq. 4: the lowest Eq. 3 score among eligible jobs passing Eq. 2 on their own node; else the fallback."""
         s = self.args.s
         pool = np.ones(len(rnd.gids), dtype=bool) if self.args.normalise_over == "all_running" else ~rnd.in_grace
@@ -699,7 +700,7 @@ class FitGpp:
             return [(row, te.group_id, why)], []
         return self._fallback(te, rnd, has)
 
-    def _fallback(self, te: Group, rnd: Round, has: BoolArray) -> tuple[Victims, list[str]]:
+    def _fallback(self, te: Group, rnd: Round, has: BoolArray) -> tuple[Victims, list[Note]]:
         """No job satisfies Eq. 2 under the cap: preempt a random running BE job (the paper: rare, never seen on
         84 nodes). Each firing leaves a `fitgpp-fallback:` note so a driver can count it."""
         args = self.args
@@ -716,8 +717,8 @@ class FitGpp:
         else:
             where = rnd.node_names[int(rnd.node[pool[0]])]
             victims = [(pool[0], te.group_id, f"random fallback victim for {te.group_id} on {where}")]
-        note = (f"{FALLBACK_NOTE} {te.group_id}: no BE job satisfies Eq. 2 under P; random victim(s) "
-                + ",".join(rnd.gids[r] for r, _, _ in victims))
+        chosen = ",".join(rnd.gids[r] for r, _, _ in victims)
+        note = Note(f"no BE job satisfies Eq. 2 under P; random victim(s) {chosen}", te.group_id, FALLBACK)
         return victims, [note]
 
 

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from slurmx.core.actions import Plan
+from slurmx.core.actions import Note, Plan
 from slurmx.core.model import ClusterView, Group
 from slurmx.policies.base import Capabilities, register
 from slurmx.policies.fitgpp import FloatArray, IntArray, PreemptiveArgs, Round, Victims, random_order, run_round
@@ -79,7 +79,7 @@ class Lrtp:
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "lrtp")
 
-    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
+    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[Note]]:
         """Longest remaining first (jobs without an estimate last), until the TE job fits."""
         rows = _eligible(rnd, te)
         left = remaining_rows(rnd, rows, self.args.estimate_from)
@@ -115,7 +115,7 @@ class Rand:
     def schedule(self, view: ClusterView, now: float) -> Plan:
         return run_round(view, now, self.args, self.select, "rand")
 
-    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[str]]:
+    def select(self, te: Group, rnd: Round) -> tuple[Victims, list[Note]]:
         shuffled = random_order(self.args.seed, rnd.now, te.group_id, _eligible(rnd, te))
         ordered = [int(r) for r in shuffled]
         victims = _by_scope(rnd, te, ordered, self.args.scope)

@@ -457,10 +457,11 @@ class Engine(PassSteps, ViewSteps):
         changes the engine's state."""
         if freeze_if_alive(self._lent):
             self._queues.keep_read()
-        for note in plan.notes:
-            for prefix in self.options.count_notes:
-                if note.startswith(prefix):
-                    self._notes[prefix] += 1
+        if self._notes:
+            for note in map(str, plan.notes):
+                for prefix in self._notes:
+                    if note.startswith(prefix):
+                        self._notes[prefix] += 1
 
     def _each(self, apply: Callable[[Any, float], Outcome | None]) -> Handler:
         """A handler applying a batch action by action, each one `cycle.admissible` admits (`apply` returns None

@@ -234,7 +234,7 @@ def test_a_job_planned_on_a_busy_gpu_waits_although_a_cpu_is_idle() -> None:
     running = {"old": _Run("gpu", "g1", 0.0, 1.0)}
     view = _view(1.0, specs, running, {"old": 1.0, "new": 1.0}, set(), _nodes(1, 1, 1))
     plan = ALL.schedule(view, 1.0)
-    assert not plan.actions and any("wait" in n for n in plan.notes)
+    assert not plan.actions and any("wait" in n.text for n in plan.notes)
 
 
 def test_alpha_doubles_while_nothing_starts() -> None:

@@ -70,7 +70,7 @@ def test_each_mode_starts_what_it_may(backfill: object, expected: list[str]) -> 
 def test_easy_refuses_what_would_delay_the_head_where_greedy_starts_it() -> None:
     queue = (QUEUE[0], QUEUE[2], QUEUE[3])  # no short job: the next ones would hold n1 past t=100
     plan = make_policy("fifo", {"backfill": "easy"}).schedule(_view(*queue), NOW)
-    assert not plan.of_type(Start) and any("reserved n1 at t=100" in n for n in plan.notes)
+    assert not plan.of_type(Start) and any("reserved n1 at t=100" in n.text for n in plan.notes)
     greedy = make_policy("fifo", {"backfill": "greedy"}).schedule(_view(*queue), NOW)
     assert [a.group_id for a in greedy.of_type(Start)] == ["long"]  # ... and delays the head by 500 s
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.actions import Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
@@ -252,7 +252,7 @@ def test_victim_keeps_its_resources_during_grace_then_te_starts_on_the_freed_nod
     groups["c1"] = running("c1", res(16, 128, 4), "C", 1, 200, preemptions=1, job_id=5,
                            grace_deadline=NOW + 60, preempted_for="te")
     plan = policy.schedule(view(EXAMPLE_NODES, list(groups.values())), NOW + 30)
-    assert not plan.actions and any("waits for 1 victim(s) in grace" in n for n in plan.notes)
+    assert not plan.actions and Note("waits for 1 victim(s) in grace", "te") in plan.notes
 
     # c1 requeued: C is free; te starts there first, c1 heads the BE queue (ahead of the older q) and, not
     # fitting in what te leaves, blocks q although q would fit (strict FIFO).
@@ -261,7 +261,7 @@ def test_victim_keeps_its_resources_during_grace_then_te_starts_on_the_freed_nod
     nodes = [EXAMPLE_NODES[0], EXAMPLE_NODES[1], node("C", res(16, 128, 4))]
     plan = policy.schedule(view(nodes, list(groups.values())), NOW + 60)
     assert started(plan) == {"te": ("C",)} and not preempted(plan)
-    assert any(n.startswith("c1: head of the BE queue") for n in plan.notes)
+    assert any(n.group_id == "c1" and n.text.startswith("head of the BE queue") for n in plan.notes)
 
 
 def test_earmark_is_not_taken_by_the_be_head_or_an_earlier_te_job() -> None:
@@ -374,7 +374,7 @@ def test_random_fallback_fires_counts_and_is_deterministic_for_a_seed() -> None:
     for seed in range(16):
         plan = FitGpp(FitGppArgs(seed=seed)).schedule(_halves(), NOW)
         assert plan == FitGpp(FitGppArgs(seed=seed)).schedule(_halves(), NOW)
-        assert fallback_count(plan) == 1 and sum(n.startswith(FALLBACK_NOTE) for n in plan.notes) == 1
+        assert fallback_count(plan) == 1 and sum(str(n).startswith(FALLBACK_NOTE) for n in plan.notes) == 1
         (action,) = plan.of_type(Preempt)
         assert action.beneficiary == "te"
         victims.add(action.group_id)

@@ -117,8 +117,8 @@ def test_a_solver_failure_falls_back_to_list_scheduling_for_that_call() -> None:
     plan = accel_policy._plan(v, accel_policy.AccelBatchArgs(), failing, "LST+mttf")
     assert_valid(plan, v, pending_only=True)
     assert plan.of_type(Start)
-    assert plan.notes == ("solver failed on this batch (accel LST: HiGHS returned status 4 (planted)): list "
-                          "scheduling this cycle",)
+    assert tuple(map(str, plan.notes)) == (
+        "solver failed on this batch (accel LST: HiGHS returned status 4 (planted)): list scheduling this cycle",)
 
 
 POLICIES = available_policies()  # every one, strict FIFO too (it reads none: it must not mind them)

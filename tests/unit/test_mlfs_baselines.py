@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmx.core.actions import Plan, Preempt, Start
+from slurmx.core.actions import Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Partition, Variant, VariantState
 from slurmx.core.resources import Resources
 from slurmx.core.validation import ConfigError
@@ -116,7 +116,7 @@ def test_gandiva_is_fifo_with_affinity_and_never_preempts() -> None:
     plan = Gandiva().schedule(view([node("n1", 2), node("n2", 1), node("n3", 0)], groups), NOW)
     assert starts(plan) == [("g", ("n1",)), ("h", ("n3",))]
     assert not preempts(plan)
-    assert plan.notes == ("big: no node fits it now",)
+    assert plan.notes == (Note("no node fits it now", "big"),)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from slurmx.core.actions import Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
+from slurmx.core.actions import Cancel, Hold, Note, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import (
     ClusterView,
     Group,
@@ -256,4 +256,4 @@ def test_plan() -> None:
     assert plan.of_type(Cancel) == ()
     assert Plan() == Plan(())
     assert len(Plan()) == 0
-    assert plan.notes == ("cannot place d",)
+    assert plan.notes == (Note("cannot place d"),)  # a plain string: about the plan, never parsed for a group

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from slurmx.core.actions import Plan, Start
+from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, Node, VariantState
 from slurmx.policies.accel_batch.baselines import MmiIncrease, MmiReorder, mmi_schedule, sct_schedule
 from slurmx.policies.accel_batch.lst import LstError, Search, greedy_assignment
@@ -73,7 +73,7 @@ class _Batch:
     idle: tuple[bool, ...]
 
 
-def _read_batch(view: ClusterView, args: _ViewArgs, notes: list[str]) -> _Batch | None:
+def _read_batch(view: ClusterView, args: _ViewArgs, notes: list[Note]) -> _Batch | None:
     responders: list[tuple[Node, str]] = []
     seen: set[str] = set()
     for kind in args.kinds:
@@ -94,7 +94,7 @@ def _read_batch(view: ClusterView, args: _ViewArgs, notes: list[str]) -> _Batch 
             else:
                 times.append(np.inf)
         if not responders or not np.isfinite(min(times)):
-            notes.append(f"{group.group_id}: no responder of kinds {', '.join(args.kinds)} with an estimate")
+            notes.append(Note(f"no responder of kinds {', '.join(args.kinds)} with an estimate", group.group_id))
             continue
         groups.append(group)
         rows.append(times)
@@ -120,18 +120,18 @@ def _scale(times: npt.NDArray[np.float64]) -> float:
 
 
 def _solved(solve: Callable[[BatchInstance], Schedule], instance: BatchInstance, rule: OrderRule,
-            notes: list[str]) -> Schedule:
+            notes: list[Note]) -> Schedule:
     """The solver's schedule; where it fails on this batch, list scheduling for this call (module docstring)."""
     try:
         return solve(instance)
     except (LstError, ValueError, ArithmeticError) as exc:
-        notes.append(f"solver failed on this batch ({' '.join(str(exc).split())}): list scheduling this cycle")
+        notes.append(Note(f"solver failed on this batch ({' '.join(str(exc).split())}): list scheduling this cycle"))
         return schedule_from_assignment(instance, greedy_assignment(instance.nonoverlap_s), rule)
 
 
 def _plan(view: ClusterView, args: _ViewArgs, solve: Callable[[BatchInstance], Schedule], label: str,
           rule: OrderRule = "mttf") -> Plan:
-    notes: list[str] = []
+    notes: list[Note] = []
     batch = _read_batch(view, args, notes)
     if batch is None:
         return Plan((), tuple(notes))

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from slurmx.core.actions import Action, Plan, Preempt, Start
+from slurmx.core.actions import Action, Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Capabilities, PolicyArgs, register
@@ -105,7 +105,7 @@ def _enact(view: ClusterView, units: Sequence[_Unit], shares: Sequence[int], res
     while a winner waits (`victim_ok(victim, first waiting winner)` may spare some)."""
     free = {name_: node.free for name_, node in view.nodes.items() if node.is_usable}
     actions: list[Action] = []
-    notes: list[str] = []
+    notes: list[Note] = []
     waiting: list[_Unit] = []
     in_flight = {g.preempted_for for g in view.groups.values() if g.preempted_for is not None}
     for unit, share in zip(units, shares, strict=True):
@@ -114,7 +114,7 @@ def _enact(view: ClusterView, units: Sequence[_Unit], shares: Sequence[int], res
             continue
         picked = _pick(view, unit, free, resource, {})
         if picked is None:
-            notes.append(f"{unit.group.group_id}: has its share, no node fits it now")
+            notes.append(Note("has its share, no node fits it now", unit.group.group_id))
             if unit.group.group_id not in in_flight:
                 waiting.append(unit)
             continue
@@ -222,14 +222,14 @@ class Gandiva:
                         sizes.setdefault(index[held], set()).add(_amount(variant.request, resource))
         free = {n: node.free for n, node in view.nodes.items() if node.is_usable}
         actions: list[Action] = []
-        notes: list[str] = []
+        notes: list[Note] = []
         for unit in _units(view, resource):
             if unit.variant.is_occupying:
                 continue
             rank = affinity(sizes, unit.demand)
             picked = _pick(view, unit, free, resource, {n: rank(i) for n, i in index.items()})
             if picked is None:
-                notes.append(f"{unit.group.group_id}: no node fits it now")
+                notes.append(Note("no node fits it now", unit.group.group_id))
                 continue
             variant, node = picked
             free[node.name] = free[node.name] - variant.request

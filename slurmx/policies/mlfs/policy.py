@@ -34,7 +34,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from slurmx.core.actions import Action, Plan, Preempt, Start
+from slurmx.core.actions import Action, Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, JobClass, Node, Variant
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Capabilities, register
@@ -164,7 +164,7 @@ class MlfsSlurm:
         ranked = rank_groups(pending + running, view, now, args)
         free = {name: node.free for name, node in view.nodes.items() if node.is_usable}
         actions: list[Action] = []
-        notes: list[str] = []
+        notes: list[Note] = []
         waiting: list[Ranked] = []
         full: set[tuple[str, Resources]] = set()  # (kind, request) that fit nowhere: free only shrinks in this loop
         for r in ranked:
@@ -197,7 +197,7 @@ class MlfsSlurm:
         return None
 
     def _preempt(self, view: ClusterView, ranked: Sequence[Ranked], waiting: Sequence[Ranked],
-                 free: dict[str, Resources], notes: list[str]) -> list[Action]:
+                 free: dict[str, Resources], notes: list[Note]) -> list[Action]:
         """MLF-H's gang preemption at group level (module docstring); one node must end up holding the group."""
         in_flight = {g.preempted_for for g in view.groups.values() if g.preempted_for is not None}
         victims = [r for r in ranked if r.variant.is_occupying and r.group.job_class is JobClass.BE
@@ -218,7 +218,7 @@ class MlfsSlurm:
                 taken.add(v.group.group_id)
                 out.append(Preempt(v.group.group_id, v.group.grace_s, gid,
                                    reason=f"mlf-h P={v.priority:.4f} < P={unit.priority:.4f} of {gid}"))
-            notes.append(f"{gid}: waits for {', '.join(v.group.group_id for v in chosen)} to leave")
+            notes.append(Note(f"waits for {', '.join(v.group.group_id for v in chosen)} to leave", gid))
         return out
 
     @staticmethod

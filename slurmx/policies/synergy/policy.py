@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar, Literal
 
-from slurmx.core.actions import Action, Plan, Preempt, Start
+from slurmx.core.actions import Action, Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, VariantState
 from slurmx.core.resources import Resources
 from slurmx.policies.base import Capabilities, PolicyArgs, can_place, register
@@ -74,7 +74,7 @@ class SynergyPolicy:
         kind = self.args.kind
         nodes = view.nodes_of_kind(kind)
         if not nodes:
-            return Plan((), (f"synergy: no node serves kind {kind!r}",))
+            return Plan((), (Note(f"no node serves kind {kind!r}", kind="synergy"),))
         cap = nodes[0].capacity
         shape = ClusterShape(len(nodes), cap.gres_count("gpu"), float(cap.cpus), cap.mem_mb / 1024)
         names = [node.name for node in nodes]
@@ -102,14 +102,14 @@ class SynergyPolicy:
                                 self.args.tune_order)
         preempts: list[Action] = []
         starts: list[Action] = []
-        notes: list[str] = []
+        notes: list[Note] = []
         for (_, group, profile), result in zip(keyed, allocs, strict=True):
             variant = group.variant(kind)
             assert variant is not None
             running = variant.state == VariantState.RUNNING
             if result is None or len(result[0].shares) > 1:
                 if result is not None:
-                    notes.append(f"{group.group_id}: split over {len(result[0].shares)} nodes; not modelled here")
+                    notes.append(Note(f"split over {len(result[0].shares)} nodes; not modelled here", group.group_id))
                 if running:
                     preempts.append(Preempt(group.group_id, 0, reason="synergy: lease not renewed"))
                 continue
