@@ -332,7 +332,13 @@ class EqualShareArgs(SamplesArgs):
     simulator, whose passes subtract the user's whole usage from her share and then ask every component of
     a demand to fit (a GPU job's 0 cores do not fit in a negative CPU remainder), a user holding more than
     her share of any kind starts nothing in the base-kind pass either; only profiling samples, which start
-    outside the shares, put her there."""
+    outside the shares, put her there.
+
+    `share_picks_kind` (with `base_blocks_accelerators`; off by default: an artifact): as in the authors'
+    simulator, whose base-kind pass picks a job's kind by the room in her share alone (an accelerator of her
+    share if she has one to spare, else the base kind) and ends her pass when no machine of that kind is free in
+    the cluster; without it, a job whose accelerator share has room but finds no free accelerator goes to the
+    base kind."""
 
     order: Literal["sjf", "fcfs"] = "sjf"
     users: tuple[str, ...] | None = None
@@ -340,6 +346,7 @@ class EqualShareArgs(SamplesArgs):
     base_blocks_accelerators: bool = False
     samples_in_passes: bool = False
     over_share_blocks: bool = False
+    share_picks_kind: bool = False
 
 
 class EqualShare(_OnMachines[EqualShareArgs]):
@@ -373,8 +380,11 @@ class EqualShare(_OnMachines[EqualShareArgs]):
             for k, cap in cluster.capacity.items()
         }
 
+        def share_room(user: str, kind: str) -> bool:
+            return usage.get(user, {}).get(kind, 0.0) < quota[user, kind]
+
         def room(user: str, kind: str) -> bool:
-            return usage.get(user, {}).get(kind, 0.0) < quota[user, kind] and bool(cluster.idle(kind))
+            return share_room(user, kind) and bool(cluster.idle(kind))
 
         actions: list[Start] = []
 
@@ -392,7 +402,8 @@ class EqualShare(_OnMachines[EqualShareArgs]):
                 usage.get(user, {}).get(k, 0.0) > quota[user, k] for k in cluster.capacity)
 
         if self.args.order == "sjf" and self.args.base_blocks_accelerators:
-            _es_blocked_passes(cluster, users, usage, room, take, over, rank)
+            _es_blocked_passes(cluster, users, usage, room, take, over, rank,
+                               share_room if self.args.share_picks_kind else None)
         elif self.args.order == "sjf":
             for kind in cluster.kinds:
                 for user in users:
@@ -411,12 +422,14 @@ class EqualShare(_OnMachines[EqualShareArgs]):
 
 def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[str, Usage],
                        room: Callable[[str, str], bool], take: Callable[[Job, str, str], bool],
-                       over: Callable[[str], bool], rank: Rank | None = None) -> None:
+                       over: Callable[[str], bool], rank: Rank | None = None,
+                       share_room: Callable[[str, str], bool] | None = None) -> None:
     """ES's passes as the authors' simulator runs them (`EqualShareArgs.base_blocks_accelerators`): per user,
     the accelerator passes unless she holds a base-kind machine, then the base-kind pass in base-kind-time
     order, each job to an accelerator of her share first, else to the base kind; a job that fits neither ends
     her pass. A user `over` her share of some kind gets no base-kind pass either (`over_share_blocks`). Equal
-    times go by `rank` when given, else by arrival."""
+    times go by `rank` when given, else by arrival. With `share_room` (`share_picks_kind`), the base-kind pass
+    picks a job's kind by her share's room alone and ends when no machine of that kind is free."""
     base = [k for k in cluster.kinds if cluster.unit_gres.get(k) is None]
     accelerators = [k for k in cluster.kinds if k not in base]
 
@@ -434,9 +447,11 @@ def _es_blocked_passes(cluster: Cluster, users: Sequence[str], usage: Mapping[st
                     break
         for kind in [] if over(user) else base:
             mine = sorted((j for j in cluster.jobs if j.user == user and kind in j.estimates), key=tie(kind))
+            fits = room if share_room is None else share_room
             for job in mine:
-                target = next((k for k in (*accelerators, kind) if k in job.estimates and room(user, k)), None)
-                if target is None or not take(job, target, f"sjf by {kind} time (base use blocks accelerators)"):
+                target = next((k for k in (*accelerators, kind) if k in job.estimates and fits(user, k)), None)
+                if target is None or not cluster.idle(target) or \
+                        not take(job, target, f"sjf by {kind} time (base use blocks accelerators)"):
                     break
 
 

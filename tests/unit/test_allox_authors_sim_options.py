@@ -122,3 +122,14 @@ def test_allox_with_samples_first_a_running_sample_leaves_its_owner_s_progress_a
     view = _view(0.0, specs, running, {x.name: 1.0 for x in specs}, set(), _nodes(2, 1, 1))
     assert user_progress(view)["ann"] > 0.0
     assert user_progress(view, samples=False) == {"ann": 0.0, "bob": 0.0}
+
+
+def test_es_share_picks_kind_a_job_whose_accelerator_share_has_room_waits_for_a_free_accelerator() -> None:
+    # 2 GPUs and 2 CPU nodes, ann and bob: 1 of each kind per user; bob holds both GPUs. ann's a1 has room in
+    # her GPU share but no GPU is free: by default it takes a CPU node; their ES picks the GPU and waits
+    specs = [Spec("r1", "bob", {"gpu": 100.0}), Spec("r2", "bob", {"gpu": 100.0}),
+             Spec("a1", "ann", {"gpu": 9.0, "cpu": 5.0})]
+    state = (1.0, specs, {"r1": _Run("gpu", "g1", 0.0, 1.0), "r2": _Run("gpu", "g1", 0.0, 1.0)})
+    blocked = EqualShareArgs(base_blocks_accelerators=True)
+    assert _starts(EqualShare(blocked), state, 2, 2) == [("a1", "cpu")]
+    assert _starts(EqualShare(blocked.model_copy(update={"share_picks_kind": True})), state, 2, 2) == []

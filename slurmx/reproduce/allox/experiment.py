@@ -88,6 +88,8 @@ AUTHORS_SIM_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
                      "drfa": {"samples_order": "accelerator"}},
     # their ES passes check every resource of share - usage: a user over any share (samples) starts nothing
     "es_over_share": {"es": {"over_share_blocks": True}},
+    # their ES's base-kind pass picks a job's kind by her share's room alone: no free machine of it ends her pass
+    "es_share_kind": {"es": {"share_picks_kind": True}},
     # their AlloX plans every machine not running a scheduled job as free now, sample-held ones included
     "allox_sample_machines": {"allox": {"sample_machines_free": True}},
     # their AlloX starts down the machine index: CPU nodes (after the GPUs in it) first
