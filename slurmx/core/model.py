@@ -19,6 +19,7 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Protocol, overload
 
+from slurmx.core.fastinit import fast_init
 from slurmx.core.placement import ANYWHERE, Placement
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import LentSnapshot
@@ -258,6 +259,7 @@ class Partition:
         object.__setattr__(self, "nodes", tuple(self.nodes))
 
 
+@fast_init  # built for every waiting job each cycle: `object.__setattr__` per field was most of a view
 @dataclass(frozen=True, slots=True)
 class Variant:
     """One resource-kind incarnation of a group: a single Slurm job (or one not yet submitted)."""
@@ -304,6 +306,7 @@ def _any(res: Resources) -> bool:
     return res.cpus > 0 or res.mem_mb > 0 or any(v > 0 for v in res.gres.values())
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Group:
     """One user job: the variants slurmx submitted for it, of which at most one should run."""
