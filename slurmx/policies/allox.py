@@ -585,7 +585,7 @@ class AlloxArgs(AlphaArgs):
     - `books` (off by default: an artifact): their AlloX's bookkeeping across decisions, kept in the policy's
       memo: numbered machines, bookings until every planned job ends, progress as running sums, samples holding
       the lowest free numbers, their loop's user order and matching columns (`allox_books`). It replaces
-      `starts_per_solve`, `ties`, `sample_machines_free`, `first_start` and `omega_planned`.
+      `starts_per_solve`, `ties`, `alpha_over`, `sample_machines_free`, `first_start` and `omega_planned`.
     """
 
     n_max: int | None = Field(None, ge=1)

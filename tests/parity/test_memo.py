@@ -52,3 +52,9 @@ def test_the_memo_travels_alike_through_both_backends(tmp_path: Path) -> None:
     assert slurm.seen == sim.seen
     assert len({r.group_id for r in runs.sim.records if r.action == "Start"}) >= 5
     assert differences(runs) == []
+
+
+def test_allox_with_its_books_in_the_memo_decides_alike_through_both_backends(tmp_path: Path) -> None:
+    runs = run_both("allox", _trace(KINDS), KINDS, tmp_path, params={"books": True, "n_max": 50})
+    assert runs.sim.records, "the trace made the policy do nothing"
+    assert differences(runs) == []
