@@ -24,6 +24,11 @@ Modes, all the same cycle (FIFO, a real SQLite store in a temp folder):
 - `stdlib`: the plain baseline: `subprocess.run(capture_output=True)` bytes into `json.loads`, the fields needed
   read from the dicts (the best plain-stdlib path: no text copy, nothing but the standard library).
 
+Beside them, the floor of any read of this answer as JSON (`floor`, a child of its own, median of `--runs`): the
+same pipe read into one buffer, then decoded twice by msgspec, once into structs holding only `job_id` (every byte
+still scanned: what no JSON reader of this answer can go below) and once into the structs `ours` decodes (the
+fields read); what the cycle spends beyond those is slurmx's own work.
+
 Median of 3 children per mode (`--runs`). The target is judged on `ours`, CPU of the cycle's process: < 0.3 s CPU
 and < 150 MB peak RSS at 10,000 groups, < 2 s and < 500 MB at 100,000 (issue 36's acceptance), scaled linearly in
 between and kept at the 10,000-group figures below; on the shared 2-core machine this runs on, wall time partly measures
@@ -37,8 +42,11 @@ Usage: python3 bench/daemon_cycle.py [--groups N] [--runs R] [--modes ours,text,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import fcntl
 import gc
+import io
 import json
 import os
 import platform
@@ -52,13 +60,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from slurmx.core.config import SiteConfig, parse_site_config
 from slurmx.core.model import Node, VariantState
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm import CliSlurm, JobUpdate, RetryPolicy, SlurmError
-from slurmx.slurm.parse import clear_caches, number, parse_jobs, parse_nodes, parse_tres, state_text
+from slurmx.slurm.gcpause import collector_paused
+from slurmx.slurm.parse import _SQUEUE_DECODER, clear_caches, number, parse_jobs, parse_nodes, parse_tres, state_text
 from slurmx.slurm.records import SlurmJob
 from slurmx.slurm.transport import LocalTransport
 
@@ -283,6 +294,57 @@ def child(mode: str, folder: Path, groups: int) -> dict[str, Any]:
             "reads": dict(adapter.command_counts()), "writes": writes}
 
 
+class _JobIdOnly(msgspec.Struct, gc=False):
+    job_id: int = 0
+
+
+class _IdsOnly(msgspec.Struct, gc=False):
+    jobs: list[_JobIdOnly] = []
+
+
+def floor_child() -> dict[str, Any]:
+    """The floor of reading this answer as JSON: squeue's stdout through the same pipe into one buffer (CPU of
+    this process), then msgspec's decode of those bytes keeping only each job's id, and keeping the fields read."""
+    cpu_began = time.process_time()
+    proc = subprocess.Popen(["squeue", "--json", "--states=all"], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    sink = io.BytesIO()
+    fd = proc.stdout.fileno()
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)  # as the transport widens it
+    while chunk := os.read(fd, 1 << 20):
+        sink.write(chunk)
+    proc.wait()
+    read_cpu = time.process_time() - cpu_began
+    answer = sink.getbuffer()
+    timed: dict[str, float] = {}
+    for name, decoder in (("decode_job_ids_cpu_seconds", msgspec.json.Decoder(_IdsOnly)),
+                          ("decode_fields_read_cpu_seconds", _SQUEUE_DECODER)):
+        gc.collect()
+        with collector_paused():
+            began = time.process_time()
+            jobs = len(decoder.decode(answer).jobs)
+            timed[name] = time.process_time() - began
+    answer.release()
+    return {"read_cpu_seconds": read_cpu, **timed, "jobs": jobs}
+
+
+def measure_floor(folder: Path, runs_wanted: int) -> dict[str, Any]:
+    env = {**os.environ, "SLURMX_BENCH": str(folder), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    runs = []
+    for _ in range(runs_wanted):
+        done = subprocess.run([sys.executable, __file__, "--floor", str(folder)], env=env, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"floor child failed: {done.stderr.strip()[-500:]}")
+        runs.append(json.loads(done.stdout))
+    keys = ("read_cpu_seconds", "decode_job_ids_cpu_seconds", "decode_fields_read_cpu_seconds")
+    median = {key: round(statistics.median(r[key] for r in runs), 3) for key in keys}
+    return {"name": "the same answer piped into one buffer, then decoded by msgspec keeping only job ids, and "
+                    "keeping the fields slurmx reads (no slurmx work)", **median,
+            "json_floor_cpu_seconds": round(median["read_cpu_seconds"] + median["decode_job_ids_cpu_seconds"], 3)}
+
+
 def run_child(mode: str, folder: Path, groups: int) -> dict[str, Any]:
     env = {**os.environ, "SLURMX_BENCH": str(folder), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run([sys.executable, __file__, "--child", mode, str(folder), str(groups)], env=env,
@@ -349,6 +411,7 @@ def main(argv: Sequence[str]) -> None:
         subprocess.run([sys.executable, __file__, "--fixtures", name, str(groups)], check=True)
         size = (folder / "squeue.json").stat().st_size
         modes = {mode: measure(mode, folder, groups, args.runs) for mode in chosen}
+        floor = measure_floor(folder, args.runs)
         parse = None if args.no_parse else parse_case((folder / "squeue.json").read_bytes())
     ours = modes["ours"]
     named = {"text": ("previous", "same cycle, stdout decoded to str before the typed decode"),
@@ -358,6 +421,7 @@ def main(argv: Sequence[str]) -> None:
                 f"squeue answer {size / 1e6:.0f} MB through a real subprocess pipe",
         "ours": {"name": "slurmxd cycle: squeue's answer decoded as it arrives (msgspec typed runs)", **ours},
         **{named[m][0]: {"name": named[m][1], **modes[m]} for m in chosen if m != "ours"},
+        "floor": floor,
         "how": f"each cycle in a fresh process; fake squeue/scontrol scripts on PATH cat the fixture files; "
                f"writes recorded by the adapter; medians of {args.runs}",
         "ratio": round(ours["cpu_seconds"] / modes["stdlib"]["cpu_seconds"], 3) if "stdlib" in modes else None,
@@ -377,6 +441,8 @@ def main(argv: Sequence[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+    elif sys.argv[1:2] == ["--floor"]:
+        print(json.dumps(floor_child()))
     elif sys.argv[1:2] == ["--fixtures"]:
         write_fixtures(Path(sys.argv[2]), int(sys.argv[3]))
     else:
