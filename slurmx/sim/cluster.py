@@ -12,10 +12,9 @@ Every allocation is checked: over-allocating a dimension or releasing more than 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from operator import add, le, sub
 
 from slurmx.core.model import Node, Partition
 from slurmx.core.placement import Placement
@@ -36,10 +35,6 @@ Vector = tuple[int, ...]
 
 # The model builds every node: past this a node count is a typo (or a sizing gone wrong), not a cluster to run.
 MAX_NODES = 1_000_000
-# Up to this many nodes a partition's free capacity is searched in Python (see ModelCluster.__init__).
-_SMALL_PARTITION = 64
-# Past this many candidates (or remembered queries, or releases logged) `fitting` scans the whole partition again.
-_FEW_FIT = 64
 
 
 class SimulationError(Exception):
@@ -90,6 +85,93 @@ class _SimNode:
         self.allocated: list[int] = [0] * len(capacity)
 
 
+class _FreeTree:
+    """One kind's free capacity as a max segment tree per dimension: `cols[d][v]` is the most of dimension d free
+    on one node under tree vertex v; the leaves (from `size` on) are the kind's nodes in first-fit order, padded
+    with -1 (never fits)."""
+
+    __slots__ = ("cols", "order", "size")
+
+    def __init__(self, order: Sequence[int], capacities: Sequence[Vector]) -> None:
+        self.order = tuple(order)
+        size = 1
+        while size < len(order):
+            size *= 2
+        self.size = size
+        self.cols: list[list[int]] = []
+        for d in range(len(capacities[0])):
+            col = [-1] * (2 * size)
+            col[size:size + len(order)] = [c[d] for c in capacities]
+            for v in range(size - 1, 0, -1):
+                col[v] = max(col[2 * v], col[2 * v + 1])
+            self.cols.append(col)
+
+    def update(self, row: int, vec: Vector, sign: int) -> None:
+        """Node `row` gained (`sign` 1) or lost (-1) `vec`: each dimension it uses climbs until a maximum holds."""
+        leaf = self.size + row
+        for col, amount in zip(self.cols, vec):  # noqa: B905 (one column per dimension)
+            if not amount:
+                continue
+            v = leaf
+            if sign > 0:  # room grew: raise the ancestors below it up to it
+                col[v] = free = col[v] + amount
+                v >>= 1
+                while v and col[v] < free:
+                    col[v] = free
+                    v >>= 1
+                continue
+            col[v] -= amount  # room shrank: each ancestor takes its children's maximum until one keeps its own
+            v >>= 1
+            while v:
+                left, right = col[2 * v], col[2 * v + 1]
+                best = left if left >= right else right
+                if col[v] == best:
+                    break
+                col[v] = best
+                v >>= 1
+
+    def fitting(self, vec: Vector) -> Iterator[int]:
+        """The nodes (cluster indices) with room for `vec`, in order: a depth-first walk, left first, into the
+        subtrees whose per-dimension maxima all hold it (a vertex can pass on maxima of different nodes, so a
+        walk may back out of one; never past a node that fits)."""
+        dims = [(col, amount) for col, amount in zip(self.cols, vec) if amount > 0]  # noqa: B905
+        order, size = self.order, self.size
+        if not dims:
+            yield from order
+            return
+        stack = [1]
+        pop, push = stack.pop, stack.append
+        if len(dims) == 1:
+            (c0, a0), = dims
+            while stack:
+                v = pop()
+                if c0[v] >= a0:
+                    if v >= size:
+                        yield order[v - size]
+                    else:
+                        push(2 * v + 1)
+                        push(2 * v)
+        elif len(dims) == 2:
+            (c0, a0), (c1, a1) = dims
+            while stack:
+                v = pop()
+                if c0[v] >= a0 and c1[v] >= a1:
+                    if v >= size:
+                        yield order[v - size]
+                    else:
+                        push(2 * v + 1)
+                        push(2 * v)
+        else:
+            while stack:
+                v = pop()
+                if all(col[v] >= amount for col, amount in dims):
+                    if v >= size:
+                        yield order[v - size]
+                    else:
+                        push(2 * v + 1)
+                        push(2 * v)
+
+
 class ModelCluster:
     """Nodes, partitions and the live allocation of each node, with the kind -> partition map of a site."""
 
@@ -114,30 +196,18 @@ class ModelCluster:
             self._add_partition(shape)
         self.node_views: dict[str, Node] = {n.name: self._node_view(n) for n in self.nodes}
         self._stale: set[str] = set()  # nodes whose allocation changed since their view was built
-        # Free capacity per kind, one row per dimension (columns in first-fit order), so a query compares only
-        # the dimensions a request uses. A large partition keeps numpy rows: "which nodes fit" is a few
-        # vectorised comparisons instead of a Python loop on every policy call. A small one keeps lists: there a
-        # numpy call costs more than the Python loop it replaces.
-        self._free: dict[str, np.ndarray] = {}
-        self._free_small: dict[str, list[list[int]]] = {}
-        self._kind_index: dict[str, np.ndarray] = {}
-        self._row: list[tuple[str, int]] = [("", 0)] * len(self.nodes)
+        # First fit per kind from a max segment tree per dimension over the nodes' free capacity (leaves in
+        # first-fit order): a query descends only into subtrees whose maxima hold the request, so the first
+        # fitting node costs a few dozen comparisons whatever the partition's size, a blocked queue head's
+        # "nothing fits" usually one, and a start or a release climbs one path per dimension it changes.
+        self._trees: dict[str, _FreeTree] = {}
+        rows: dict[int, tuple[_FreeTree, int]] = {}
         for kind, order in self.kind_nodes.items():
-            rows = [list(col) for col in zip(*(self.nodes[i].capacity for i in order), strict=True)]
-            if len(order) > _SMALL_PARTITION:
-                self._free[kind] = np.array(rows, dtype=np.int64)
-            else:
-                self._free_small[kind] = rows
-            self._kind_index[kind] = np.array(order, dtype=np.int64)
+            tree = self._trees[kind] = _FreeTree(order, [self.nodes[i].capacity for i in order])
             for row, i in enumerate(order):
-                self._row[i] = (kind, row)
+                rows[i] = (tree, row)
+        self._row = [rows[i] for i in range(len(self.nodes))]
         self.used: dict[str, list[int]] = {p: [0] * len(self.dims) for p in self.partitions}
-        # A queue's blocked head asks "which nodes fit" after every release, and the answer is usually none. A
-        # node that lacked room when a query found none can only gain it by a release, so such a query is
-        # remembered with its candidates (nodes that fitted, or were released, since); asked again it checks
-        # only those instead of the whole partition. Allocations only take room: the answer stays exact.
-        self._grown: dict[str, list[int]] = {kind: [] for kind in self._free}  # released rows, in order
-        self._few_fit: dict[tuple[str, Vector], tuple[int, list[int]]] = {}  # -> (len(_grown) then, candidates)
 
     def _add_partition(self, shape: PartitionShape) -> None:
         if shape.name in self.partitions:
@@ -216,92 +286,52 @@ class ModelCluster:
 
     def first_fit(self, kind: str, vec: Vector) -> int | None:
         """The first node of `kind` (by name) with room for `vec`, as FIFO-style placement would pick it."""
-        found = self.fitting(kind, vec)
-        return int(found[0]) if len(found) else None
+        return next(self.fitting(kind, vec), None)
 
     def allocate(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Hand `vec` on node `index` to a group; raises SimulationInvariantError rather than over-allocate."""
         node = self.nodes[index]
-        after = [a + v for a, v in zip(node.allocated, vec, strict=True)]
-        if any(n > c for n, c in zip(after, node.capacity, strict=True)) or min(vec) < 0:
+        after = list(map(add, node.allocated, vec))
+        if not all(map(le, after, node.capacity)) or min(vec) < 0:
             d = next(d for d, (n, c, v) in enumerate(zip(after, node.capacity, vec, strict=True)) if n > c or v < 0)
             raise SimulationInvariantError(
                 f"t={now:g}: over-allocation of node {node.name}: group {group_id} needs {self.dims[d]}={vec[d]} "
                 f"but only {node.capacity[d] - node.allocated[d]} of {node.capacity[d]} are free")
         node.allocated = after
         used = self.used[node.partition]
-        used[:] = [u + v for u, v in zip(used, vec, strict=True)]
+        used[:] = map(add, used, vec)
         self._stale.add(node.name)
-        self._add_free(node, vec, -1)
+        tree, row = self._row[index]
+        tree.update(row, vec, -1)
 
     def release(self, index: int, vec: Vector, group_id: str, now: float) -> None:
         """Give back what a group held on a node; releasing more than is allocated is an invariant error."""
         node = self.nodes[index]
-        after = [a - v for a, v in zip(node.allocated, vec, strict=True)]
+        after = list(map(sub, node.allocated, vec))
         if min(after) < 0:
             d = next(d for d, n in enumerate(after) if n < 0)
             raise SimulationInvariantError(f"t={now:g}: node {node.name} would hold negative {self.dims[d]} "
                                            f"after group {group_id} releases {vec[d]}")
         node.allocated = after
         used = self.used[node.partition]
-        used[:] = [u - v for u, v in zip(used, vec, strict=True)]
+        used[:] = map(sub, used, vec)
         self._stale.add(node.name)
-        self._add_free(node, vec, 1)
+        tree, row = self._row[index]
+        tree.update(row, vec, 1)
 
-    def _add_free(self, node: _SimNode, vec: Vector, sign: int) -> None:
-        """Keep the free-capacity array in step: only the dimensions `vec` uses change."""
-        kind, row = self._row[node.index]
-        small = self._free_small.get(kind)
-        if small is not None:
-            for d, amount in enumerate(vec):
-                if amount:
-                    small[d][row] += sign * amount
-            return
-        free = self._free[kind]
-        for d, amount in enumerate(vec):
-            if amount:
-                free[d, row] += sign * amount
-        if sign > 0 and self._few_fit:
-            grown = self._grown[kind]
-            grown.append(row)
-            if len(grown) > _FEW_FIT:  # every remembered query has moved on or holds stale positions: start over
-                grown.clear()
-                self._few_fit.clear()
+    def fitting(self, kind: str, vec: Vector) -> Iterator[int]:
+        """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order, found lazily: read before
+        the cluster changes (first fit reads one or a node count)."""
+        return self._trees[kind].fitting(vec)
 
-    def fitting(self, kind: str, vec: Vector) -> list[int] | np.ndarray:
-        """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order."""
-        small = self._free_small.get(kind)
-        if small is not None:
-            order = self.kind_nodes[kind]
-            rows = [(small[d], amount) for d, amount in enumerate(vec) if amount > 0]
-            return [order[r] for r in range(len(order)) if all(row[r] >= amount for row, amount in rows)]
-        free = self._free[kind]
-        key = (kind, vec)
-        known = self._few_fit.get(key)
-        if known is not None:
-            seen, candidates = known
-            grown = self._grown[kind]
-            if len(grown) > seen:
-                candidates = sorted({*candidates, *grown[seen:]})
-            dims = [(free[d], amount) for d, amount in enumerate(vec) if amount > 0]
-            fit = [r for r in candidates if all(col[r] >= amount for col, amount in dims)]
-            if len(fit) <= _FEW_FIT:
-                self._few_fit[key] = (len(grown), fit)
-                order = self.kind_nodes[kind]
-                return [order[r] for r in fit]
-            del self._few_fit[key]  # many fit again: the vectorised scan is cheaper
-        mask: np.ndarray | None = None
-        for d, amount in enumerate(vec):
-            if amount > 0:
-                fits = free[d] >= amount
-                mask = fits if mask is None else np.logical_and(mask, fits, out=mask)
-        index = self._kind_index[kind]
-        found = index if mask is None else index[mask]
-        if not len(found):
-            if len(self._few_fit) >= _FEW_FIT:
-                self._few_fit.clear()
-            self._few_fit[key] = (len(self._grown[kind]), [])
-        return found
+    def any_fits(self, kind: str, vec: Vector, indices: Iterable[int]) -> bool:
+        """Whether one of the nodes `indices` serves `kind` and has room for `vec`."""
+        tree = self._trees.get(kind)
+        for i in indices:
+            node = self.nodes[i]
+            if self._row[i][0] is tree and all(map(le, vec, map(sub, node.capacity, node.allocated))):
+                return True
+        return False
 
     def busy_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if any(n.allocated)]

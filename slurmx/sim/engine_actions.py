@@ -18,6 +18,8 @@ when it first started, as slurmx does on Slurm).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from itertools import islice
 
 from slurmx.core.actions import Cancel, Hold, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.placement import ANYWHERE, Placement
@@ -39,6 +41,7 @@ from slurmx.sim.engine_state import (
 from slurmx.sim.metrics import JobRecord
 
 _NO_RESOURCES = Resources()
+_WAITING: dict[tuple[str, ...], Standing] = {}  # a pending group's standing, by the kinds it waits on
 
 __all__ = ["ActionSteps"]
 
@@ -50,7 +53,10 @@ class ActionSteps(EngineState):
     _victims: dict[str, list[int]]  # beneficiary -> jobs preempted for it, marks still shown
     _repeated_preempts: int
     _releases: int
+    _late_visible: bool  # a group shown since the last decision may be older than the queue's end
     _moves: int  # starts, preemptions and cancels: what makes a stalled run move again
+    _waits_for_release: bool  # the policy is a strict FIFO (Capabilities.waits_for_release)
+    _freed: list[int]  # nodes given room back since its last decision began
 
     # ---- state changes ---------------------------------------------------------------------------------
 
@@ -59,6 +65,8 @@ class ActionSteps(EngineState):
         cluster = self.cluster
         for node in j.nodes:
             cluster.release(node, cluster.nodes[node].capacity if j.whole else j.alloc_vec, j.group_id, t)
+        if self._waits_for_release:
+            self._freed += j.nodes
         self._alloc_changed = True
         self._busy -= 1
         j.nodes = ()
@@ -98,6 +106,7 @@ class ActionSteps(EngineState):
             j.preemptions += 1  # counted when it is back in the queue, as slurmxd counts it
         j.grace_deadline = None
         j.requeue_time = t
+        self._late_visible = True  # back in the queue: it may be older than the groups waiting
         if self.options.checkpoint == "lose":
             j.done = 0.0
             j.productive = 0.0
@@ -117,7 +126,10 @@ class ActionSteps(EngineState):
         if j is None:
             return None
         if j.status == PENDING:
-            return Standing(waiting=frozenset(j.kinds))
+            standing = _WAITING.get(j.kinds)
+            if standing is None:  # one per set of kinds: immutable, shared
+                standing = _WAITING[j.kinds] = Standing(waiting=frozenset(j.kinds))
+            return standing
         if j.status not in (RUNNING, GRACE):
             raise SimulationInvariantError(f"group {group_id} is in the view with status {j.status}")
         return Standing(running=True, in_grace=j.status == GRACE, size=(j.alloc.cpus, j.alloc.mem_mb))
@@ -228,14 +240,15 @@ class ActionSteps(EngineState):
                 for index in chosen:
                     self._check_admits(a, index, placement, now)
             return chosen
-        found = self.cluster.fitting(a.kind, vec)
+        found: Iterator[int] = self.cluster.fitting(a.kind, vec)
         if placement is not ANYWHERE:
-            found = [i for i in found if self._admits(int(i), placement)]
-        if len(found) < count:
-            some = "no node" if count == 1 else f"{len(found)} of the {count} nodes needed"
+            found = (i for i in found if self._admits(i, placement))
+        chosen = tuple(islice(found, count))
+        if len(chosen) < count:
+            some = "no node" if count == 1 else f"{len(chosen)} of the {count} nodes needed"
             raise SimulationInvariantError(f"t={now:g}: Start {a.group_id}: {some} of partition {partition} has "
                                            f"room for {self.cluster.resources(vec)}; the policy over-allocates")
-        return tuple(int(i) for i in found[:count])
+        return chosen
 
     def _admits(self, index: int, placement: Placement) -> bool:
         node = self.cluster.nodes[index]
