@@ -73,8 +73,9 @@ class Capabilities:
     a job on one node (the papers' model), and a run refuses a wider variant before it starts, not hours into a
     replay. `places_constraints`: it places a variant only where its `placement` admits (features, node lists,
     whole nodes); one that does not is never shown such a group (`cycle/handover.py`). `waits_for_release`: once
-    it leaves groups waiting, it starts none of them until room is given back or an older group appears, so the
-    simulator does not ask it at an instant that brought only arrivals (strict FIFO under a long queue).
+    it leaves groups waiting, it starts none of them until room its oldest waiting group fits in is given back or
+    an older group appears, so the simulator does not ask it at an instant that brought only arrivals, or room
+    only where that group still fits nowhere (strict FIFO under a long queue).
     `queue_window`: how many pending groups from the head one decision reads at most, when nothing else that time
     changes but the running jobs' expected ends moves its plan (EASY backfill): a decision that changed nothing is
     not repeated at an instant that brought only arrivals, gave no room back and found no job past its end.

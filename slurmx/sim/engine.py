@@ -68,6 +68,7 @@ __all__ = ["Engine", "Progress", "SimulationError", "SimulationInvariantError"]
 _REL_TOL = 1e-7
 _MAX_CALLS_PER_INSTANT = 1000
 _PROGRESS_EVERY = 1024  # events between two progress reports
+_APPLIED = Outcome(APPLIED)  # a tuple: one for every applied action
 
 
 class Progress(NamedTuple):
@@ -156,6 +157,7 @@ class Engine(PassSteps, ViewSteps):
         self._init_passes(policy)  # the policy asked between passes is the one the skips below are judged by
         self._waits_for_release = waits_for_release(self._between)
         self._blocked = False
+        self._freed: list[int] = []  # nodes given room back since the last decision began (strict FIFO)
         # A policy that reads a bounded window of the queue is not asked again after a plan that changed nothing,
         # with the window full, while instants bring only arrivals and no running job is past its expected end.
         self._window = queue_window(self._between)
@@ -171,6 +173,7 @@ class Engine(PassSteps, ViewSteps):
         self._waiters: dict[str, list[int]] = {}
         self._awaited_done: set[str] = set()
         self._skipped_calls = 0
+        self._profiling = self.options.profiling_fixed_s > 0 or self.options.profiling_fraction > 0
         self._vectors: dict[tuple[str, Resources], Vector] = {}
         self._next_vid = 1
         self._error_rng = (np.random.default_rng([self.options.seed, 0x5E57])
@@ -306,8 +309,7 @@ class Engine(PassSteps, ViewSteps):
                 # A scheduling point: every event of the instant is in.
                 if periodic or not changed or not (self._pending or idle_calls):
                     break
-                if (self._blocked or (self._quiet and not self._overdue(t))) and \
-                        self._releases == self._releases_seen and not self._late_visible:
+                if self._nothing_to_decide(t):
                     self._skipped_calls += 1
                     break  # its plan would be empty: nothing it waits for has happened
                 # A plan that freed resources (cancel, zero-grace preemption) is followed by another decision
@@ -344,8 +346,12 @@ class Engine(PassSteps, ViewSteps):
         self._push_next_arrival()
         self._arrived += 1
         j = self._jobs[idx]
+        meta = j.job.meta
+        if not meta and not self._profiling:  # most jobs: nothing to wait for, no profiling delay
+            self._make_visible(j)
+            return True
         opts = self.options
-        after = [a for a in j.job.meta.get("after", ()) if a not in self._awaited_done]
+        after = [a for a in meta.get("after", ()) if a not in self._awaited_done]
         if after:  # shown when every job it waits for has finished (`_release_waiters`)
             j.status = PROFILING
             self._busy += 1
@@ -353,7 +359,7 @@ class Engine(PassSteps, ViewSteps):
             for a in after:
                 self._waiters.setdefault(a, []).append(idx)
             return True
-        measured = j.job.meta.get("profiling_delay_s")  # set by sim.profiling_model: the samples' own times
+        measured = meta.get("profiling_delay_s")  # set by sim.profiling_model: the samples' own times
         if measured is not None:
             delay = float(measured)
         elif opts.profiling_fixed_s > 0 or opts.profiling_fraction > 0:
@@ -430,6 +436,7 @@ class Engine(PassSteps, ViewSteps):
         cancelled, and whether resources were released (event mode then decides again at the same instant)."""
         moves, releases = self._moves, self._releases
         self._calls += 1
+        self._freed = []  # what this plan frees counts for the next decision
         try:
             decision = decide(policy, self, now, self.decisions, self._calls)
         except PlanError as exc:
@@ -440,6 +447,40 @@ class Engine(PassSteps, ViewSteps):
         self._quiet = (self._window is not None and self._pending >= self._window and self._moves == moves
                        and self._releases == releases)
         return self._moves != moves, self._releases != releases
+
+    def _nothing_to_decide(self, now: float) -> bool:
+        """Whether the policy's plan at this scheduling point would be empty, by what it declared it reads: no group
+        shown late (older than the queue's end), and either no room given back (a strict FIFO left groups waiting, or
+        a windowed backfill changed nothing and no reservation moves with `now`), or room given back only on nodes
+        where strict FIFO's oldest waiting group still fits nowhere (the room it fits in can only grow there)."""
+        if self._late_visible:
+            return False
+        if self._releases == self._releases_seen:
+            return self._blocked or (self._quiet and not self._overdue(now))
+        freed, self._freed = self._freed, []
+        return self._blocked and not self._head_may_fit(freed)
+
+    def _head_may_fit(self, freed: list[int]) -> bool:
+        """Whether strict FIFO's oldest waiting group might fit on one of the `freed` nodes (a request within its
+        free room on a node of the variant's kind; placement rules only narrow that). True when the head is not
+        the engine's to know: groups set aside, or held (the policy then waits on another)."""
+        if self.quarantine:
+            return True
+        head = None
+        if self.options.view == "naive":  # the reference view files no queue
+            waiting = [j for j in self._visible.values() if j.status == PENDING]
+            head = min(waiting, key=lambda j: (j.job.submit_time, j.group_id), default=None)
+        else:
+            jobs = self._by_id
+            for _, gid in self._queues.keys[1]:  # filed at the last view: its front started in that plan
+                j = jobs[gid]
+                if j.status == PENDING:
+                    head = j
+                    break
+        if head is None or head.held:
+            return True
+        cluster = self.cluster
+        return any(cluster.any_fits(kind, head.facts[kind].vector, freed) for kind in head.kinds)
 
     def _overdue(self, now: float) -> bool:
         """Whether a running job is at or past its expected end (a reservation then moves with `now`); True until
@@ -468,12 +509,13 @@ class Engine(PassSteps, ViewSteps):
         for an applied action); the others end as Slurm would end them."""
         def handle(batch: Sequence[Action], now: float) -> list[Outcome]:
             done = []
+            counts = self._actions
             for action in batch:
                 name = type(action).__name__
-                self._actions[name] = self._actions.get(name, 0) + 1
+                counts[name] = counts.get(name, 0) + 1
                 verdict = admissible(action, self._standing)
                 if verdict is Verdict.ADMITTED:
-                    done.append(apply(action, now) or Outcome(APPLIED))
+                    done.append(apply(action, now) or _APPLIED)
                 else:
                     self._not_admitted(action, verdict)
                     done.append(verdict_outcome(verdict, action))
