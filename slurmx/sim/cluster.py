@@ -131,45 +131,58 @@ class _FreeTree:
                 v >>= 1
 
     def fitting(self, vec: Vector) -> Iterator[int]:
-        """The nodes (cluster indices) with room for `vec`, in order: a depth-first walk, left first, into the
-        subtrees whose per-dimension maxima all hold it (a vertex can pass on maxima of different nodes, so a
-        walk may back out of one; never past a node that fits)."""
+        """The nodes (cluster indices) with room for `vec`, in order: from the root, down the leftmost child whose
+        per-dimension maxima all hold it; a vertex can pass on maxima of different nodes, so a descent can end
+        above the leaves, and the walk then goes on right of it (never past a node that fits)."""
         dims = [(col, amount) for col, amount in zip(self.cols, vec) if amount > 0]  # noqa: B905
         order, size = self.order, self.size
         if not dims:
             yield from order
             return
-        stack = [1]
-        pop, push = stack.pop, stack.append
-        if len(dims) == 1:
-            (c0, a0), = dims
-            while stack:
-                v = pop()
-                if c0[v] >= a0:
-                    if v >= size:
-                        yield order[v - size]
-                    else:
-                        push(2 * v + 1)
-                        push(2 * v)
-        elif len(dims) == 2:
-            (c0, a0), (c1, a1) = dims
-            while stack:
-                v = pop()
-                if c0[v] >= a0 and c1[v] >= a1:
-                    if v >= size:
-                        yield order[v - size]
-                    else:
-                        push(2 * v + 1)
-                        push(2 * v)
-        else:
-            while stack:
-                v = pop()
-                if all(col[v] >= amount for col, amount in dims):
-                    if v >= size:
-                        yield order[v - size]
-                    else:
-                        push(2 * v + 1)
-                        push(2 * v)
+        if len(dims) > 2:
+            yield from self._fitting_many(dims)
+            return
+        (c0, a0), (c1, a1) = dims if len(dims) == 2 else dims * 2
+        v = 1
+        while True:
+            if c0[v] >= a0 and c1[v] >= a1:
+                while v < size:
+                    v <<= 1
+                    if c0[v] >= a0 and c1[v] >= a1:
+                        continue
+                    v += 1
+                    if c0[v] >= a0 and c1[v] >= a1:
+                        continue
+                    break  # neither child holds it
+                else:
+                    yield order[v - size]
+            while v & 1:  # done with v's subtree: on to the next one to its right
+                v >>= 1
+            if not v:
+                return
+            v += 1
+
+    def _fitting_many(self, dims: list[tuple[list[int], int]]) -> Iterator[int]:
+        """`fitting` for a request on more than two dimensions (GRES): the same walk, every dimension checked."""
+        order, size = self.order, self.size
+        v = 1
+        while True:
+            if all(col[v] >= amount for col, amount in dims):
+                while v < size:
+                    v <<= 1
+                    if all(col[v] >= amount for col, amount in dims):
+                        continue
+                    v += 1
+                    if all(col[v] >= amount for col, amount in dims):
+                        continue
+                    break
+                else:
+                    yield order[v - size]
+            while v & 1:
+                v >>= 1
+            if not v:
+                return
+            v += 1
 
 
 class ModelCluster:
