@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import add, le, sub
+from typing import TypeVar
 
 from slurmx.core.model import Node, Partition
 from slurmx.core.placement import Placement
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 Vector = tuple[int, ...]
+_L = TypeVar("_L", int, str)  # how a first-fit walk names a node: its index or its name
 
 # The model builds every node: past this a node count is a typo (or a sizing gone wrong), not a cluster to run.
 MAX_NODES = 1_000_000
@@ -90,10 +92,11 @@ class _FreeTree:
     on one node under tree vertex v; the leaves (from `size` on) are the kind's nodes in first-fit order, padded
     with -1 (never fits)."""
 
-    __slots__ = ("cols", "order", "size")
+    __slots__ = ("cols", "names", "order", "size")
 
-    def __init__(self, order: Sequence[int], capacities: Sequence[Vector]) -> None:
+    def __init__(self, order: Sequence[int], names: Sequence[str], capacities: Sequence[Vector]) -> None:
         self.order = tuple(order)
+        self.names = tuple(names)  # the same nodes' names: a policy's query reads no index
         size = 1
         while size < len(order):
             size *= 2
@@ -130,17 +133,18 @@ class _FreeTree:
                 col[v] = best
                 v >>= 1
 
-    def fitting(self, vec: Vector) -> Iterator[int]:
-        """The nodes (cluster indices) with room for `vec`, in order: from the root, down the leftmost child whose
-        per-dimension maxima all hold it; a vertex can pass on maxima of different nodes, so a descent can end
-        above the leaves, and the walk then goes on right of it (never past a node that fits)."""
+    def fitting(self, vec: Vector, order: Sequence[_L]) -> Iterator[_L]:
+        """The nodes with room for `vec`, in order, each as `order` (`self.order` or `self.names`) gives it: from
+        the root, down the leftmost child whose per-dimension maxima all hold it; a vertex can pass on maxima of
+        different nodes, so a descent can end above the leaves, and the walk then goes on right of it (never past
+        a node that fits)."""
         dims = [(col, amount) for col, amount in zip(self.cols, vec) if amount > 0]  # noqa: B905
-        order, size = self.order, self.size
+        size = self.size
         if not dims:
             yield from order
             return
         if len(dims) > 2:
-            yield from self._fitting_many(dims)
+            yield from self._fitting_many(dims, order)
             return
         (c0, a0), (c1, a1) = dims if len(dims) == 2 else dims * 2
         v = 1
@@ -162,9 +166,9 @@ class _FreeTree:
                 return
             v += 1
 
-    def _fitting_many(self, dims: list[tuple[list[int], int]]) -> Iterator[int]:
+    def _fitting_many(self, dims: list[tuple[list[int], int]], order: Sequence[_L]) -> Iterator[_L]:
         """`fitting` for a request on more than two dimensions (GRES): the same walk, every dimension checked."""
-        order, size = self.order, self.size
+        size = self.size
         v = 1
         while True:
             if all(col[v] >= amount for col, amount in dims):
@@ -216,7 +220,8 @@ class ModelCluster:
         self._trees: dict[str, _FreeTree] = {}
         rows: dict[int, tuple[_FreeTree, int]] = {}
         for kind, order in self.kind_nodes.items():
-            tree = self._trees[kind] = _FreeTree(order, [self.nodes[i].capacity for i in order])
+            tree = self._trees[kind] = _FreeTree(order, [self.nodes[i].name for i in order],
+                                                 [self.nodes[i].capacity for i in order])
             for row, i in enumerate(order):
                 rows[i] = (tree, row)
         self._row = [rows[i] for i in range(len(self.nodes))]
@@ -335,7 +340,13 @@ class ModelCluster:
     def fitting(self, kind: str, vec: Vector) -> Iterator[int]:
         """Indices of the nodes of `kind` with room for `vec`, in first-fit (name) order, found lazily: read before
         the cluster changes (first fit reads one or a node count)."""
-        return self._trees[kind].fitting(vec)
+        tree = self._trees[kind]
+        return tree.fitting(vec, tree.order)
+
+    def fitting_names(self, kind: str, vec: Vector) -> Iterator[str]:
+        """The names of `fitting`'s nodes."""
+        tree = self._trees[kind]
+        return tree.fitting(vec, tree.names)
 
     def any_fits(self, kind: str, vec: Vector, indices: Iterable[int]) -> bool:
         """Whether one of the nodes `indices` serves `kind` and has room for `vec`."""

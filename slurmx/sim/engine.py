@@ -197,7 +197,7 @@ class Engine(PassSteps, ViewSteps):
         for job in jobs:
             self._check(job, seen)
 
-    def _check(self, job: SimJob, seen: set[str]) -> list[str]:
+    def _check(self, job: SimJob, seen: set[str]) -> list[tuple[str, Vector]]:
         """One job's checks: its id not in `seen` (then added), its variants against the cluster; returns the kinds
         served. A variant wider than the policy places is not refused: the cycle hands it over
         (`cycle/handover.py`)."""
@@ -206,20 +206,23 @@ class Engine(PassSteps, ViewSteps):
         seen.add(job.job_id)
         return self._served_kinds(job)
 
-    def _served_kinds(self, job: SimJob) -> list[str]:
-        """The job's kinds this cluster serves, each variant checked against its partition's nodes."""
+    def _served_kinds(self, job: SimJob) -> list[tuple[str, Vector]]:
+        """The job's kinds this cluster serves with each one's request as a vector, each variant checked against
+        its partition's nodes."""
         kinds = []
+        served, vectors = self.cluster.kinds, self._vectors
         for kind, variant in job.variants.items():
-            if kind not in self.cluster.kinds:
+            if kind not in served:
                 continue
             key = (kind, variant.request)
-            if key not in self._vectors:
-                self._vectors[key] = self._checked_vector(job, kind, variant.request)
+            vec = vectors.get(key)
+            if vec is None:
+                vec = vectors[key] = self._checked_vector(job, kind, variant.request)
             if variant.nodes != 1:
                 self._check_node_count(job, kind, variant.nodes)
             if variant.placement is not ANYWHERE:
-                self._check_placement(job, kind, self._vectors[key], variant.nodes, variant.placement)
-            kinds.append(kind)
+                self._check_placement(job, kind, vec, variant.nodes, variant.placement)
+            kinds.append((kind, vec))
         if not kinds:
             raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
                                   f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
@@ -247,15 +250,15 @@ class Engine(PassSteps, ViewSteps):
         kinds = self._check(job, self._seen_ids) if self._total is None else self._served_kinds(job)
         j = JobState(self._read, job)
         self._read += 1
-        factors = self._error_factors(job)
-        for kind in kinds:
-            variant = job.variants[kind]
+        factors = self._error_factors(job) if self._error_rng is not None else None
+        variants, facts = job.variants, j.facts
+        for kind, vec in kinds:
+            variant = variants[kind]
             base = variant.estimate_s if variant.estimate_s is not None else variant.duration_s
             estimate = float(base * factors[kind]) if factors is not None else float(base)
-            j.facts[kind] = KindFacts(variant.request, self._vectors[(kind, variant.request)], estimate,
-                                      self._next_vid, variant.nodes, variant.placement)
+            facts[kind] = KindFacts(variant.request, vec, estimate, self._next_vid, variant.nodes, variant.placement)
             self._next_vid += 1
-        j.kinds = tuple(kinds)
+        j.kinds = tuple([kind for kind, _ in kinds])
         self._jobs[j.idx] = j
         self._by_id[job.job_id] = j
         self._open += 1

@@ -235,7 +235,7 @@ class ActionSteps(EngineState):
             if len(a.nodes) != count or len(set(a.nodes)) != count:
                 raise SimulationError(f"t={now:g}: Start {a.group_id}: names {len(a.nodes)} node(s) "
                                       f"({', '.join(a.nodes)}) for a variant that runs on {count} distinct nodes")
-            chosen = tuple(self._named_node(a, name, partition, now) for name in a.nodes)
+            chosen = tuple([self._named_node(a, name, partition, now) for name in a.nodes])
             if placement is not ANYWHERE:
                 for index in chosen:
                     self._check_admits(a, index, placement, now)

@@ -26,6 +26,8 @@ __all__ = [
     "PROFILING", "RUNNING", "TICK", "WAITING", "EngineState", "JobState", "KindFacts",
 ]
 
+_NO_RESOURCES = Resources()  # what a job holds before it starts: one shared value
+
 # Event priorities: the order of events at one instant.
 FINISH, GRACE_END, ARRIVAL, PROFILED, TICK = 0, 1, 2, 3, 4
 EVENT_NAMES = ("finish", "grace_end", "arrival", "profiled", "tick")
@@ -64,7 +66,7 @@ class JobState:
         self.kind: str | None = None
         self.nodes: tuple[int, ...] = ()  # where it runs: one node, or all of a multi-node job's
         self.whole = False  # it runs exclusive: each of its nodes is held whole, whatever `alloc` says
-        self.alloc: Resources = Resources()
+        self.alloc: Resources = _NO_RESOURCES
         self.alloc_vec: Vector = ()
         self.rate = 0.0
         self.done = 0.0

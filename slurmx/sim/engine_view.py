@@ -134,8 +134,7 @@ class _Index:
             vec = cluster.vector(request)
         except SimulationError:
             return iter(())
-        sim = cluster.nodes
-        return (sim[i].name for i in cluster.fitting(kind, vec))
+        return cluster.fitting_names(kind, vec)
 
 
 class ViewSteps(EngineState):
@@ -244,16 +243,16 @@ class ViewSteps(EngineState):
             state = VariantState.HELD if j.held else VariantState.PENDING
             share = remaining / job.work
             facts = j.facts
-            variants = tuple(
-                Variant(j.group_id, k, facts[k].vid, state, facts[k].request, kinds[k], (), facts[k].est_total * share,
-                        j.priority, job.submit_time, node_count=facts[k].node_count, placement=facts[k].placement)
-                for k in j.kinds)
+            variants = tuple([
+                Variant(j.group_id, k, f.vid, state, f.request, kinds[k], (), f.est_total * share, j.priority,
+                        job.submit_time, node_count=f.node_count, placement=f.placement)
+                for k, f in zip(j.kinds, map(facts.__getitem__, j.kinds))])  # noqa: B905 (the same kinds)
         else:
             assert j.kind is not None
             nodes = self.cluster.nodes
             ran = j.facts[j.kind]
             variants = (Variant(j.group_id, j.kind, ran.vid, VariantState.RUNNING, j.alloc, kinds[j.kind],
-                                tuple(nodes[n].name for n in j.nodes), j.run_estimate, j.priority, job.submit_time,
+                                tuple([nodes[n].name for n in j.nodes]), j.run_estimate, j.priority, job.submit_time,
                                 j.seg_start, node_count=ran.node_count, placement=ran.placement),)
         return Group(j.group_id, j.group_id, job.user, job.job_class, variants, work=remaining, grace_s=job.grace_s,
                      preemptions=j.preemptions, submit_time=job.submit_time, grace_deadline=j.grace_deadline,
