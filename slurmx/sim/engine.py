@@ -537,6 +537,6 @@ class Engine(PassSteps, ViewSteps):
                          notes=self._notes_counted(self._notes), end_time=self.now, wall_s=wall,
                          policy_calls_skipped=self._skipped_calls, policy_wall_s=self._policy_wall)
         order = np.argsort(np.frombuffer(self._record_order, dtype=np.int64), kind="stable")
-        records = tuple(self._records[i] for i in order.tolist())  # in submission order
+        records = tuple(map(self._records.__getitem__, order.tolist()))  # in submission order
         return SimResult(records, np.frombuffer(self._util_t, dtype=np.float64).copy(), values.copy(),
                          self._util_cols, capacity, tuple(self._reschedule), stats, self.options)
