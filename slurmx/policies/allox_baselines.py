@@ -28,7 +28,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 
 from slurmx.core.actions import Note, Plan, Preempt, Start
 from slurmx.core.model import ClusterView, Group, Variant, VariantState
-from slurmx.policies.allox import (
+from slurmx.policies.allox_model import (
     Cluster,
     Job,
     Machine,

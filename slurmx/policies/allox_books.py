@@ -28,27 +28,40 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass
-from slurmx.policies.allox import (
-    AlloxArgs,
+from slurmx.policies.allox_model import (
     Cluster,
     Job,
     Machine,
-    _value,
     dominant_share,
     favoured,
     job_value,
+    job_value_on,
     matching_instance,
     read_cluster,
     start_samples,
 )
 from slurmx.policies.matching import Instance, solve
 
-__all__ = ["Booking", "Books", "hash_set_order", "schedule_with_books"]
+__all__ = ["Booking", "Books", "BooksArgs", "hash_set_order", "schedule_with_books"]
 
 _DIGITS = re.compile(r"(\d+)$")
+
+
+class BooksArgs(Protocol):
+    """What the books read of `AlloxArgs` (named here so that this module does not import the policy's)."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def n_max(self) -> int | None: ...
+    @property
+    def widen_alpha(self) -> bool: ...
+    @property
+    def samples_first(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +230,7 @@ def _progress(books: Books, view: ClusterView) -> dict[str, float]:
     return progress
 
 
-def schedule_with_books(args: AlloxArgs, view: ClusterView, now: float) -> Plan:
+def schedule_with_books(args: BooksArgs, view: ClusterView, now: float) -> Plan:
     """One decision of AlloX with their books (module docstring); the plan carries the updated books."""
     books = _books_of(view)
     cluster = read_cluster(view, now)
@@ -256,7 +269,7 @@ def schedule_with_books(args: AlloxArgs, view: ClusterView, now: float) -> Plan:
         actions.append(start)
         until = now + sum(p.estimates[kind] for p in plans[number])
         machines.omega[number] = until - now
-        value = _value(job, kind, cluster)
+        value = job_value_on(job, kind, cluster)
         progress[job.user] = progress.get(job.user, 0.0) + value
         booked[job.group.group_id] = Booking(kind, number, until, job.user, value)
     waiting = len(cluster.jobs)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from slurmx.core.actions import Note, Plan, Start
 from slurmx.core.model import ClusterView, Group, JobClass
-from slurmx.policies.allox import Cluster, Job, read_cluster, start_samples
+from slurmx.policies.allox_model import Cluster, Job, read_cluster, start_samples
 
 __all__ = ["QueueOrder", "es_in_queue_order", "schedule_in_queue_order"]
 
