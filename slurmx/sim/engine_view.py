@@ -42,7 +42,8 @@ class Queues:
     """The engine's sorted queues (index 1 pending, 2 running), each kind's running jobs by expected end, and
     which of them the current view has read."""
 
-    __slots__ = ("ends", "ends_kept", "ends_read", "ends_wanted", "generation", "keys", "read")
+    __slots__ = ("ends", "ends_kept", "ends_read", "ends_wanted", "generation", "keys", "read", "running_kept",
+                 "running_wanted")
 
     def __init__(self) -> None:
         self.keys: list[list[QueueKey]] = [[], [], []]
@@ -53,6 +54,10 @@ class Queues:
         # first view after a policy asked for them (EASY's reservation), which meanwhile scans its own groups.
         self.ends_wanted = False
         self.ends_kept = False
+        # Likewise the running queue (a bisect in and out per job): kept from the first view after a policy read
+        # `running_groups` (or the by-end lists, which are filed from it); until then a view scans its groups.
+        self.running_wanted = False
+        self.running_kept = False
         self.generation = 0
 
     def keep_read(self) -> None:
@@ -95,6 +100,10 @@ class _Index:
         return self._keys(1)
 
     def running_keys(self) -> list[QueueKey] | None:
+        queues = self._queues
+        if not queues.running_kept:
+            queues.running_wanted = True
+            return None
         return self._keys(2)
 
     def running_end_keys(self, kind: KindName) -> list[EndKey] | None:
@@ -159,9 +168,12 @@ class ViewSteps(EngineState):
         groups, stale = self._groups, self._stale_groups
         queues = self._queues
         queues.new_generation()
+        if (queues.running_wanted or queues.ends_wanted) and not queues.running_kept:
+            self._start_keeping_running()
         if queues.ends_wanted and not queues.ends_kept:
             self._start_keeping_ends()
         keep_ends = queues.ends_kept
+        running = 2 if queues.running_kept else 0
         for idx in self._dirty:
             j = self._jobs[idx]
             gid = j.group_id
@@ -170,7 +182,7 @@ class ViewSteps(EngineState):
                     stale.add(gid)  # rebuilt if read: a FIFO never reads most running groups
                 else:
                     groups[gid] = self._group_view(j)
-                self._file(j, 1 if j.status == PENDING else 2)
+                self._file(j, 1 if j.status == PENDING else running)
             else:
                 self._file(j, 0)
                 stale.discard(gid)
@@ -208,6 +220,13 @@ class ViewSteps(EngineState):
         if queue:
             bisect.insort(self._queues.keys[queue], key)
         j.listed = queue
+
+    def _start_keeping_running(self) -> None:
+        """From now on keep the running queue: filed for every job already running (dirty ones follow in `_view`)."""
+        self._queues.running_kept = True
+        for j in self._visible.values():
+            if j.status != PENDING:
+                self._file(j, 2)
 
     def _start_keeping_ends(self) -> None:
         """From now on keep the by-end lists: filed for every job already running (dirty ones follow in `_view`)."""
