@@ -440,12 +440,13 @@ class Engine(PassSteps, ViewSteps):
         moves, releases = self._moves, self._releases
         self._calls += 1
         self._freed = []  # what this plan frees counts for the next decision
+        self._late_visible = False  # and a group it requeues is shown late to it
         try:
             decision = decide(policy, self, now, self.decisions, self._calls)
         except PlanError as exc:
             raise SimulationError(str(exc)) from None
         self._policy_wall += decision.policy_s
-        self._releases_seen, self._late_visible = releases, False
+        self._releases_seen = releases
         self._blocked = self._waits_for_release and self._pending > 0
         self._quiet = (self._window is not None and self._pending >= self._window and self._moves == moves
                        and self._releases == releases)
