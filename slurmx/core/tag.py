@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
+from slurmx.core.interning import StringPool
+
 __all__ = ["MAX_BEGIN_AHEAD_S", "MAX_LENGTH", "PREFIX", "VERSION", "GroupTag", "TagError", "TagRead", "begin_floor",
            "begin_floor_of", "decode", "encode", "fields", "leased", "read", "readable_fields", "script_hash",
            "whole_number"]
@@ -213,23 +215,15 @@ class TagRead(NamedTuple):
 
 
 # One string object per distinct kind, estimate, grace and lease: a queue holds few, and each job's read would
-# otherwise keep copies of its own. Bounded: past it, values simply stay unshared.
-_VALUES: dict[str, str] = {}
-_VALUES_MAX = 4096
+# otherwise keep copies of its own.
+_VALUES = StringPool()
 
 
 _Text = TypeVar("_Text", str, str | None)
 
 
 def _common(text: _Text) -> _Text:
-    if text is None:
-        return None
-    got = _VALUES.get(text)
-    if got is not None:
-        return got
-    if len(_VALUES) < _VALUES_MAX:
-        _VALUES[text] = text
-    return text
+    return None if text is None else _VALUES(text)
 
 
 def read(comment: str) -> TagRead | None:

@@ -26,6 +26,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from slurmx.core.arrays import task_key
+from slurmx.core.interning import StringPool
 from slurmx.core.model import Node, Partition, VariantState
 from slurmx.core.resources import Resources, parse_gres
 from slurmx.core.units import UnitError, parse_duration, parse_mem
@@ -398,17 +399,7 @@ def _states(text: str) -> tuple[VariantState, bool]:
 # One string object per distinct value of the fields a queue holds few values of (user, state, reason, partition,
 # QOS): the decoder makes a new one for every job, 50 MB of copies at 100,000 groups. Bounded: a field can only
 # hold what Slurm accepts, but a site with more distinct values than this simply keeps the rest unshared.
-_SHARED: dict[str, str] = {}
-_SHARED_MAX = 4096
-
-
-def _shared(text: str) -> str:
-    got = _SHARED.get(text)
-    if got is not None:
-        return got
-    if len(_SHARED) < _SHARED_MAX:
-        _SHARED[text] = text
-    return text
+_shared = StringPool()
 
 
 def _job(job: _SqueueJob) -> SlurmJob:
@@ -601,7 +592,7 @@ def _gres_counts(text: str) -> Mapping[str, int]:
 def clear_caches() -> None:
     """Forget every parsed TRES and node shape (benchmarks time a cold first listing)."""
     parse_tres.cache_clear()
-    _SHARED.clear()
+    _shared.clear()
     _node_resources.cache_clear()
     _gres_counts.cache_clear()
 
