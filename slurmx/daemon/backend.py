@@ -12,99 +12,31 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import ClusterView, Node, Partition
-from slurmx.core.ownership import FolderOwner, SpoolOwners
+from slurmx.core.ownership import SpoolOwners
 from slurmx.cycle import Handler, Outcome, Quarantine, checked_handlers
 from slurmx.daemon.enforce import Enforcer, grace_marks, start_marks
 from slurmx.daemon.errors import CycleTimeout
 from slurmx.daemon.observe import Observation, build_view
 from slurmx.daemon.profiling import ProfilingStage
 from slurmx.daemon.store import Store
-from slurmx.slurm import SlurmAdapter, SlurmError
-from slurmx.slurm.adapter import JobUpdate
-from slurmx.slurm.records import AccountingRecord, SlurmJob
+from slurmx.slurm import SlurmError
+from slurmx.slurm.records import SlurmJob
+from slurmx.slurm.wrappers import CountingSlurm
 
-__all__ = ["ISOLATION_BUDGET_S", "CountingSlurm", "SlurmBackend"]
+__all__ = ["ISOLATION_BUDGET_S", "SlurmBackend"]
 
 log = logging.getLogger("slurmxd")
 # Wall time one cycle may spend finding the groups its policy fails on: a quarter of the watchdog's shortest limit
 # (120 s), so a slow solver tried a few dozen times ends in FIFO's plan for that cycle, not in an abandoned cycle.
 # Culprits found before the budget ran out stay set aside; the next cycle goes on from there.
 ISOLATION_BUDGET_S = 30.0
-
-
-@dataclass
-class CountingSlurm:
-    """A `SlurmAdapter` that counts the calls that change Slurm, so the backend knows when its snapshot aged."""
-
-    inner: SlurmAdapter
-    changes: int = 0
-
-    def version(self) -> str:
-        return self.inner.version()
-
-    def jobs(self, job_ids: Iterable[int] | None = None, user: str | None = None) -> list[SlurmJob]:
-        return self.inner.jobs(job_ids, user)
-
-    def nodes(self) -> list[Node]:
-        return self.inner.nodes()
-
-    def partitions(self, kinds: Mapping[str, str] | None = None) -> list[Partition]:
-        return self.inner.partitions(kinds)
-
-    def accounting(self, job_ids: Iterable[int] | None = None, since: str = "now-1day") -> list[AccountingRecord]:
-        return self.inner.accounting(job_ids, since)
-
-    def submit(self, script: str, options: Sequence[str]) -> int:
-        self.changes += 1
-        return self.inner.submit(script, options)
-
-    def hold(self, job_ids: Iterable[int]) -> None:
-        self.changes += 1
-        self.inner.hold(job_ids)
-
-    def release(self, job_ids: Iterable[int]) -> None:
-        self.changes += 1
-        self.inner.release(job_ids)
-
-    def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
-        self.changes += 1
-        self.inner.requeue(job_ids, hold)
-
-    def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
-        self.changes += 1
-        self.inner.signal(job_ids, signal, batch_only)
-
-    def cancel(self, job_ids: Iterable[int]) -> None:
-        self.changes += 1
-        self.inner.cancel(job_ids)
-
-    def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
-        self.changes += 1
-        self.inner.update(job_ids, change)
-
-    def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
-        self.changes += 1
-        return self.inner.update_each(changes)
-
-    def command_counts(self) -> Mapping[str, int]:
-        return self.inner.command_counts()
-
-    def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:
-        self.inner.make_private_folder(path, files)
-
-    def folder_owners(self, paths: Sequence[str]) -> dict[str, FolderOwner | None]:
-        return self.inner.folder_owners(paths)
-
-    def renew(self, jobs: Iterable[SlurmJob], now: float, skip: Iterable[int] = ()) -> list[int]:
-        """Renew due leases (`daemon.lease.LeasedSlurm`); a plain counting adapter holds no leases."""
-        return []
 
 
 @dataclass

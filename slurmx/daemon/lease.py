@@ -35,10 +35,10 @@ from operator import attrgetter
 
 from slurmx.core.model import VariantState
 from slurmx.core.tag import begin_floor_of
-from slurmx.daemon.backend import CountingSlurm
 from slurmx.slurm import SlurmError
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.records import SlurmJob
+from slurmx.slurm.wrappers import CountingSlurm
 
 __all__ = ["LeasedSlurm", "begin_after", "is_leased", "lease_renewals"]
 

@@ -18,7 +18,7 @@ from slurmx.core.ownership import SpoolOwners
 from slurmx.core.resources import Resources
 from slurmx.cycle import Outcome
 from slurmx.cycle.run import apply_plan
-from slurmx.daemon.backend import CountingSlurm, SlurmBackend
+from slurmx.daemon.backend import SlurmBackend
 from slurmx.daemon.checks import coexistence_warnings, operator_problem, parse_config
 from slurmx.daemon.enforce import Enforcer
 from slurmx.daemon.explain import explain
@@ -30,6 +30,7 @@ from slurmx.policies.base import make_policy
 from slurmx.slurm.adapter import JobUpdate
 from slurmx.slurm.errors import SlurmCommandError, SlurmError, SlurmUnavailable
 from slurmx.slurm.records import SlurmJob
+from slurmx.slurm.wrappers import CountingSlurm
 from tests.spool import SPOOL, clear_spool, make_folder, make_group_folders
 
 SITE: SiteConfig = parse_site_config({

@@ -440,3 +440,15 @@ def test_the_policy_name_check_sees_a_name() -> None:
     assert switches_on_policies('if self.POLICY == "fitgpp": pass\n', names) == [(1, "fitgpp")]
     assert switches_on_policies('make_policy("fifo")\nassert site.policy.name == "fifo"\n', names) == []
     assert switches_on_policies('os.mkfifo(p) if kind == "fifo" else p.mkdir()\n', names) == []
+
+
+# The adapters that wrap another adapter (counting, leases): the enforcer calls down into them, so they import
+# nothing of the daemon's enforcement, backend or loop (issue 35: the Slurm wrappers below the enforcer).
+SLURM_WRAPPERS = ("slurmx.slurm.wrappers", "slurmx.daemon.lease")
+
+
+def test_the_slurm_wrappers_sit_below_the_enforcer() -> None:
+    graph = import_graph()
+    above = {m: sorted(t for t in graph.get(m, set()) if t.startswith("slurmx.daemon.")) for m in SLURM_WRAPPERS}
+    assert all(m in graph for m in SLURM_WRAPPERS), f"a wrapper module is gone: {SLURM_WRAPPERS}"
+    assert not any(above.values()), f"Slurm wrappers import the daemon above them: {above}"
