@@ -408,3 +408,14 @@ def test_the_experiments_a_slow_reproduction_names_exist(paper: str, names: tupl
             *(f"--only={name}" for name in (*names, "not-an-experiment"))]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1 and "unknown experiment(s) not-an-experiment; choose from" in done.stderr, done.stderr
+
+
+def test_every_file_of_the_repo_a_command_names_exists() -> None:
+    """A script, spec or config a doc command names (examples/..., site-config/..., bench/...) is in the repo, so a
+    slow or cluster command cannot name a moved file either."""
+    named = {(doc, line, word) for doc, line, command in _shown() for word in re.split(r"[\s=\"']+", command)
+             if word.startswith(("examples/", "site-config/", "bench/")) and "$" not in word}
+    missing = [f"{doc}:{line}: {word} does not exist" for doc, line, word in sorted(named)
+               if not (ROOT / word.rstrip("/")).exists()]
+    assert not missing, "\n".join(missing)
+    assert len(named) > 10
