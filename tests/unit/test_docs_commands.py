@@ -158,7 +158,8 @@ COMMANDS: dict[str, Run | Slow | Cluster] = {
     "SLURM_RESTART_COUNT=1 python3 examples/train_loop.py 300": TRAIN_RESUMED,
     # slurmx: no cluster
     "slurmx --help": HELP,
-    "slurmx config check": CHECK,
+    "slurmx config check": Run(("slurmx", "config", "check"), "site-config/test-cluster.yaml: ok",
+                               env=(("SLURMX_SITE", SITE),)),  # without FILE: the site slurmx uses
     "slurmx config check /etc/slurmx/site.yaml": CHECK,
     "slurmx config check FILE": CHECK,
     "slurmx config check FILE...": CHECK,
