@@ -95,6 +95,8 @@ OPTIONS_LIVE = live("test_submit_live.py", "test_sbatch_resource_options_apply_p
 SSH_LIVE = live("test_submit_live.py", "test_remote_submit_status_cancel_over_ssh")
 ARRAY_LIVE = live("test_arrays_live.py",
                   "test_slurmx_submit_array_is_one_slurm_array_per_kind_and_runs_each_index_once")
+WAIT_LIVE = live("test_submit_live.py",
+                 "test_wait_on_an_array_returns_when_every_index_ended_and_fails_naming_the_ones_that_failed")
 DEPEND_LIVE = live("test_dependency_live.py", "test_a_group_waits_for_the_group_it_depends_on_whichever_variant_ran")
 CONSTRAINT_LIVE = live("test_submit_placement_live.py",
                        "test_a_constraint_only_the_gpu_nodes_have_runs_the_group_on_the_gpu_kind")
@@ -231,6 +233,10 @@ COMMANDS: dict[str, Run | Slow | Cluster] = {
     'slurmx submit --dependency=afterok:"$prep" train.sh': DEPEND_LIVE,
     'slurmx --site "$site" submit --mode pick --pick cpu --chdir="$ex" examples/train_loop.yaml': PREEMPT_LIVE,
     "slurmx --host alice@login.example.org submit job.yaml": SSH_LIVE,
+    "slurmx --site $site submit --parsable --wait job.yaml": WAIT_LIVE,
+    "slurmx submit --parsable train.sh": SCRIPT_LIVE,
+    "slurmx submit --parsable prepare.sh": DEPEND_LIVE,
+    "slurmx hook --path bash": Run(("slurmx", "hook", "--path", "bash"), "slurmx/hooks/hook.sh"),
     "slurmx --site": SACCT_EXPORT,
     "slurmx status": SUBMIT_LIVE,
     'slurmx status "$gid"': SUBMIT_LIVE,
@@ -290,8 +296,9 @@ COMMANDS: dict[str, Run | Slow | Cluster] = {
 
 
 def _shown() -> list[tuple[str, int, str]]:
-    """(doc, line, command) for every command in a code block (a trailing `\\` joins the next line) or a code span;
-    a comment, a `$ ` prompt and `;`/`&&` between commands are cut, so each command is one table key."""
+    """(doc, line, command) for every command in a code block (a trailing `\\` joins the next line) or a code span,
+    and inside a `$(...)` there; a comment, a `$ ` prompt and `;`/`&&` between commands are cut, so each command is
+    one table key."""
     found = []
     for doc in DOCS:
         lines = doc.read_text().splitlines()
@@ -307,7 +314,8 @@ def _shown() -> list[tuple[str, int, str]]:
                         line = line.rstrip()[:-1] + " " + lines[i].strip()
                 for text in [line] if in_block else re.findall(r"`([^`\n]+)`", line):
                     text = text.split(" #")[0].strip().removeprefix("$ ")
-                    for command in re.split(r"\s+(?:;|&&)\s+", text):
+                    inner = re.findall(r"\$\(((?:slurmxd?|make)\s[^()]*)\)", text)  # gid=$(slurmx ...)
+                    for command in [*re.split(r"\s+(?:;|&&)\s+", text), *inner]:
                         command = " ".join(command.split())
                         if COMMAND.match(command):
                             found.append((doc.relative_to(ROOT).as_posix(), number, command))
