@@ -28,8 +28,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted({ROOT / "README.md", ROOT / "site-config" / "README.md", *ROOT.glob("examples/**/README*"),
                *(ROOT / "docs").rglob("*.md")})
-# A command, after any `VAR=value`s, `nice -n N` and `.venv/bin/` before it.
-COMMAND = re.compile(r"(?:[A-Z_]+=\S*\s+)*(?:nice -n \d+\s+)?(?:\.venv/bin/)?"
+# A command, after any `VAR=value`s, `nice -n N`, `sudo -u USER` and a venv's `.../bin/` before it.
+COMMAND = re.compile(r"(?:[A-Z_]+=\S*\s+)*(?:nice -n \d+\s+)?(?:sudo -u \S+\s+)?(?:\S*/bin/)?"
                      r"(?:(?:slurmxd?|make)\s+\S|python3? (?:bench|examples)/)")
 
 
@@ -272,6 +272,9 @@ COMMANDS: dict[str, Run | Slow | Cluster] = {
     "slurmx --site /etc/slurmx/site.yaml shadow-report --since 1d": SHADOW_LIVE,
     # slurmxd
     "slurmxd --site /etc/slurmx/site.yaml": DAEMON_LIVE,
+    "/opt/slurmx/bin/slurmxd --version": Run(("slurmxd", "--version"), "slurmxd, version "),
+    "sudo -u slurmx /opt/slurmx-0.2.0/bin/slurmxd --site /etc/slurmx/site.yaml backup "
+    "/var/lib/slurmx/before-0.2.0.sqlite": UPGRADE_LIVE,
     # A dry-run Daemon observes and decides on the live cluster (in process, not through the command line).
     "slurmxd --site site.yaml --once --dry-run": live("test_cycle_live.py",
                                                       "test_a_specs_own_grace_is_the_grace_fitgpp_scores_and_slurmxd_grants"),
