@@ -18,10 +18,11 @@ when its own state changed, and its plan is applied action by action to the mode
 do is a loud `SimulationError`; anything that breaks the model's rules (over-allocation, a double start, work
 not adding up) is a `SimulationInvariantError` naming the group, the node and the time.
 
-The engine is one class in five modules, so each part reads on its own: this kernel (set-up, the event heap and
-its loop, the events, the cycle's backend surface, the result); `engine_actions`, how each action changes the
-model world; `engine_view`, the view the policy reads; `engine_isolation`, the groups the policy failed on;
-`engine_state`, the state they share, typed.
+The engine is one class in several modules, so each part reads on its own: this kernel (set-up, the event heap
+and its loop, the events, the cycle's backend surface, the result); `engine_actions`, how each action changes the
+model world; `engine_view`, the view the policy reads; `engine_skips`, when a decision can be skipped;
+`engine_passes`, ticks and backfill passes; `engine_isolation`, the groups the policy failed on; `engine_state`,
+the state they share, typed, and the checks of each job read.
 """
 
 from __future__ import annotations
@@ -30,14 +31,13 @@ import heapq
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.core.model import ClusterView
-from slurmx.core.placement import ANYWHERE
 from slurmx.core.resources import Resources
 from slurmx.core.snapshot import constant, freeze_if_alive
 from slurmx.cycle import DecisionLog, Handler, Outcome, checked_handlers, decide
@@ -49,6 +49,7 @@ from slurmx.sim.cluster import ModelCluster, SimulationError, SimulationInvarian
 from slurmx.sim.collector import fewer_collections
 from slurmx.sim.config import EngineOptions
 from slurmx.sim.engine_passes import PassSteps
+from slurmx.sim.engine_skips import SkipRules
 from slurmx.sim.engine_state import (
     ARRIVAL,
     DONE,
@@ -80,7 +81,7 @@ class Progress(NamedTuple):
     now: float
 
 
-class Engine(PassSteps, ViewSteps):
+class Engine(PassSteps, SkipRules, ViewSteps):
     """One simulation run: `Engine(cluster, policy, jobs, options).run() -> SimResult`. Single use.
 
     `jobs` is a sequence (sorted here by submit time; every job is checked before the run starts) or a stream, an
@@ -190,43 +191,6 @@ class Engine(PassSteps, ViewSteps):
             self._source = iter(jobs)
 
     # ---- set-up ----------------------------------------------------------------------------------------
-
-    def _check_all(self, jobs: Iterable[SimJob]) -> None:
-        """Check every job of a sequence before the run starts (the checks a stream gets as each job is read)."""
-        seen = self._seen_ids  # the run's set of ids read: filled here once for a sequence
-        for job in jobs:
-            self._check(job, seen)
-
-    def _check(self, job: SimJob, seen: set[str]) -> list[tuple[str, Vector]]:
-        """One job's checks: its id not in `seen` (then added), its variants against the cluster; returns the kinds
-        served. A variant wider than the policy places is not refused: the cycle hands it over
-        (`cycle/handover.py`)."""
-        if job.job_id in seen:
-            raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
-        seen.add(job.job_id)
-        return self._served_kinds(job)
-
-    def _served_kinds(self, job: SimJob) -> list[tuple[str, Vector]]:
-        """The job's kinds this cluster serves with each one's request as a vector, each variant checked against
-        its partition's nodes."""
-        kinds = []
-        served, vectors = self.cluster.kinds, self._vectors
-        for kind, variant in job.variants.items():
-            if kind not in served:
-                continue
-            key = (kind, variant.request)
-            vec = vectors.get(key)
-            if vec is None:
-                vec = vectors[key] = self._checked_vector(job, kind, variant.request)
-            if variant.nodes != 1:
-                self._check_node_count(job, kind, variant.nodes)
-            if variant.placement is not ANYWHERE:
-                self._check_placement(job, kind, vec, variant.nodes, variant.placement)
-            kinds.append((kind, vec))
-        if not kinds:
-            raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
-                                  f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
-        return kinds
 
     def _error_factors(self, job: SimJob) -> dict[str, float] | None:
         """The estimate error model's factor per variant: one draw per variant, served or not, in job order, so
@@ -451,46 +415,6 @@ class Engine(PassSteps, ViewSteps):
         self._quiet = (self._window is not None and self._pending >= self._window and self._moves == moves
                        and self._releases == releases)
         return self._moves != moves, self._releases != releases
-
-    def _nothing_to_decide(self, now: float) -> bool:
-        """Whether the policy's plan at this scheduling point would be empty, by what it declared it reads: no group
-        shown late (older than the queue's end), and either no room given back (a strict FIFO left groups waiting, or
-        a windowed backfill changed nothing and no reservation moves with `now`), or room given back only on nodes
-        where strict FIFO's oldest waiting group still fits nowhere (the room it fits in can only grow there)."""
-        if self._late_visible:
-            return False
-        if self._releases == self._releases_seen:
-            return self._blocked or (self._quiet and not self._overdue(now))
-        freed, self._freed = self._freed, []
-        return self._blocked and not self._head_may_fit(freed)
-
-    def _head_may_fit(self, freed: list[int]) -> bool:
-        """Whether strict FIFO's oldest waiting group might fit on one of the `freed` nodes (a request within its
-        free room on a node of the variant's kind; placement rules only narrow that). True when the head is not
-        the engine's to know: groups set aside, or held (the policy then waits on another)."""
-        if self.quarantine:
-            return True
-        head = None
-        if self.options.view == "naive":  # the reference view files no queue
-            waiting = [j for j in self._visible.values() if j.status == PENDING]
-            head = min(waiting, key=lambda j: (j.job.submit_time, j.group_id), default=None)
-        else:
-            jobs = self._by_id
-            for _, gid in self._queues.keys[1]:  # filed at the last view: its front started in that plan
-                j = jobs[gid]
-                if j.status == PENDING:
-                    head = j
-                    break
-        if head is None or head.held:
-            return True
-        cluster = self.cluster
-        return any(cluster.any_fits(kind, head.facts[kind].vector, freed) for kind in head.kinds)
-
-    def _overdue(self, now: float) -> bool:
-        """Whether a running job is at or past its expected end (a reservation then moves with `now`); True until
-        the engine keeps the by-end lists (from the first view on, for a policy with a window)."""
-        queues = self._queues
-        return not queues.ends_kept or any(ends and ends[0][0] <= now for ends in queues.ends.values())
 
     # ---- the cycle's backend: observe, notes, one handler per action type --------------------------------
 

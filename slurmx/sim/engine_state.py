@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from slurmx.core.actions import Resize
@@ -112,6 +113,7 @@ class EngineState:
     _alloc_changed: bool  # a sample of the allocation is due at the end of the instant
     _largest: dict[str, Vector]  # kind -> the largest node of its partition
     _placeable: dict[tuple[str, Vector, Placement], int]  # how many nodes of the kind could ever hold such a variant
+    _vectors: dict[tuple[str, Resources], Vector]  # each (kind, request) as a vector, checked once
 
     def _push(self, t: float, prio: int, payload: int, version: int = 0) -> None:
         self._seq += 1
@@ -147,3 +149,40 @@ class EngineState:
         said = placement_problem(self.cluster, kind, vec, count, placement, have)
         if said is not None:
             raise SimulationError(f"job {job.job_id} variant {kind}: {said}")
+
+    def _check_all(self, jobs: Iterable[SimJob]) -> None:
+        """Check every job of a sequence before the run starts (the checks a stream gets as each job is read)."""
+        seen = self._seen_ids  # the run's set of ids read: filled here once for a sequence
+        for job in jobs:
+            self._check(job, seen)
+
+    def _check(self, job: SimJob, seen: set[str]) -> list[tuple[str, Vector]]:
+        """One job's checks: its id not in `seen` (then added), its variants against the cluster; returns the kinds
+        served. A variant wider than the policy places is not refused: the cycle hands it over
+        (`cycle/handover.py`)."""
+        if job.job_id in seen:
+            raise SimulationError(f"workload: job id {job.job_id!r} appears twice")
+        seen.add(job.job_id)
+        return self._served_kinds(job)
+
+    def _served_kinds(self, job: SimJob) -> list[tuple[str, Vector]]:
+        """The job's kinds this cluster serves with each one's request as a vector, each variant checked against
+        its partition's nodes."""
+        kinds = []
+        served, vectors = self.cluster.kinds, self._vectors
+        for kind, variant in job.variants.items():
+            if kind not in served:
+                continue
+            key = (kind, variant.request)
+            vec = vectors.get(key)
+            if vec is None:
+                vec = vectors[key] = self._checked_vector(job, kind, variant.request)
+            if variant.nodes != 1:
+                self._check_node_count(job, kind, variant.nodes)
+            if variant.placement is not ANYWHERE:
+                self._check_placement(job, kind, vec, variant.nodes, variant.placement)
+            kinds.append((kind, vec))
+        if not kinds:
+            raise SimulationError(f"job {job.job_id}: none of its kinds ({', '.join(job.variants)}) is served "
+                                  f"by this cluster (kinds: {', '.join(self.cluster.kinds)})")
+        return kinds
