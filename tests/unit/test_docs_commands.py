@@ -1,13 +1,15 @@
 """Every command line the docs show is in one table, and every one that needs no cluster and finishes in seconds runs
 here for real (issue 34): a renamed flag, a moved file or a changed output line fails this test, not a reader.
 
-The table, COMMANDS, holds each `slurmx ...`, `slurmxd ...`, `python3 bench/...` and `make ...` the docs show (code
-blocks and inline code of README.md, docs/**/*.md, site-config/README.md, examples/**/README*) as one of:
+The table, COMMANDS, holds each `slurmx ...`, `slurmxd ...`, `python3 bench/...`, `python3 examples/...` and
+`make ...` the docs show (code blocks, inline code and `$(...)` in them, of README.md, docs/**/*.md,
+site-config/README.md, examples/**/README*) as one of:
 - Run: no cluster, a few seconds: run as a subprocess of the repo's venv in a temp copy of examples/, site-config/,
   bench/ and the recorded Slurm output, with placeholders (GROUP, run.yaml, site.yaml, ...) given concrete values;
   its exit status and one line of its output are checked.
 - Slow: no cluster but long (a paper reproduction, a benchmark): the test or make target that covers it must exist.
-- Cluster: needs Slurm: the integration test or make target that runs it must exist.
+- Cluster: needs Slurm: the integration test or make target that runs it must exist (two name the unit test on
+  recorded output instead, and one, UNTESTED, names no test: both said where they are).
 A command the docs show that the table lacks fails with the doc, the line and the table to add it to.
 """
 
