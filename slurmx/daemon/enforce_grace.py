@@ -108,6 +108,11 @@ class GraceSteps(EnforcerBase):
         data = dict(intent.data)
         job_id = int(data["job_id"])
         job = obs.jobs.get(job_id)
+        if intent.step != "requeued" and self._beneficiary_gone(data, obs):
+            # The beneficiary started (or left): the earmark is void for good, as the simulator voids it, so a
+            # beneficiary preempted and requeued later does not take the victim's room back while it is in grace.
+            data["beneficiary"] = None
+            intent = self.store.put_intent(intent.key, "preempt", intent.group_id, intent.step, data, now)
         if intent.step == "requeued":
             beneficiary = data.get("beneficiary")
             target = obs.view.groups.get(beneficiary) if beneficiary else None
@@ -132,6 +137,14 @@ class GraceSteps(EnforcerBase):
         else:
             self.store.drop_intent(intent.key)
             self._audit(intent.group_id, "preempt", f"job {job_id}: {step.decision.why}; left alone")
+
+    @staticmethod
+    def _beneficiary_gone(data: dict[str, Any], obs: Observation) -> bool:
+        beneficiary = data.get("beneficiary")
+        if not beneficiary:
+            return False
+        target = obs.view.groups.get(beneficiary)
+        return target is None or target.state is GroupState.RUNNING
 
     def _resize(self, action: Resize, obs: Observation, now: float) -> Outcome:
         requeued = self._requeued_now.get(action.group_id)  # by this plan, with no grace: it waits

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
@@ -137,8 +137,16 @@ def traces(draw: st.DrawFn) -> list[SimJob]:
     return jobs
 
 
+# Found by the search (2026-11-29): g4 is preempted for g7, g7 starts, then g7 is preempted with no grace while
+# g4 is still in grace. The simulator voids g4's earmark when g7 starts; slurmxd read it back from the open
+# preemption once g7 waited again, so g7 took g4's room a second time.
+_EARMARK_AFTER_START = [job(f"g{i}", at, {"cpu": 40}, cpus=cpus, job_class=JobClass.BE) for i, (at, cpus) in
+                        enumerate([(55, 1), (20, 1), (0, 3), (0, 1), (5, 1), (0, 1), (0, 1), (0, 3)])]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=traces(), seed=st.integers(0, 2**32 - 1))
+@example(jobs=_EARMARK_AFTER_START, seed=0)
 def test_every_action_ends_alike_in_the_simulator_and_on_slurm(jobs: list[SimJob], seed: int) -> None:
     with tempfile.TemporaryDirectory() as state:
         runs = run_both("fifo", jobs, KINDS, Path(state), make=lambda: Chaos(seed))
