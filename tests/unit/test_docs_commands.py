@@ -401,12 +401,11 @@ def test_a_command_that_needs_no_cluster_runs_as_the_docs_show(row: Run, tree: P
 
 
 def _only_names() -> list[tuple[str, tuple[str, ...]]]:
-    """(paper, experiment names) of each slow `slurmx reproduce PAPER ... --only NAME` row. mlfs is left out: it does
-    not check the names it is given (an unknown one selects nothing), so the check below cannot be asked of it."""
+    """(paper, experiment names) of each slow `slurmx reproduce PAPER ... --only NAME` row."""
     found = set()
     for command, row in COMMANDS.items():
         words = command.split()
-        if isinstance(row, Slow) and words[:2] == ["slurmx", "reproduce"] and "--only" in words and words[2] != "mlfs":
+        if isinstance(row, Slow) and words[:2] == ["slurmx", "reproduce"] and "--only" in words:
             names = tuple(words[i + 1] for i, word in enumerate(words[:-1])
                           if word == "--only" and not words[i + 1].startswith("<"))
             if names:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from slurmx.policies.mlfs.rules import MlfsArgs
+from slurmx.reproduce import UnknownPaper
 from slurmx.reproduce.base import ReproOptions
 from slurmx.reproduce.mlfs.philly_week import philly_week
 from slurmx.reproduce.mlfs.task_baselines import FairShare, Gandiva, Slaq, Tiresias
@@ -78,8 +79,15 @@ def run_one(run: Run) -> tuple[Run, dict[str, Any]]:
     return run, result.as_dict()
 
 
+EXPERIMENTS = ("philly", "real", "sweep", "sim")  # what `--only` may name
+
+
 def runs_of(options: ReproOptions) -> list[Run]:
-    """The points of the selected experiments (`--only`; `--quick`: a 30-job slice of `real`)."""
+    """The points of the selected experiments (`--only`; `--quick`: a 30-job slice of `real`); an unknown name is a
+    one-line error."""
+    unknown = sorted(set(options.only) - set(EXPERIMENTS))
+    if unknown:
+        raise UnknownPaper(f"mlfs: unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
     only = set(options.only) or {"philly"} if not options.quick else {"real"}
     if options.quick:
         return [Run("real", p, 30, 30 * WEEK_H / 1860, 20, 0) for p in POLICIES]
