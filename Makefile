@@ -101,6 +101,7 @@ $(PEER_VENV)/bin/accasim-installed:
 bench: venv $(PEER_VENV)/bin/accasim-installed
 	@for b in bench/*.py; do $(BIN)/python $$b; done
 	$(BIN)/python bench/daemon_cycle.py --groups 100000  # the default run above is 10,000 groups
+	$(BIN)/python bench/sim_engine.py --million  # issue 36's 1M-job case (minutes of CPU)
 
 cluster-up: system-deps
 	$(CLUSTER) up --slurm $(DEMO_VERSION)
