@@ -273,6 +273,8 @@ def test_remote_submit_status_cancel_over_ssh(cluster: Cluster, site_path: Path,
     gid = cli(remote, "submit", "--parsable", "--mode", "managed", str(spec)).stdout.strip()
     status = json.loads(cli(remote, "status", "--json", gid).stdout)[0]
     assert {v["kind"] for v in status["variants"]} == {"cpu", "gpu"} and status["user"] == "alice"
+    mine = {g["group"]: g for g in json.loads(cli(remote, "groups", "--json").stdout)}  # alice's groups
+    assert gid in mine and mine[gid]["user"] == "alice" and {g["user"] for g in mine.values()} == {"alice"}
     cli(remote, "cancel", gid)
     wait_until(lambda: (g := find_group(slurm, gid, spool_dir=spool_dir())) and g.state.value == "cancelled", 60,
                "remote cancel")
