@@ -298,3 +298,22 @@ def test_python_api_submit_wait(site_path: Path, tag: str) -> None:
     final = handle.wait(timeout=120, poll=1)
     assert final.state.value == "completed"
     assert [v.kind for v in final.variants] == ["cpu"]
+
+
+def test_sacct_export_dumps_a_finished_job_and_whatif_replays_the_dump(site_path: Path, slurm: CliSlurm, tag: str,
+                                                                        tmp_path: Path) -> None:
+    """docs/whatif.md's two steps on the live cluster: `sacct-export` writes the day's accounting (a job that just
+    finished in it), and `whatif` replays that file against the cluster's own nodes."""
+    job_id = slurm.submit("#!/bin/bash\necho done\n", [f"--job-name={tag}", "--partition=cpu", "--mem=100M",
+                                                         "--output=/dev/null"])
+    wait_until(lambda: next((r for r in slurm.accounting([job_id], since="now-10minutes")
+                             if r.state is VariantState.COMPLETED and r.name == tag), None), 90, "its sacct record")
+    day = 86400
+    since, until = (time.strftime("%Y-%m-%d", time.gmtime(time.time() + d)) for d in (-day, day))
+    dump = tmp_path / "accounting.txt"
+    cli(site_path, "sacct-export", "--since", since, "--until", until, "--out", str(dump), "--pause", "0")
+    rows = [line.split("|") for line in dump.read_text().splitlines()]
+    assert rows[0][:2] == ["JobID", "JobName"] and [str(job_id), tag] in [row[:2] for row in rows[1:]]
+    replay = cli(site_path, "whatif", "--sacct", str(dump), "--policy", "fifo")
+    said = replay.stdout + replay.stderr
+    assert re.search(r"accounting\.txt: [1-9][0-9]* jobs replayed on the nodes of ", said) and "Slurm (actual)" in said

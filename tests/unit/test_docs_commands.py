@@ -8,8 +8,8 @@ site-config/README.md, examples/**/README*) as one of:
   bench/ and the recorded Slurm output, with placeholders (GROUP, run.yaml, site.yaml, ...) given concrete values;
   its exit status and one line of its output are checked.
 - Slow: no cluster but long (a paper reproduction, a benchmark): the test or make target that covers it must exist.
-- Cluster: needs Slurm: the integration test or make target that runs it must exist (two name the unit test on
-  recorded output instead, said where they are; UNTESTED would name a command no test runs: none today).
+- Cluster: needs Slurm: the integration test or make target that runs it must exist (one names the unit test on
+  stand-in output instead, said where it is; UNTESTED would name a command no test runs: none today).
 A command the docs show that the table lacks fails with the doc, the line and the table to add it to.
 """
 
@@ -116,9 +116,9 @@ SWEEP_LIVE = live("test_sweep_live.py", "test_eight_points_on_a_job_array_give_t
 FIDELITY_LIVE = live("test_fidelity_live.py", "test_allox_live_picks_the_simulators_variants_in_its_order")
 INSTALL_LIVE = live("test_install_live.py",
                     "test_the_shipped_unit_runs_slurmxd_as_its_own_user_under_systemd_and_doctor_is_green")
-# No live test runs these commands; the unit tests that cover them on recorded or stand-in Slurm output stand in.
 UNTESTED = Cluster(None)  # a command no test, live or unit, runs (none today)
-SACCT_EXPORT = Cluster("tests/unit/test_sacct_export.py")
+SACCT_EXPORT = live("test_submit_live.py", "test_sacct_export_dumps_a_finished_job_and_whatif_replays_the_dump")
+# No live test runs restore; the unit tests cover it on stand-in stores.
 RESTORE = Cluster("tests/unit/test_backup.py")
 # A two-node variant whose srun runs on two hosts, as examples/mpi_hostname.sh's does (not that script itself).
 MPI = live("test_submit_placement_live.py", "test_a_two_node_variant_runs_srun_on_two_hosts")
