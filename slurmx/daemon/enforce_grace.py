@@ -114,10 +114,8 @@ class GraceSteps(EnforcerBase):
             data["beneficiary"] = None
             intent = self.store.put_intent(intent.key, "preempt", intent.group_id, intent.step, data, now)
         if intent.step == "requeued":
-            beneficiary = data.get("beneficiary")
-            target = obs.view.groups.get(beneficiary) if beneficiary else None
             aged = now - float(data.get("requeued_at", intent.updated)) > self.site.daemon.start_timeout_s
-            if target is None or target.state is GroupState.RUNNING or aged:
+            if not data.get("beneficiary") or self._beneficiary_gone(data, obs) or aged:
                 self.store.drop_intent(intent.key)
             return
         if intent.step == "signalling":
