@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from slurmx.core.arrays import job_text, task_key
 from slurmx.core.config import SiteConfig
@@ -42,9 +42,11 @@ from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
 
 __all__ = [
+    "LOCAL_FILES",
     "Advanced",
     "Decision",
     "Ending",
+    "IntentFiles",
     "PreemptionError",
     "PreemptionTicket",
     "Settlement",
@@ -233,19 +235,41 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
                             requeue_exit_code, "" if reason == "-" else reason, file)
 
 
-def close(ticket: PreemptionTicket) -> None:
+class IntentFiles(Protocol):
+    """Where intent files are written and removed: the job's folder on this host (`LOCAL_FILES`), or, in a dry
+    run, a record of what would have been (`slurmx.slurm.recording.RecordedFiles`)."""
+
+    def write(self, path: Path, text: str) -> None: ...
+    def remove(self, path: Path) -> None: ...
+
+
+class _LocalFiles:
+    def write(self, path: Path, text: str) -> None:
+        _write_intent(path, text)
+
+    def remove(self, path: Path) -> None:
+        _remove_intent(path)
+
+
+LOCAL_FILES: IntentFiles = _LocalFiles()
+
+
+def close(ticket: PreemptionTicket, files: IntentFiles = LOCAL_FILES) -> None:
     """Remove the intent file once the protocol is over, so a later signal (e.g. Slurm's own time-limit warning)
     is not read against a stale deadline. Best effort: a missing file is fine (closing twice is harmless), and
     whatever the job's user put there since (a directory, a file that cannot be removed) is left, never raised."""
-    if ticket.intent is None:
-        return
+    if ticket.intent is not None:
+        files.remove(ticket.intent)
+
+
+def _remove_intent(path: Path) -> None:
     try:
-        folder = os.open(ticket.intent.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return
     try:
         with contextlib.suppress(OSError):
-            os.unlink(ticket.intent.name, dir_fd=folder)
+            os.unlink(path.name, dir_fd=folder)
     finally:
         os.close(folder)
 
@@ -255,7 +279,8 @@ def close(ticket: PreemptionTicket) -> None:
 
 def begin(adapter: SlurmAdapter, job_id: int, grace_s: float, *, signal: str = "USR2",
           spool_dir: str | os.PathLike[str] | None = None, reason: str = "", requeue_exit_code: int = 99,
-          now: float | None = None, job: SlurmJob | None = None) -> PreemptionTicket:
+          now: float | None = None, job: SlurmJob | None = None,
+          files: IntentFiles = LOCAL_FILES) -> PreemptionTicket:
     """Record the intent, then send the grace signal to the batch shell; returns the ticket to settle.
 
     `job` is a fresh snapshot if the caller has one (else squeue is asked). `spool_dir` is the job's group spool
@@ -280,7 +305,7 @@ def begin(adapter: SlurmAdapter, job_id: int, grace_s: float, *, signal: str = "
                               intent_path(spool_dir, job_id) if spool_dir is not None else None)
     if ticket.intent is not None:
         try:
-            _write_intent(ticket.intent, intent_line(ticket))
+            files.write(ticket.intent, intent_line(ticket))
         except OSError as exc:
             ticket = replace(ticket, intent=None, intent_error=(
                 f"the intent file {ticket.intent} could not be written ({exc.strerror or exc}); signalled "
@@ -288,10 +313,10 @@ def begin(adapter: SlurmAdapter, job_id: int, grace_s: float, *, signal: str = "
     try:
         adapter.signal([job_id], sig, batch_only=True)
     except InvalidJobError:
-        close(ticket)
+        close(ticket, files)
         raise PreemptionError(f"job {job_id}: ended before the signal reached it; left alone") from None
     except SlurmError:
-        close(ticket)
+        close(ticket, files)
         raise
     return ticket
 
@@ -335,7 +360,7 @@ def settle(ticket: PreemptionTicket, job: SlurmJob | None, now: float) -> Decisi
 
 
 def enforce(adapter: SlurmAdapter, ticket: PreemptionTicket, *, mode: str = "requeue",
-            release: bool = True, now: float | None = None) -> PreemptionTicket:
+            release: bool = True, now: float | None = None, files: IntentFiles = LOCAL_FILES) -> PreemptionTicket:
     """Requeue the job (`requeue`, or `requeuehold` and then `release` unless `release=False`); returns the ticket
     marked requeued and closes it. A ticket already marked requeued is returned unchanged: no second requeue.
 
@@ -355,19 +380,19 @@ def enforce(adapter: SlurmAdapter, ticket: PreemptionTicket, *, mode: str = "req
             raise
     if hold and release:
         adapter.release([ticket.job_id])
-    close(ticket)
+    close(ticket, files)
     return replace(ticket, requeued_at=time.time() if now is None else now)
 
 
 def advance(adapter: SlurmAdapter, ticket: PreemptionTicket, job: SlurmJob | None, now: float, *,
-            mode: str = "requeue", release: bool = True) -> Advanced:
+            mode: str = "requeue", release: bool = True, files: IntentFiles = LOCAL_FILES) -> Advanced:
     """One tick of the protocol for one job: settle on the snapshot, requeue if that is the decision, close the
     ticket when it is over. What the daemon calls each round for every open ticket."""
     decision = settle(ticket, job, now)
     if decision.action.requeues:
-        ticket = enforce(adapter, ticket, mode=mode, release=release, now=now)
+        ticket = enforce(adapter, ticket, mode=mode, release=release, now=now, files=files)
     elif decision.action.done:
-        close(ticket)
+        close(ticket, files)
     return Advanced(ticket, decision)
 
 
