@@ -189,9 +189,21 @@ class _Grace:
         raise Preempted
 
 
+def slurm_self() -> str:
+    """How Slurm's commands name this job alone: `A_i` in a task of a slurmx array, which its script says in
+    `SLURMX_JOB_KEY` (`<job id>=A_i`); else `SLURM_JOB_ID`. The task that starts last keeps the array's job id as
+    its SLURM_JOB_ID, and `scontrol requeue <array job id>` requeues every task of the array, finished ones too."""
+    job = os.environ.get("SLURM_JOB_ID", "").strip()
+    said, _, key = os.environ.get("SLURMX_JOB_KEY", "").strip().partition("=")
+    index = key.split("_")
+    if job and said == job and len(index) == 2 and all(part.isascii() and part.isdigit() for part in index):
+        return key
+    return job
+
+
 def requeue_self() -> bool:
     """`scontrol requeue` this job: Slurm's `--signal` before the time limit is followed by nobody's requeue."""
-    job = os.environ.get("SLURM_JOB_ID", "")
+    job = slurm_self()
     if not job:
         return False
     try:

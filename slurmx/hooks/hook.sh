@@ -41,6 +41,17 @@ _slurmx_now_us() {
   fi
 }
 
+# _slurmx_slurm_self: how Slurm's commands name this job alone: A_i in a task of a slurmx array (the task that
+# starts last keeps the array's job id as its SLURM_JOB_ID, and that id names every task of the array), else
+# SLURM_JOB_ID.
+_slurmx_slurm_self() {
+  if [[ ${SLURMX_JOB_KEY:-} =~ ^([0-9]+)=([0-9]+_[0-9]+)$ && ${BASH_REMATCH[1]} == "${SLURM_JOB_ID:-}" ]]; then
+    printf '%s' "${BASH_REMATCH[2]}"
+  else
+    printf '%s' "${SLURM_JOB_ID:-}"
+  fi
+}
+
 # What this job's files are named by (slurmx/hooks/_env.py job_id): SLURMX_JOB_KEY when a slurmx job script set it;
 # else SLURM_JOB_ID, or <array job id>_<index> in a job array's task, which slurmxd knows by its index; local-<pid>
 # outside Slurm.
@@ -314,10 +325,11 @@ slurmx_restart_count() {
 # _slurmx_report_to_slurmxd FIELDS: append ",FIELDS" to this job's Slurm comment, where slurmxd reads what a
 # profiling sample measured (its folder is the user's, mode 0700). Never fails the job: a line on stderr instead.
 _slurmx_report_to_slurmxd() {
-  local comment
+  local comment self
   [[ -n ${1:-} ]] || return 0
-  if comment=$(squeue -h -j "$SLURM_JOB_ID" -o %k 2>/dev/null) \
-      && scontrol update JobId="$SLURM_JOB_ID" Comment="$comment,$1" >/dev/null 2>&1; then
+  self=$(_slurmx_slurm_self)
+  if comment=$(squeue -h -j "$self" -o %k 2>/dev/null) \
+      && scontrol update JobId="$self" Comment="$comment,$1" >/dev/null 2>&1; then
     return 0
   fi
   printf 'slurmx: not reported to slurmxd (scontrol update failed): %s\n' "$1" >&2

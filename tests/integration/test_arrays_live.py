@@ -8,6 +8,7 @@ and cancel act on one index by its key (`A_i`), which stays the same when Slurm 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,3 +211,38 @@ def test_slurmx_submit_array_is_one_slurm_array_per_kind_and_runs_each_index_onc
     assert all((marks / name).read_text() == "ran\n" for name in ran), "an index ran more than once"
     assert most == 10, f"{most} indices ran at once at most (the throttle is 10)"
     assert "Traceback" not in daemon.text()
+
+
+def test_a_race_task_that_loses_cancels_itself_alone_even_with_the_arrays_job_id(
+        cluster: Cluster, slurm: CliSlurm, admin: CliSlurm, tag: str, tmp_path: Path) -> None:
+    """The task of an array that starts last keeps the array's job id as its SLURM_JOB_ID, and `scancel <array job
+    id>` cancels every task of the array. Index 1 (the last of `--array=0-1`) finds its index already won (a
+    winner planted in its race folder, as the other kind's index 1 leaves it) and leaves: it must cancel itself
+    alone (`A_1`) while index 0 goes on to complete (a map's item was lost this way: issue 33)."""
+    marks = shared_folder(cluster, f"{tag}-marks")
+    site = load_site_config(daemon_site(cluster, tmp_path, "fifo"))
+    site = site.model_copy(update={"transport": site.transport.model_copy(update={"docker_user": "alice"})})
+    spec = parse_spec({"name": tag, "class": "be", "time": "5m", "mem": "100M", "variants": ["cpu"], "cpus": 1,
+                       "array": "0-1", "begin": "now+15",
+                       "command": f"echo ran >> {marks}/$SLURM_ARRAY_TASK_ID\nsleep 15"})
+    [group] = submit_groups(spec, site, slurm, mode="race")
+    [(_, array)] = group.variants
+    folder = Path(spool_dir()) / group.group_id
+    owner = folder.stat()
+    race = folder / "race-1"
+    race.mkdir()
+    (race / "winner").write_text("999999999_1\n")
+    for path in (race, race / "winner"):
+        os.chown(path, owner.st_uid, owner.st_gid)
+
+    def ended() -> dict[int, SlurmJob] | None:
+        jobs = {j.array_task_id or 0: j for j in _mine(admin, array)}
+        return jobs if len(jobs) == 2 and not any(j.state.is_active for j in jobs.values()) else None
+
+    try:
+        jobs = wait_until(ended, 120, f"both tasks of array {array} to end")
+    finally:
+        admin.cancel([array])
+    assert jobs[0].state is VariantState.COMPLETED, jobs
+    assert jobs[1].state is VariantState.CANCELLED, jobs
+    assert sorted(p.name for p in marks.iterdir()) == ["0"]

@@ -91,8 +91,13 @@ def executor(site_path: Path, tmp_path: Path, calls: Any = None, **params: Any) 
 
 
 def ran_once(job: Job, slurm: CliSlurm) -> str:
-    """The kind that ran; asserts the others ended cancelled without running the call."""
-    states = {j.job_id: j.state for j in slurm.jobs(job_ids=job.job_ids)}
+    """The kind that ran; asserts the others ended cancelled without running the call. A sibling that lost cancels
+    itself and is COMPLETING for a few seconds (KillWait) after the winner's result is in: its end is waited for."""
+    def ended() -> dict[int, VariantState] | None:
+        states = {j.job_id: j.state for j in slurm.jobs(job_ids=job.job_ids)}
+        return None if any(s.is_active for s in states.values()) else states
+
+    states = wait_until(ended, 60, f"every variant of {job.group_id} to end")
     ran = [kind for kind, job_id in job.variants if states.get(job_id) is not VariantState.CANCELLED]
     assert len(ran) == 1, (job.group_id, states)
     assert len(list(Path(job.folder).glob("fn-*.out"))) == 1

@@ -19,7 +19,7 @@ from slurmx.core.model import VariantState
 from slurmx.core.validation import ConfigError
 from slurmx.executor import Job, JobError, RemoteTraceback, Resume
 from slurmx.executor.job import job_state, raise_outcome, ran_variant
-from slurmx.executor.jobside import as_call
+from slurmx.executor.jobside import as_call, slurm_self
 from slurmx.executor.params import ExecutorParams, job_name
 from slurmx.executor.payload import OutcomeError, folder_files, job_script, pickle_call, read_outcome
 from slurmx.submit.groups import GroupStatus, VariantStatus
@@ -511,3 +511,19 @@ def test_the_submitit_shape_is_read_without_changing_slurmxs_own_protocol() -> N
     broken.args = "not a tuple"  # type: ignore[assignment]
     with pytest.raises(TypeError, match="DelayedSubmission: expected None, a callable"):
         as_call(broken, fn, args, kwargs)
+
+
+@pytest.mark.parametrize(("job_id", "key", "named"), [
+    ("41", "41=41_17", "41_17"),  # the array task that kept the array's job id: A_i, never the whole array
+    ("57", "57=41_3", "41_3"),
+    ("57", "57=57", "57"),  # a plain job
+    ("58", "57=41_3", "58"),  # a job submitted from inside an array task inherits the key of another job id
+    ("58", "58=41_3_1", "58"),
+    ("", "=41_3", ""),  # outside Slurm: nothing to name
+    ("58", "", "58"),
+])
+def test_the_job_side_names_its_own_job_to_slurm_alone(monkeypatch: pytest.MonkeyPatch, job_id: str, key: str,
+                                                       named: str) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", job_id)
+    monkeypatch.setenv("SLURMX_JOB_KEY", key)
+    assert slurm_self() == named

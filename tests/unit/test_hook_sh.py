@@ -415,6 +415,12 @@ def test_a_sample_reports_to_slurmxd_by_appending_to_its_comment(bash: Any, tmp_
     rc, _, err = bash("_slurmx_report_to_slurmxd 'w=2:40'\necho still here\n", PATH=path, SLURM_JOB_ID="42",
                       FAIL="1").finish()
     assert rc == 0 and err == "slurmx: not reported to slurmxd (scontrol update failed): w=2:40\n"
+    # the array task that kept the array's job id (41) names itself A_i: `JobId=41` would rewrite every task's comment
+    (tmp_path / "calls").unlink()
+    rc, _, err = bash("_slurmx_report_to_slurmxd 't=1'\n", PATH=path, SLURM_JOB_ID="41",
+                      SLURMX_JOB_KEY="41=41_17").finish()
+    assert rc == 0 and (tmp_path / "calls").read_text() == \
+        "update JobId=41_17 Comment=slurmx-sample:g=g-1,v=cpu,s=0,n=5,t=1\n"
 
 
 @pytest.mark.parametrize(("env", "name"), [

@@ -17,7 +17,10 @@ export SLURMX_GROUP=train-0a1b2c SLURMX_VARIANT=cpu SLURMX_CLASS=be
 export SLURMX_SPOOL_DIR=/shared/spool/train-0a1b2c
 # The name this job's files go by (hooks: _env.job_id), for this job id only: A_i in a task of a kind's array, else
 # the job id. A plain job submitted from inside an array task inherits SLURM_ARRAY_*: the hooks do not guess.
+# It is also how this script names its own job to squeue, scontrol and scancel: the task that starts last keeps the
+# array's job id as its SLURM_JOB_ID, and `scancel <array job id>` would cancel every task of the array.
 export SLURMX_JOB_KEY="${SLURM_JOB_ID:-}=${SLURM_JOB_ID:-}"
+_slurmx_self="${SLURM_JOB_ID:-}"
 export SLURMX_CHECKPOINT_DIR=/shared/ckpt/train
 export SLURMX_GRACE_SIGNAL=USR2 SLURMX_GRACE_S=45
 export SLURMX_REQUEUE_EXIT_CODE=99 SLURMX_ON_PREEMPT=exit
@@ -30,7 +33,7 @@ export SLURMX_WORK=1000.0
 # that no one else may write; otherwise it refuses before any work, so it can simply be run again.
 _slurmx_refuse() {
   echo "slurmx: job ${SLURM_JOB_ID:-?} refuses to run: $1; nothing ran. Fix or remove it, then run the job again" \
-    "(scontrol requeue ${SLURM_JOB_ID:-JOBID}, or slurmx submit)" >&2
+    "(scontrol requeue ${_slurmx_self:-JOBID}, or slurmx submit)" >&2
   exit 1
 }
 _slurmx_private_dir() {  # DIR: created owner-only when missing; refused unless it is a folder only we can write
@@ -116,8 +119,8 @@ _slurmx_silence() {  # job ids as words: MailType=NONE on all of them in one upd
 # The wait is bounded: a cancel that never comes ends the script after a minute; one that is refused, at once.
 _slurmx_leave() {
   local _i
-  _slurmx_silence "$SLURM_JOB_ID"
-  scancel "$SLURM_JOB_ID" 2>/dev/null || exit 0
+  _slurmx_silence "$_slurmx_self"
+  scancel "$_slurmx_self" 2>/dev/null || exit 0
   for _i in $(seq 60); do sleep 1; done
   exit 0
 }
