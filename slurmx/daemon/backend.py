@@ -116,7 +116,7 @@ class SlurmBackend:
         """After the plan is enforced: every managed variant still waiting stays the daemon's for one more lease
         (the ones the plan started have their begin time at now on purpose and are left alone), except in groups
         left to Slurm (`Observation.unplaced`)."""
-        if self.enforcer.dry_run or self.obs is None:
+        if self.obs is None:
             return []
         started = [int(i.data["job_id"]) for i in self.store.intents("start")]
         unplaced = self.obs.unplaced
@@ -131,8 +131,7 @@ class SlurmBackend:
         detail = (f"set aside: the policy failed on this group's data ({reason}); not scheduled until the group "
                   "changes (e.g. its estimate) or leaves the queue")
         log.warning("group %s %s", group_id, detail, extra={"group": group_id, "event": "ignore", "cycle": self.cycle})
-        if not self.enforcer.dry_run:
-            self.store.audit([(now, self.cycle, group_id, "ignore", detail)])
+        self.store.audit([(now, self.cycle, group_id, "ignore", detail)])
 
     def fell_back(self, reason: str, now: float) -> None:
         log.error("cycle %d: %s", self.cycle, reason, extra={"event": "error", "cycle": self.cycle})

@@ -21,7 +21,7 @@ from typing import Any
 from slurmx.core.actions import Action, Cancel, Hold, Plan, Preempt, Release, Resize, SetPriority, Start
 from slurmx.cycle import Outcome
 from slurmx.cycle.admissible import Verdict, admissible
-from slurmx.cycle.log import APPLIED, FAILED, REPEATED, SHADOW
+from slurmx.cycle.log import APPLIED, FAILED, REPEATED
 from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import AuditRow, active_ids, one_line, show_ids
 from slurmx.daemon.enforce_grace import GraceSteps
@@ -60,7 +60,7 @@ def grace_marks(store: Store) -> dict[str, GraceMark]:
 
 @dataclass
 class Enforcer(StartSteps, GraceSteps):
-    """Applies plans and advances open intents. `dry_run` prints what it would do and touches nothing."""
+    """Applies plans and advances open intents (a dry run: the same, on a recording adapter and a scratch store)."""
 
     # ------------------------------------------------------------------------------------------ the plan
 
@@ -109,7 +109,7 @@ class Enforcer(StartSteps, GraceSteps):
             return self._not_admitted(action, verdict)
         with self._unreachable():
             outcome = self._one(step, action, obs, now)
-        if isinstance(action, Cancel) and outcome.status in (APPLIED, SHADOW):
+        if isinstance(action, Cancel) and outcome.status is APPLIED:
             self._cancelled_now.add(action.group_id)
         return outcome
 
@@ -167,8 +167,6 @@ class Enforcer(StartSteps, GraceSteps):
 
     def follow_up(self, obs: Observation, now: float) -> None:
         """Advance every open intent on this cycle's snapshot, then cancel siblings of running variants."""
-        if self.dry_run:
-            return
         try:
             self._settled.clear()
             for intent in self.store.intents("preempt"):

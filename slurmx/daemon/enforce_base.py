@@ -1,4 +1,4 @@
-"""What every enforcement step shares: the audit trail, the dry-run switch and the Slurm adapter."""
+"""What every enforcement step shares: the audit trail, the Slurm adapter and where intent files go."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.cycle import Outcome
 from slurmx.cycle.admissible import Lookup, Standing, Verdict, verdict_outcome
-from slurmx.cycle.log import APPLIED, REFUSED, SHADOW
+from slurmx.cycle.log import APPLIED, REFUSED
+from slurmx.daemon.intent_files import LOCAL_FILES, IntentFiles
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Store
 from slurmx.slurm import SlurmAdapter
@@ -25,12 +26,15 @@ WAITING = (VariantState.PENDING, VariantState.HELD, VariantState.REQUEUED)
 
 @dataclass
 class EnforcerBase:
-    """The state both halves of `Enforcer` share: Slurm, the store, the audit rows, the dry-run switch."""
+    """The state both halves of `Enforcer` share: Slurm, the store, the audit rows, the intent files.
+
+    A dry run is assembled, not switched on here: a recording adapter, a scratch store and recorded intent files
+    (`daemon.loop.Daemon`), so this code runs the same whether or not its calls reach Slurm."""
 
     adapter: SlurmAdapter
     store: Store
     site: SiteConfig
-    dry_run: bool = False
+    files: IntentFiles = LOCAL_FILES  # where the grace protocol writes its intent files
     clock: Callable[[], float] = time.time
     on_action: Callable[[str, str], None] = lambda kind, outcome: None  # metrics hook: (action type, outcome)
     log: list[AuditRow] = field(default_factory=list)
@@ -99,14 +103,10 @@ class EnforcerBase:
 
     def flush(self) -> list[AuditRow]:
         rows, self.log = self.log, []
-        if not self.dry_run:
-            self.store.audit(rows)
+        self.store.audit(rows)
         return rows
 
     def _run(self, group_id: str, kind: str, what: str, call: Callable[[], None], reason: str) -> Outcome:
-        if self.dry_run:
-            self._audit(group_id, kind, f"would {what}" + (f" ({reason})" if reason else ""))
-            return Outcome(SHADOW)
         call()
         self.on_action(kind, "ok")
         self._audit(group_id, kind, what + (f" ({reason})" if reason else ""))

@@ -23,7 +23,7 @@ from typing import Any
 from slurmx.core.actions import Preempt, Resize
 from slurmx.core.model import GroupState, VariantState
 from slurmx.cycle import Outcome
-from slurmx.cycle.log import APPLIED, FAILED, REPEATED, SHADOW
+from slurmx.cycle.log import APPLIED, FAILED, REPEATED
 from slurmx.daemon import preemption
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, group_variants, one_line, show_ids
 from slurmx.daemon.observe import Observation
@@ -49,10 +49,6 @@ class GraceSteps(EnforcerBase):
         if job is None or job.state is not VariantState.RUNNING or job.job_id in self._settled:
             return Outcome(REPEATED)  # completing, or requeued by this cycle's follow-up
         reason = action.reason + (f" (for {action.beneficiary})" if action.beneficiary else "")
-        if self.dry_run:
-            self._audit(action.group_id, "preempt", f"would signal job {variant.job_id} with {action.grace_s} s "
-                        f"grace{': ' + reason if reason else ''}")
-            return Outcome(SHADOW)
         data = {"job_id": variant.job_id, "grace_s": action.grace_s, "beneficiary": action.beneficiary,
                 "nodes": list(variant.nodes), "restart_count": job.restart_count, "t0": now,
                 "deadline": float(math.ceil(now + action.grace_s)), "reason": reason}
@@ -89,7 +85,8 @@ class GraceSteps(EnforcerBase):
             ticket = preemption.begin(self.adapter, job.job_id, float(data["grace_s"]),
                                       signal=site.preemption.signal,
                                       spool_dir=preemption.group_spool_dir(site, job), reason=str(data["reason"]),
-                                      requeue_exit_code=site.preemption.requeue_exit_code, now=now, job=job)
+                                      requeue_exit_code=site.preemption.requeue_exit_code, now=now, job=job,
+                                      files=self.files)
         except preemption.PreemptionError as exc:
             self.store.drop_intent(f"{kind}:{job.job_id}")
             self._audit(group_id, kind, f"not {'preempted' if kind == 'preempt' else 'resized'}: {one_line(exc)}")
@@ -167,9 +164,6 @@ class GraceSteps(EnforcerBase):
         what = f"cpus={action.cpus} mem={action.mem_mb}M for running job {job.job_id} " \
                f"(now cpus={job.request.cpus} mem={job.request.mem_mb}M), grace {group.grace_s} s"
         reason = f" ({action.reason})" if action.reason else ""
-        if self.dry_run:
-            self._audit(action.group_id, "resize", f"would resize: {what}{reason}")
-            return Outcome(SHADOW)
         data = {"job_id": job.job_id, "cpus": action.cpus, "mem_mb": action.mem_mb, "grace_s": group.grace_s,
                 "restart_count": job.restart_count, "t0": now, "deadline": float(math.ceil(now + group.grace_s)),
                 "reason": f"resize to cpus={action.cpus} mem={action.mem_mb}M" + reason}
@@ -229,9 +223,10 @@ class GraceSteps(EnforcerBase):
             job_id, self.site.preemption.signal, float(data["grace_s"]), float(data["t0"]), float(data["deadline"]),
             int(data["restart_count"]), self.site.preemption.requeue_exit_code, str(data.get("reason", "")),
             None)
-        step = preemption.advance(self.adapter, ticket, job, now, mode="requeuehold", release=False)
+        step = preemption.advance(self.adapter, ticket, job, now, mode="requeuehold", release=False, files=self.files)
         if not step.decision.action.done:
             return None
         if data.get("intent_file"):
-            preemption.close(preemption.PreemptionTicket(job_id, "", 0, 0, 0, 0, intent=Path(data["intent_file"])))
+            preemption.close(preemption.PreemptionTicket(job_id, "", 0, 0, 0, 0, intent=Path(data["intent_file"])),
+                             self.files)
         return step

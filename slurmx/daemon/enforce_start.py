@@ -17,7 +17,7 @@ from slurmx.core.resources import Resources
 from slurmx.core.tag import leased, readable_fields
 from slurmx.cycle import Outcome
 from slurmx.cycle.admissible import Verdict, admissible
-from slurmx.cycle.log import APPLIED, SHADOW
+from slurmx.cycle.log import APPLIED
 from slurmx.daemon.enforce_base import WAITING, EnforcerBase, one_line
 from slurmx.daemon.observe import Observation
 from slurmx.daemon.store import Intent
@@ -50,15 +50,8 @@ class StartSteps(EnforcerBase):
             held = requeued or variant.state is VariantState.HELD  # requeued by this plan: held by `requeuehold`
             chosen.append((action, variant.job_id, held, _size(action, variant.request)))
             self._started_now.add(action.group_id)
-            outcomes.append(Outcome(SHADOW if self.dry_run else APPLIED))
+            outcomes.append(Outcome(APPLIED))
         if not chosen:
-            return outcomes
-        if self.dry_run:
-            for action, job_id, _, size in chosen:
-                where = f" on {','.join(action.nodes)}" if action.nodes else ""
-                where += f" as cpus={size[0]} mem={size[1]}M" if size else ""
-                self._audit(action.group_id, "start", f"would release {action.kind} job {job_text(job_id)}{where}"
-                            + (f" ({action.reason})" if action.reason else ""))
             return outcomes
         asked = self.store.user_nodes(
             (j, a.group_id, job.required_nodes, job.excluded_nodes) for a, j, _, _ in chosen

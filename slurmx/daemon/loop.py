@@ -7,6 +7,10 @@ cycles it sleeps `daemon.interval`, woken early by a datagram on `daemon.socket`
 rationed per user, see `wake`); while slurmctld is unreachable it backs off, doubling the wait. Any other
 failure of a cycle is logged and backed off from the same way, and a cycle that runs past its limit is
 abandoned (`_Watchdog`): no one bad input stops the loop.
+
+A dry run is assembled here and nowhere else: the same cycle, enforcer and profiler on a recording adapter
+(`slurm.recording`: reads reach Slurm, changes are recorded and never made), recorded intent files, and a scratch
+copy of the store taken again at each cycle (`store.ScratchStore`). No module below reads `dry_run`.
 """
 
 from __future__ import annotations
@@ -32,15 +36,17 @@ from slurmx.daemon.backend import SlurmBackend
 from slurmx.daemon.drain import is_drained
 from slurmx.daemon.enforce import AuditRow, Enforcer
 from slurmx.daemon.errors import CycleTimeout, DaemonError
+from slurmx.daemon.intent_files import LOCAL_FILES, IntentFiles
 from slurmx.daemon.lease import LeasedSlurm
 from slurmx.daemon.metrics import Metrics
 from slurmx.daemon.observe import Observation, fact_of
 from slurmx.daemon.profiling import ProfilingStage
-from slurmx.daemon.store import GroupFact, Store, store_path
+from slurmx.daemon.store import GroupFact, ScratchStore, Store, store_path
 from slurmx.daemon.wake import Waker, notify
 from slurmx.policies.base import Policy
 from slurmx.profile.sampling import profiling_on
 from slurmx.slurm import SlurmAdapter, SlurmError
+from slurmx.slurm.recording import Change, RecordingSlurm
 
 __all__ = ["AlreadyRunning", "CycleReport", "CycleTimeout", "Daemon", "Waker", "acquire_lock", "notify", "store_path"]
 
@@ -89,6 +95,7 @@ class CycleReport:
     running: int
     rejected: int
     audit: tuple[AuditRow, ...]
+    would: tuple[Change, ...] = ()  # a dry run: the changes its adapter recorded instead of making them
 
 
 @dataclass
@@ -99,7 +106,7 @@ class Daemon:
     adapter: SlurmAdapter
     store: Store
     policy: Policy
-    dry_run: bool = False
+    dry_run: bool = False  # act on nothing: see the module's docstring
     clock: Callable[[], float] = time.time
     metrics: Metrics = field(default_factory=Metrics)
     cycles: int = 0
@@ -114,17 +121,25 @@ class Daemon:
     _drained: bool = False
     _commands_seen: dict[str, int] = field(default_factory=dict)
     _next_full_pass: float = field(default_factory=lambda: time.monotonic() + FULL_COLLECTION_INTERVAL_S)
+    recorder: RecordingSlurm | None = field(default=None, init=False)  # a dry run's record of its changes
+    scratch: ScratchStore | None = field(default=None, init=False)  # a dry run's store: a copy of `store`
+    _said: str = field(default="", init=False)  # what a log line of this daemon's audit starts with
 
     def __post_init__(self) -> None:
+        files: IntentFiles = LOCAL_FILES
+        if self.dry_run:  # the one place a dry run differs: what the same code is given to act on
+            self.recorder, self.scratch = RecordingSlurm(self.adapter), ScratchStore(self.store)
+            self.adapter, self.store, files = self.recorder, self.scratch, self.recorder.files()
+            self._said = "dry run, not done: "
         slurm = LeasedSlurm(self.adapter, lease_s=self.site.daemon.lease_s, restart_delay_s=self.restart_delay_s,
                             clock=self.clock)
-        self.enforcer = Enforcer(slurm, self.store, self.site, dry_run=self.dry_run, clock=self.clock,
+        self.enforcer = Enforcer(slurm, self.store, self.site, files=files, clock=self.clock,
                                  on_action=self.metrics.action)
         self.metrics.configure(self.site.daemon.interval_s, self.site.daemon.lease_s)
         if self.profiling is None and profiling_on(self.site):
-            # The raw adapter: the profiling QOS check runs sacctmgr over its transport, which the counting
-            # wrapper does not carry; sample releases and cancels are a few per group, not counted per cycle.
-            self.profiling = ProfilingStage(self.site, self.adapter, self.store, dry_run=self.dry_run)
+            # The adapter below the counting wrapper (a dry run's recorder passes its transport on): the profiling
+            # QOS check runs sacctmgr over it; sample releases and cancels are a few per group, not counted.
+            self.profiling = ProfilingStage(self.site, self.adapter, self.store)
         self.backend = SlurmBackend(self.site, slurm, self.store, self.enforcer, self.profiling,
                                     on_observed=self._record_new)
 
@@ -158,6 +173,9 @@ class Daemon:
         self.cycles += 1
         self.enforcer.cycle = self.backend.cycle = self.cycles
         now = self.clock()
+        if self.scratch is not None and self.recorder is not None:  # a dry run starts each cycle from the store
+            self.scratch.reload()  # as it is, and records this cycle's changes alone
+            self.recorder.take()
         if is_drained(Path(self.site.daemon.state_dir)):  # `slurmxd drain`: Slurm runs the groups; touch nothing
             if not self._drained:
                 log.warning("drained: deciding nothing until `slurmxd resume`", extra={"event": "drained"})
@@ -187,18 +205,21 @@ class Daemon:
         for state, value in (("pending", pending), ("running", running), ("rejected", len(obs.rejected)),
                              ("quarantined", len(self.backend.quarantine))):
             self.metrics.groups(state, value)
+        would = tuple(self.recorder.take()) if self.recorder is not None else ()
         for row in rows:
-            log.info("%s", row[4], extra={"group": row[2], "event": row[3], "cycle": row[1]})
-        return CycleReport(self.cycles, now, decision.plan, seconds, pending, running, len(obs.rejected), rows)
+            log.info("%s%s", self._said, row[4], extra={"group": row[2], "event": row[3], "cycle": row[1]})
+        for change in would:
+            log.info("would %s", change.what(), extra={"event": "would", "cycle": self.cycles})
+        return CycleReport(self.cycles, now, decision.plan, seconds, pending, running, len(obs.rejected), rows,
+                           would)
 
     def _record_new(self, obs: Observation, now: float) -> None:
         """Remember open groups' facts and drop those of closed ones; report each untrusted group once while it is
         rejected."""
         self.backend.owners.keep(obs.groups)
-        if not self.dry_run:
-            self._record_facts(obs)
-            if (self.cycles - 1) % self.site.daemon.audit_prune_every == 0:  # at start-up, then now and then
-                self._prune_audit(now)
+        self._record_facts(obs)
+        if (self.cycles - 1) % self.site.daemon.audit_prune_every == 0:  # at start-up, then now and then
+            self._prune_audit(now)
         rows: list[AuditRow] = []
         current = {(rejected.group_id, rejected.reason) for rejected in obs.rejected}
         self._reported &= current  # bounded by what squeue shows now: a rejection that ends is forgotten
@@ -211,7 +232,7 @@ class Daemon:
                             extra={"group": rejected.group_id, "event": "ignore", "cycle": self.cycles})
                 rows.append((now, self.cycles, rejected.group_id, "ignore",
                              f"ignored (jobs {','.join(map(str, rejected.job_ids))}): {rejected.reason}"))
-        if rows and not self.dry_run:
+        if rows:
             self.store.audit(rows)
 
     def _record_facts(self, obs: Observation) -> None:

@@ -1,7 +1,8 @@
 """`slurmxd`: start-up (site, privilege, coexistence and spool-root checks, lock, store, policy) and the loop or
 one cycle.
 
-`--once --dry-run` prints the plan the policy makes on the live cluster and enforces nothing.
+`--once --dry-run` prints the plan the policy makes on the live cluster, the Slurm changes the daemon would make
+for it (its recording adapter's record) and the audit it would write, and enforces nothing.
 """
 
 from __future__ import annotations
@@ -137,14 +138,18 @@ def run_daemon(site: SiteConfig, *, once: bool, dry_run: bool, check: bool = Tru
         for warning in checked.coexistence:
             log.warning("coexistence: %s", warning, extra={"event": "coexistence"})
     state_dir = Path(site.daemon.state_dir)
-    lock = None if dry_run else acquire_lock(state_dir)
+    lock = None if dry_run else acquire_lock(state_dir)  # a dry run may watch beside the daemon that holds it
     path = store_path(site)
-    store = Store(path if (not dry_run or path.exists()) else ":memory:")
+    store = Store(path if (not dry_run or path.exists()) else ":memory:")  # a dry run never creates the store
     daemon = Daemon(site, adapter, store, policy, dry_run=dry_run, restart_delay_s=restart_delay)
     if once:
         report = daemon.cycle()
         for line in _plan_lines(report):
             click.echo(line)
+        for change in report.would:
+            click.echo(f"  would {change.what()}")
+        if dry_run and report.audit:
+            click.echo("  the audit it would write (nothing of it was done):")
         for row in report.audit:
             click.echo(f"  {row[3]} {row[2] or '-'}: {row[4]}")
         return

@@ -19,34 +19,31 @@ instead calls `advance` once per tick for each open ticket with the snapshot it 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
-import secrets
 import signal as signals
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from slurmx.core.arrays import job_text, task_key
 from slurmx.core.config import SiteConfig
 from slurmx.core.model import VariantState
 from slurmx.core.spool import group_spool
 from slurmx.core.userfiles import check_private_folder, read_user_file
+from slurmx.daemon.intent_files import LOCAL_FILES, IntentFiles
 from slurmx.slurm import SlurmAdapter, SlurmError
 from slurmx.slurm.errors import InvalidJobError
 from slurmx.slurm.records import SlurmJob
 
 __all__ = [
-    "LOCAL_FILES",
     "Advanced",
     "Decision",
     "Ending",
-    "IntentFiles",
     "PreemptionError",
     "PreemptionTicket",
     "Settlement",
@@ -176,33 +173,6 @@ def intent_line(ticket: PreemptionTicket) -> str:
             f"signal={ticket.signal} restarts={ticket.restart_count} reason={reason}\n")
 
 
-def _write_intent(path: Path, text: str) -> None:
-    """Atomically and durably (temp file, fsync, rename, fsync the folder) write the intent file.
-
-    The spool folder is writable by the job's user while the daemon may run as root: the folder is opened with
-    O_NOFOLLOW and both files relative to it with O_NOFOLLOW/O_EXCL, so a planted symlink cannot redirect the
-    write. Nothing is created outside an existing folder. The temporary name is not guessable, so nothing can be
-    planted there in advance.
-    """
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
-        os.fsync(folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=folder)
-        raise
-    finally:
-        os.close(folder)
-
-
 def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> PreemptionTicket:
     """The ticket an intent file records (how a restarted daemon resumes a preemption in flight).
 
@@ -235,43 +205,12 @@ def read_intent(path: str | os.PathLike[str], requeue_exit_code: int = 99) -> Pr
                             requeue_exit_code, "" if reason == "-" else reason, file)
 
 
-class IntentFiles(Protocol):
-    """Where intent files are written and removed: the job's folder on this host (`LOCAL_FILES`), or, in a dry
-    run, a record of what would have been (`slurmx.slurm.recording.RecordedFiles`)."""
-
-    def write(self, path: Path, text: str) -> None: ...
-    def remove(self, path: Path) -> None: ...
-
-
-class _LocalFiles:
-    def write(self, path: Path, text: str) -> None:
-        _write_intent(path, text)
-
-    def remove(self, path: Path) -> None:
-        _remove_intent(path)
-
-
-LOCAL_FILES: IntentFiles = _LocalFiles()
-
-
 def close(ticket: PreemptionTicket, files: IntentFiles = LOCAL_FILES) -> None:
     """Remove the intent file once the protocol is over, so a later signal (e.g. Slurm's own time-limit warning)
     is not read against a stale deadline. Best effort: a missing file is fine (closing twice is harmless), and
     whatever the job's user put there since (a directory, a file that cannot be removed) is left, never raised."""
     if ticket.intent is not None:
         files.remove(ticket.intent)
-
-
-def _remove_intent(path: Path) -> None:
-    try:
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.unlink(path.name, dir_fd=folder)
-    finally:
-        os.close(folder)
 
 
 # ------------------------------------------------------------------------------------------------ the protocol

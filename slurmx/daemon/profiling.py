@@ -75,18 +75,17 @@ def _int_tag(tags: Mapping[str, str], key: str) -> int | None:
 class ProfilingStage(SampleLifecycle):
     """The profiler driven against Slurm: one per daemon; `cycle(obs, now, n)` -> (view for the policy, audit)."""
 
-    def __init__(self, site: SiteConfig, adapter: SlurmAdapter, store: Store, *, dry_run: bool = False) -> None:
+    def __init__(self, site: SiteConfig, adapter: SlurmAdapter, store: Store) -> None:
         self.site = site
         self.adapter = adapter
         self.store = store
-        self.dry_run = dry_run
         self.params = validate_model(SamplingParams, site.profile.sampling, "site profile.sampling")
         self.profiler = Profiler(History(HistoryParams(max_age_s=float(site.profile.history_max_age_s))),
                                  self.params)
         # Groups set aside from profiling (their data raised): never retried while queued, never in the way.
         self.isolation = Isolation(self._audit, self._forget_group)
-        self.searches = SensitivitySearches(search_kind(site), self.params, adapter, store, dry_run=dry_run,
-                                            audit=self._audit, isolation=self.isolation)
+        self.searches = SensitivitySearches(search_kind(site), self.params, adapter, store, audit=self._audit,
+                                            isolation=self.isolation)
         self.seeded = False
         self._seen_runs: set[int] = set()
         self._variants: dict[tuple[str, str], SlurmJob] = {}  # (group, kind) -> the variant its samples match
@@ -114,8 +113,7 @@ class ProfilingStage(SampleLifecycle):
         self.index_samples(obs)
         self._learn_runs(obs)
         self._register(obs, now)
-        if not self.dry_run:  # a dry run reads the store's samples (replayed above) but cuts or closes none
-            self._follow_samples(obs, now)
+        self._follow_samples(obs, now)
         self._replay_and_submit(obs, self.store.samples(), self.profiler.plan([], now), now)  # next samples
         self.searches.cycle(obs, now, self._users, self._qos_of, self.queued_samples)
         self.cancel_unneeded(obs, now)
@@ -294,7 +292,7 @@ class ProfilingStage(SampleLifecycle):
             if gid in view.groups:
                 with self.isolation.group(gid, "recording estimates"):
                     rows.extend(self._estimate_rows(gid, now))
-        if rows and not self.dry_run:
+        if rows:
             self.store.put_estimates(rows)
 
     def _estimate_rows(self, gid: str, now: float) -> list[EstimateRow]:
@@ -318,8 +316,7 @@ class ProfilingStage(SampleLifecycle):
         Its store rows go too, so its open samples are not followed again (the audit log keeps its story)."""
         self.profiler.forget([gid])
         self.searches.forget({gid})
-        if not self.dry_run:
-            self.store.forget_profiles([gid])
+        self.store.forget_profiles([gid])
         for memo in (self._users, self._uids, self._qos, self._refused):
             memo.pop(gid, None)
         self._ready.discard(gid)
@@ -336,8 +333,7 @@ class ProfilingStage(SampleLifecycle):
             return
         self.profiler.forget(gone)
         self.searches.forget(set(gone))
-        if not self.dry_run:
-            self.store.forget_profiles(gone)  # the audit log keeps their story for `slurmx explain`
+        self.store.forget_profiles(gone)  # the audit log keeps their story for `slurmx explain`
         for gid in gone:
             self._users.pop(gid, None)
             self._uids.pop(gid, None)

@@ -101,7 +101,6 @@ class SampleLifecycle:
     site: SiteConfig
     adapter: SlurmAdapter
     store: Store
-    dry_run: bool
     params: SamplingParams
     profiler: Profiler
     qos_missing: bool
@@ -180,14 +179,10 @@ class SampleLifecycle:
             return
         problem = self._mismatch(job, request)
         if problem:
-            if not self.dry_run:
-                self.adapter.cancel([job.job_id])
+            self.adapter.cancel([job.job_id])
             self._fail(SampleRow(request.sample_id, request.group_id, request.kind, request.steps, job.job_id,
                                  "failed", now), f"cancelled queued {what}, job {job.job_id}: {problem}; "
                                  f"{request.kind} keeps its declared estimate")
-            return
-        if self.dry_run:
-            self._audit(request.group_id, "profile", f"would release {what}, job {job.job_id}")
             return
         row = SampleRow(request.sample_id, request.group_id, request.kind, request.steps, job.job_id, "submitted",
                         now)
@@ -196,8 +191,7 @@ class SampleLifecycle:
         self._audit(request.group_id, "profile", f"released {what}, job {job.job_id}")
 
     def _fail(self, row: SampleRow, why: str) -> None:
-        if not self.dry_run:
-            self.store.put_sample(row, self._now)
+        self.store.put_sample(row, self._now)
         self.profiler.abandon(row.sample_id)
         self._audit(row.group_id, "error", why)
 
@@ -223,7 +217,7 @@ class SampleLifecycle:
             with self.isolation.group(gid, "cancelling unneeded samples"):
                 if self._unneeded(obs, fields, job, now):
                     doomed.append(job.job_id)
-        if doomed and not self.dry_run:
+        if doomed:
             try:
                 self.adapter.cancel(doomed)
             except SlurmUnavailable:
@@ -315,7 +309,7 @@ class SampleLifecycle:
             self.store.put_sample(adopted, now)
             self._audit(row.group_id, "profile", f"sample {row.sample_id} found in squeue as job {job.job_id}")
             return adopted
-        if row.created >= now or self.dry_run:
+        if row.created >= now:
             return row
         failed = replace(row, state="failed")
         self.store.put_sample(failed, now)
@@ -392,8 +386,7 @@ class SampleLifecycle:
                     f"at step {done}: far slower than its sibling's")
 
     def _close(self, row: SampleRow, job: SlurmJob, now: float, state: str, why: str) -> None:
-        if not self.dry_run:
-            self.adapter.cancel([job.job_id])
+        self.adapter.cancel([job.job_id])
         self.store.put_sample(replace(row, state=state), now)
         self.profiler.abandon(row.sample_id)
         self._audit(row.group_id, "profile", why)

@@ -52,12 +52,11 @@ class SensitivitySearches:
     """One per profiling stage; `kind` None (a policy that reads no sensitivity) makes every call a no-op."""
 
     def __init__(self, kind: str | None, params: SamplingParams, adapter: SlurmAdapter, store: Store, *,
-                 dry_run: bool, audit: Audit, isolation: Isolation) -> None:
+                 audit: Audit, isolation: Isolation) -> None:
         self.kind = kind
         self.params = params
         self.adapter = adapter
         self.store = store
-        self.dry_run = dry_run
         self.audit = audit
         self.isolation = isolation
         self._points: dict[str, tuple[tuple[int, float], ...]] = {}
@@ -123,14 +122,9 @@ class SensitivitySearches:
             return
         problem = sample_mismatch(job, request, variant.request, variant.partition, qos(request))
         if problem:
-            if not self.dry_run:
-                self.adapter.cancel([job.job_id])
+            self.adapter.cancel([job.job_id])
             self._give_up(group.group_id, job.job_id, now, f"cancelled queued sensitivity sample, job "
                           f"{job.job_id}: {problem}; treated as insensitive")
-            return
-        if self.dry_run:
-            self.audit(group.group_id, "profile", f"would release the sensitivity sample of {self.kind}, job "
-                       f"{job.job_id}")
             return
         self.store.put_sample(SampleRow(request.sample_id, group.group_id, self.kind, request.steps, job.job_id,
                                         "submitted", now), now)
@@ -152,7 +146,7 @@ class SensitivitySearches:
         if job is None and now - row.created < VISIBLE_AFTER_S:
             return
         if job is not None and job.state is VariantState.HELD:
-            if row.created < now and not self.dry_run:
+            if row.created < now:
                 self.adapter.release([job.job_id])  # the release's answer was lost
             return
         if job is not None and job.state.is_active:
@@ -166,8 +160,7 @@ class SensitivitySearches:
                           "without a search result: treated as insensitive")
             return
         text = ";".join(f"{c}:{w:.4g}" for c, w in sorted(points.items(), reverse=True))
-        if not self.dry_run:
-            self.store.put_sample(replace(row, state="done", points=text), now)
+        self.store.put_sample(replace(row, state="done", points=text), now)
         self._points[row.group_id] = tuple(sorted(points.items()))
         self._settled.add(row.group_id)
         self.audit(row.group_id, "profile", f"sensitivity of {row.kind} (steps/s by CPUs): {text}; knee "
@@ -181,7 +174,7 @@ class SensitivitySearches:
         return next((r.comment for r in records if r.state is VariantState.COMPLETED), "")
 
     def _give_up(self, group_id: str, job_id: int | None, now: float, why: str) -> None:
-        if not self.dry_run and self.kind is not None:
+        if self.kind is not None:
             self.store.put_sample(SampleRow(f"{group_id}.{self.kind}.{SEARCH_INDEX}", group_id, self.kind, 0, job_id,
                                             "failed", now), now)
         self._settled.add(group_id)

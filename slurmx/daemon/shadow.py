@@ -21,7 +21,7 @@ import click
 
 from slurmx.core.config import SiteConfig
 from slurmx.cycle import DecisionLog
-from slurmx.cycle.log import REPEATED, SHADOW, DecisionRecord
+from slurmx.cycle.log import APPLIED, REPEATED, SHADOW, DecisionRecord
 from slurmx.daemon.backend import SlurmBackend
 from slurmx.daemon.checks import run_checks
 from slurmx.daemon.enforce import grace_marks
@@ -98,7 +98,8 @@ class ShadowDaemon(Daemon):
             action = actions.get(rec.action_id)
             if action is None:
                 continue
-            status = rec.outcome.status
+            # Applied on the recording adapter: recorded, not done, which the record calls `shadow`.
+            status = SHADOW if rec.outcome.status is APPLIED else rec.outcome.status
             kind = str(getattr(action, "kind", ""))
             nodes = tuple(getattr(action, "nodes", ()))
             group = view.groups.get(action.group_id)

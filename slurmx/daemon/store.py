@@ -32,8 +32,8 @@ from slurmx.daemon.store_schema import (
 if TYPE_CHECKING:
     from slurmx.core.config import SiteConfig
 
-__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "Store", "StoreError",
-           "newer_store_problem", "open_query_only", "read_schema", "store_path"]
+__all__ = ["MIGRATIONS", "AuditEntry", "EstimateRow", "GroupFact", "Intent", "SampleRow", "ScratchStore", "Store",
+           "StoreError", "newer_store_problem", "open_query_only", "read_schema", "store_path"]
 
 MAX_FACT_JOBS = 64  # job ids remembered per group (variants and their resubmissions; the newest kept)
 
@@ -409,6 +409,24 @@ class Store:
         self._db.execute("INSERT INTO meta (key, value) VALUES (?,?) "
                          "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
 
+
+
+class ScratchStore(Store):
+    """An in-memory copy of `source` (sqlite's backup API) that a dry run reads and writes in its place.
+
+    Why a copy and not a flag: a dry run runs the enforcing daemon's very code, which writes intents, samples,
+    facts and the audit as it goes; here they land in memory and `source` is never written. `reload` copies
+    `source` again, so each dry-run cycle starts from the store as it is, as if the cycles before had not run.
+    """
+
+    def __init__(self, source: Store) -> None:
+        super().__init__(":memory:")
+        self.source = source
+        self.reload()
+
+    def reload(self) -> None:
+        self.source._db.backup(self._db)
+        self._facts = self._user_nodes = None  # the mirrors of the tables just replaced
 
 def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"

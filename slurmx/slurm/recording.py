@@ -21,7 +21,8 @@ from slurmx.slurm.transport import Transport
 from slurmx.slurm.wrappers import DelegatingSlurm
 
 __all__ = ["Cancelled", "Change", "FileRemoved", "FileWritten", "FolderMade", "Held", "RecordedFiles",
-           "RecordingSlurm", "Released", "Requeued", "Signalled", "Submitted", "Updated"]
+           "RecordingSlurm", "Released", "Requeued", "Signalled", "Submitted", "Updated",
+           "UpdatedEach"]
 
 
 def _ids(job_ids: Iterable[int]) -> tuple[int, ...]:
@@ -30,6 +31,12 @@ def _ids(job_ids: Iterable[int]) -> tuple[int, ...]:
 
 def _jobs(job_ids: Sequence[int]) -> str:
     return ("job " if len(job_ids) == 1 else "jobs ") + (",".join(job_text(j) for j in job_ids) or "none")
+
+
+def _words(change: JobUpdate) -> str:
+    """What `scontrol update` would be told: the assignments, and the node list the adapter sends on its own."""
+    words = change.assignments() + ([f"ReqNodeList={change.nodelist}"] if change.nodelist is not None else [])
+    return " ".join(words) or "nothing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +93,21 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Updated:
-    """One `scontrol update` of these jobs with `change` (`update`, or one line of `update_each`)."""
-
     job_ids: tuple[int, ...]
     change: JobUpdate
 
     def what(self) -> str:
-        return f"update {_jobs(self.job_ids)}: {' '.join(self.change.assignments()) or 'nothing'}"
+        return f"update {_jobs(self.job_ids)}: {_words(self.change)}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatedEach:
+    """One `update_each`: each job its own change, in one call."""
+
+    changes: tuple[tuple[int, JobUpdate], ...]
+
+    def what(self) -> str:
+        return "update " + "; ".join(f"{_jobs([job_id])}: {_words(change)}" for job_id, change in self.changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +136,13 @@ class FileRemoved:
         return f"remove {self.path}"
 
 
-Change = Submitted | Held | Released | Requeued | Signalled | Cancelled | Updated | FolderMade | FileWritten | \
-    FileRemoved
+Change = Submitted | Held | Released | Requeued | Signalled | Cancelled | Updated | UpdatedEach | FolderMade | \
+    FileWritten | FileRemoved
 
 
 @dataclass
 class RecordedFiles:
-    """Where the preemption protocol writes and removes its intent files (`daemon.preemption.IntentFiles`), in a dry
+    """Where the preemption protocol writes and removes its intent files (`daemon.intent_files.IntentFiles`), in a dry
     run: each is recorded with the adapter's changes, none touches the folder."""
 
     calls: list[Change]
@@ -183,8 +198,8 @@ class RecordingSlurm(DelegatingSlurm):
         self.calls.append(Updated(_ids(job_ids), change))
 
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
-        """Each line recorded as its own `Updated`; none refused (Slurm never saw them)."""
-        self.calls.extend(Updated((int(job_id),), change) for job_id, change in changes)
+        """Recorded as one call; none refused (Slurm never saw them)."""
+        self.calls.append(UpdatedEach(tuple((int(job_id), change) for job_id, change in changes)))
         return {}
 
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:

@@ -444,7 +444,7 @@ def test_the_policy_name_check_sees_a_name() -> None:
 
 # The adapters that wrap another adapter (counting, leases): the enforcer calls down into them, so they import
 # nothing of the daemon's enforcement, backend or loop (issue 35: the Slurm wrappers below the enforcer).
-SLURM_WRAPPERS = ("slurmx.slurm.wrappers", "slurmx.daemon.lease")
+SLURM_WRAPPERS = ("slurmx.slurm.wrappers", "slurmx.slurm.recording", "slurmx.daemon.lease")
 
 
 def test_the_slurm_wrappers_sit_below_the_enforcer() -> None:
@@ -452,3 +452,34 @@ def test_the_slurm_wrappers_sit_below_the_enforcer() -> None:
     above = {m: sorted(t for t in graph.get(m, set()) if t.startswith("slurmx.daemon.")) for m in SLURM_WRAPPERS}
     assert all(m in graph for m in SLURM_WRAPPERS), f"a wrapper module is gone: {SLURM_WRAPPERS}"
     assert not any(above.values()), f"Slurm wrappers import the daemon above them: {above}"
+
+
+# A dry run (`--dry-run`, `--shadow`) is the same daemon on a recording adapter and a scratch store, assembled where
+# the daemon is built (issue 35: shadow mode as a recording adapter, the same enforcer, no flag branches): no other
+# daemon module reads `dry_run`.
+DRY_RUN_ASSEMBLY = {"slurmx/daemon/loop.py", "slurmx/daemon/main.py", "slurmx/daemon/shadow.py"}
+
+
+def uses_of(source: str, name: str) -> list[int]:
+    """Lines where `name` is a variable, an attribute, a parameter or a keyword argument (not words in a string)."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name) \
+                or (isinstance(node, ast.arg | ast.keyword) and node.arg == name):
+            lines.add(getattr(node, "lineno", 0) or getattr(getattr(node, "value", None), "lineno", 0))
+    return sorted(lines)
+
+
+def test_only_the_daemons_assembly_knows_a_dry_run() -> None:
+    found = [f"  {relative}:{line}" for path in sorted((ROOT / "daemon").rglob("*.py"))
+             if (relative := path.relative_to(REPO).as_posix()) not in DRY_RUN_ASSEMBLY
+             for line in uses_of(path.read_text(encoding="utf-8"), "dry_run")]
+    assert not found, ("`dry_run` read outside the daemon's assembly: give the code a recording adapter or a scratch "
+                       "store where the daemon is built (daemon/loop.py) instead of a flag:\n" + "\n".join(found))
+
+
+def test_the_dry_run_check_sees_a_use() -> None:
+    assert uses_of("if self.dry_run:\n    pass\n", "dry_run") == [1]
+    assert uses_of("def f(*, dry_run=False):\n    g(\n      dry_run=dry_run)\n", "dry_run") == [1, 3]
+    assert uses_of("@dataclass\nclass E:\n    dry_run: bool = False\n", "dry_run") == [3]
+    assert uses_of('"""A dry run: no dry_run flag."""\nx = "dry_run"\n', "dry_run") == []

@@ -24,6 +24,7 @@ from slurmx.daemon.profiling_samples import reported_timing
 from slurmx.daemon.store import Store
 from slurmx.policies.base import make_policy
 from slurmx.slurm.errors import SlurmCommandError
+from slurmx.slurm.recording import Released
 from slurmx.slurm.records import AccountingRecord, SlurmJob
 from slurmx.slurm.transport import CommandResult
 from slurmx.submit.render import payload_hash
@@ -244,12 +245,12 @@ def test_a_dry_run_releases_nothing_and_keeps_the_group_hidden(tmp_path: Path) -
     fake = ProfilingSlurm(group_with_samples(tmp_path))
     cfg = site(tmp_path)
     store = Store(tmp_path / "s.sqlite")
-    stage = ProfilingStage(cfg, fake, store, dry_run=True)  # type: ignore[arg-type]
-    report = Daemon(cfg, fake, store, make_policy("allox"), dry_run=True, clock=lambda: 1000.0,  # type: ignore[arg-type]
-                    profiling=stage).cycle()
+    report = Daemon(cfg, fake, store, make_policy("allox"), dry_run=True,  # type: ignore[arg-type]
+                    clock=lambda: 1000.0).cycle()  # its own profiling stage, on the dry run's adapter and store
     assert fake.calls == [] and store.samples() == {} and report.plan.of_type(Start) == ()
+    assert report.would == (Released((501,)), Released((503,)))  # recorded, not done
     assert [row[4] for row in report.audit if row[3] == "profile"] == [
-        f"would release sample 0 of {k} ({SHORT} steps, QOS slurmx-profile), job {j}"
+        f"released sample 0 of {k} ({SHORT} steps, QOS slurmx-profile), job {j}"
         for k, j in (("cpu", 501), ("gpu", 503))]
 
 

@@ -18,6 +18,7 @@ from slurmx.slurm.recording import (
     Signalled,
     Submitted,
     Updated,
+    UpdatedEach,
 )
 from tests.unit.test_daemon import FakeSlurm, job
 
@@ -36,7 +37,7 @@ def test_reads_pass_through_and_changes_are_recorded_in_order_never_made() -> No
     slurm.make_private_folder("/spool/g", {"a.json": "{}"})
     assert slurm.submit("#!/bin/sh\n", ["--partition=cpu"]) == -1
     assert inner.calls == []  # nothing reached Slurm
-    assert slurm.take() == [Updated((1,), JobUpdate(nodelist="c1")), Released((1,)), Held((2,)),
+    assert slurm.take() == [UpdatedEach(((1, JobUpdate(nodelist="c1")),)), Released((1,)), Held((2,)),
                             Requeued((1,), True), Signalled((1,), "USR2", True), Cancelled((2,)),
                             Updated((1, 2), JobUpdate(cpus=2, mem_mb=700)), FolderMade("/spool/g", ("a.json",)),
                             Submitted("#!/bin/sh\n", ("--partition=cpu",))]
@@ -46,12 +47,14 @@ def test_reads_pass_through_and_changes_are_recorded_in_order_never_made() -> No
 def test_each_change_reads_as_the_command_it_stands_for() -> None:
     slurm = RecordingSlurm(FakeSlurm([]))  # type: ignore[arg-type]
     slurm.update([task_key(7, 3)], JobUpdate(cpus=2, mem_mb=700))
+    slurm.update_each([(1, JobUpdate(nodelist="c1")), (2, JobUpdate(nodelist=""))])
     slurm.release([1, 2])
     slurm.requeue([5], hold=True)
     files = slurm.files()
     files.write(Path("/spool/g/preempt-5"), "preempt grace=10 deadline=1010\n")
     files.remove(Path("/spool/g/preempt-5"))
     assert [c.what() for c in slurm.calls] == [
-        "update job 7_3: NumCPUs=2 MinMemoryNode=700", "release jobs 1,2", "requeuehold job 5",
+        "update job 7_3: NumCPUs=2 MinMemoryNode=700", "update job 1: ReqNodeList=c1; job 2: ReqNodeList=",
+        "release jobs 1,2", "requeuehold job 5",
         "write /spool/g/preempt-5: preempt grace=10 deadline=1010", "remove /spool/g/preempt-5"]
-    assert isinstance(slurm.calls[3], FileWritten) and isinstance(slurm.calls[4], FileRemoved)
+    assert isinstance(slurm.calls[4], FileWritten) and isinstance(slurm.calls[5], FileRemoved)
