@@ -156,7 +156,8 @@ class RecordedFiles:
 
 @dataclass
 class RecordingSlurm(DelegatingSlurm):
-    """Reads pass to `inner`; each change lands in `calls`, in order, and `inner` never sees it."""
+    """Reads pass to `inner`; each change lands in `calls`, in order, and `inner` never sees it. A call naming no
+    job sends nothing to Slurm (`CliSlurm`) and is not recorded."""
 
     calls: list[Change] = field(default_factory=list)
 
@@ -180,26 +181,33 @@ class RecordingSlurm(DelegatingSlurm):
         return -sum(isinstance(c, Submitted) for c in self.calls)
 
     def hold(self, job_ids: Iterable[int]) -> None:
-        self.calls.append(Held(_ids(job_ids)))
+        if ids := _ids(job_ids):
+            self.calls.append(Held(ids))
 
     def release(self, job_ids: Iterable[int]) -> None:
-        self.calls.append(Released(_ids(job_ids)))
+        if ids := _ids(job_ids):
+            self.calls.append(Released(ids))
 
     def requeue(self, job_ids: Iterable[int], hold: bool = False) -> None:
-        self.calls.append(Requeued(_ids(job_ids), hold))
+        if ids := _ids(job_ids):
+            self.calls.append(Requeued(ids, hold))
 
     def signal(self, job_ids: Iterable[int], signal: str, batch_only: bool = True) -> None:
-        self.calls.append(Signalled(_ids(job_ids), signal, batch_only))
+        if ids := _ids(job_ids):
+            self.calls.append(Signalled(ids, signal, batch_only))
 
     def cancel(self, job_ids: Iterable[int]) -> None:
-        self.calls.append(Cancelled(_ids(job_ids)))
+        if ids := _ids(job_ids):
+            self.calls.append(Cancelled(ids))
 
     def update(self, job_ids: Iterable[int], change: JobUpdate) -> None:
-        self.calls.append(Updated(_ids(job_ids), change))
+        if ids := _ids(job_ids):
+            self.calls.append(Updated(ids, change))
 
     def update_each(self, changes: Sequence[tuple[int, JobUpdate]]) -> dict[int, SlurmError]:
         """Recorded as one call; none refused (Slurm never saw them)."""
-        self.calls.append(UpdatedEach(tuple((int(job_id), change) for job_id, change in changes)))
+        if changes:
+            self.calls.append(UpdatedEach(tuple((int(job_id), change) for job_id, change in changes)))
         return {}
 
     def make_private_folder(self, path: str, files: Mapping[str, str]) -> None:

@@ -111,7 +111,7 @@ def test_a_dry_run_records_the_enforcing_daemons_calls_and_makes_none(tmp_path: 
            clock=lambda: NOW).cycle()
     assert any((SPOOL / "v").glob("preempt-1"))  # the enforcing daemon writes it: the check above can fail
     recorded = [as_fake_call(c) for c in report.would if not isinstance(c, FileWritten)]
-    assert recorded == real.calls  # the same code made the same calls, in the same order
+    assert recorded == [c for c in real.calls if c[1]]  # the same calls in the same order (none naming no job)
     assert {"signal", "release", "hold", "cancel"} <= {verb for verb, _ in recorded}
 
 

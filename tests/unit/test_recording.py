@@ -36,6 +36,8 @@ def test_reads_pass_through_and_changes_are_recorded_in_order_never_made() -> No
     slurm.update([1, 2], JobUpdate(cpus=2, mem_mb=700))
     slurm.make_private_folder("/spool/g", {"a.json": "{}"})
     assert slurm.submit("#!/bin/sh\n", ["--partition=cpu"]) == -1
+    slurm.release([])  # names no job: CliSlurm sends nothing, so nothing is recorded
+    slurm.update_each([])
     assert inner.calls == []  # nothing reached Slurm
     assert slurm.take() == [UpdatedEach(((1, JobUpdate(nodelist="c1")),)), Released((1,)), Held((2,)),
                             Requeued((1,), True), Signalled((1,), "USR2", True), Cancelled((2,)),
