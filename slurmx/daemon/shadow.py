@@ -1,7 +1,8 @@
 """`slurmxd --shadow`: the full loop on the live queue, acting on nothing, recording what it would have done.
 
 The admin's evidence before switching enforcement on. The shadow daemon runs the enforcing daemon's very cycle
-(observe, profile, decide, the enforcer in dry-run) over a view corrected to look as if it managed every group
+(observe, profile, decide, enforce) as a dry run (`loop.Daemon`: a recording adapter and a scratch store, so
+Slurm and the files are never changed) over a view corrected to look as if it managed every group
 (`shadow_view`), and records each group it saw and each would-be decision (time, group, action, kind, nodes,
 reason) in `shadow.sqlite` in the state directory. It takes its own lock and never the enforcing daemon's lock,
 store, wake socket or metrics port, so it runs beside an enforcing daemon or alone. `slurmx shadow-report`
