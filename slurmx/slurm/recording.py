@@ -167,6 +167,12 @@ class RecordingSlurm(DelegatingSlurm):
         transport: Transport | None = getattr(self.inner, "transport", None)
         return transport
 
+    @property
+    def fresh_records(self) -> bool:
+        """Whether `inner` hands over records no one else holds (`CliSlurm.fresh_records`): the lease layer above
+        then marks them in place, as it does over the adapter itself."""
+        return getattr(self.inner, "fresh_records", False) is True
+
     def take(self) -> list[Change]:
         """The changes recorded since the last `take`, oldest first; the record starts empty again."""
         taken, self.calls[:] = list(self.calls), []

@@ -60,3 +60,11 @@ def test_each_change_reads_as_the_command_it_stands_for() -> None:
         "release jobs 1,2", "requeuehold job 5",
         "write /spool/g/preempt-5: preempt grace=10 deadline=1010", "remove /spool/g/preempt-5"]
     assert isinstance(slurm.calls[4], FileWritten) and isinstance(slurm.calls[5], FileRemoved)
+
+
+def test_the_lease_layer_above_sees_whether_the_records_are_fresh() -> None:
+    class Fresh(FakeSlurm):
+        fresh_records = True
+
+    assert RecordingSlurm(Fresh([])).fresh_records is True  # type: ignore[arg-type]
+    assert RecordingSlurm(FakeSlurm([])).fresh_records is False  # type: ignore[arg-type]
