@@ -31,9 +31,10 @@ from slurmx.slurm.errors import (
 )
 from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_partitions, parse_version
 from slurmx.slurm.records import AccountingRecord, SlurmJob
+from slurmx.slurm.squeue_narrow import narrow_argv, new_token, parse_narrow
 from slurmx.slurm.stream_jobs import JobStream, NotStreamable
 from slurmx.slurm.transport import CommandResult, Transport
-from slurmx.slurm.versions import SlurmShape, shape_for
+from slurmx.slurm.versions import SlurmShape, shape_for, version_key
 
 __all__ = ["CliSlurm", "FolderTaken", "JobUpdate", "RetryPolicy", "SlurmAdapter", "SpoolRootUnsafe",
            "spool_root_problem_via"]
@@ -50,6 +51,8 @@ _NEVER_SENT = re.compile(r"Unable to contact slurm controller \(connect failure\
 _INVALID_JOB = re.compile(r"Invalid job id|Invalid job ID|Job has already finished|does not exist", re.I)
 _NAMED_JOB = re.compile(r"\bjob (\d+(?:_\d+)?)\b", re.I)  # 24.11: "Invalid node name specified for job 7"
 _FEW_JOBS = 100  # up to this many ids are named to squeue; more read the whole queue (argv stays short)
+_FULL_BATCH = 500  # ids named to one `squeue --json --jobs` after a narrow read (`_jobs_narrow`)
+_FULL_MAX = 5_000  # past this many, the narrow read is dropped and the whole queue read as JSON
 _STDIN_WORD = re.compile(r"[^\s\"'#\\]+")  # what may go on one of scontrol's stdin lines as it is
 
 
@@ -206,6 +209,10 @@ class CliSlurm:
     # Every read parses Slurm's answer anew: the records a call returns are its caller's alone, to mark in place
     # (`daemon/lease.py` marks 200,000 waiting leases a cycle at 100,000 groups without copying them).
     fresh_records: ClassVar[bool] = True
+    # With this on, a whole-queue read is narrow (`squeue_narrow.py`) on Slurm 24.11+, whose `--json` can be asked for
+    # the few jobs the narrow form cannot say in full; 22.05's `--json` ignores `--jobs`, so there it stays JSON.
+    # Off by default until the recorded tests and live suites read the narrow form too (bench/daemon_cycle.py: on).
+    narrow_queue: bool = False
 
     def __init__(self, transport: Transport, retry: RetryPolicy | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -319,6 +326,8 @@ class CliSlurm:
             argv.append(f"--user={user}")
         if job_ids is not None and len(job_ids) <= _FEW_JOBS:
             argv.append("--jobs=" + ",".join(_ids(job_ids)))
+        if job_ids is None and self.narrow_queue and version_key(self.version()) >= (24, 11):
+            return self._jobs_narrow(user)
         try:
             streamed = self._jobs_streamed(argv) if job_ids is None else None
             jobs = parse_jobs(self._call(argv).data, argv) if streamed is None else streamed
@@ -331,6 +340,33 @@ class CliSlurm:
             jobs = [j for j in jobs if j.job_id in wanted]
         if user:
             jobs = [j for j in jobs if j.user == user]
+        return jobs
+
+    def _jobs_narrow(self, user: str | None) -> list[SlurmJob]:
+        """Every job (of `user`): the narrow listing, then `squeue --json` of the jobs it cannot say in full (running
+        and finished ones, flagged states, malformed records); the whole queue as JSON when those are very many.
+
+        The second read comes a moment after the first: a job it no longer shows has left the queue and is left
+        out; one that changed state in between is given as the second read shows it."""
+        token = new_token()
+        argv = narrow_argv(token, user)
+        shown = version_key(self.version()) < (26, 5)  # 26.05's --json never says --exclusive (parse._whole_nodes)
+        read = parse_narrow(self._call(argv).data, token, says_hold=True, shows_exclusive=shown, argv=argv)
+        if len(read.full) > _FULL_MAX:
+            whole = ["squeue", "--json", "--states=all", *([f"--user={user}"] if user else [])]
+            streamed = self._jobs_streamed(whole)
+            return parse_jobs(self._call(whole).data, whole) if streamed is None else streamed
+        jobs = read.jobs
+        have = {job.job_id for job in jobs}
+        for at in range(0, len(read.full), _FULL_BATCH):
+            ids = read.full[at:at + _FULL_BATCH]
+            full = ["squeue", "--json", "--states=all", "--jobs=" + ",".join(ids)]
+            try:
+                more = parse_jobs(self._call(full).data, full)
+            except InvalidJobError:
+                continue  # 24.11: every one of them left the queue since ("Invalid job id specified")
+            jobs += [job for job in more if job.job_id not in have and (not user or job.user == user)]
+            have.update(job.job_id for job in more)
         return jobs
 
     def nodes(self) -> list[Node]:

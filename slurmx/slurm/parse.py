@@ -440,7 +440,7 @@ def _job(job: _SqueueJob) -> SlurmJob:
         limit_min * 60 if limit_min is not None else None,
         _num(job.submit_time) or None,
         None if pending else _num(job.start_time) or None,  # a pending job's is only an estimate
-        _num(job.end_time) or None,
+        None if pending else _num(job.end_time) or None,  # so is its end (24.11: begin time + an "infinite" limit)
         job.required_nodes,
         _exit_code(job.exit_code),
         _num(job.eligible_time) or None,

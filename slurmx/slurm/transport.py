@@ -89,8 +89,9 @@ def _text(raw: bytes) -> str:
 _CHUNK = 1 << 20
 # squeue runs with SLURM_BITSTR_LEN=0: libslurm otherwise cuts a job array's task string at 64 bytes ("...") and a
 # sparse pending array would lose its indices (core/arrays.py). Only squeue: sbatch would copy the variable into
-# the user's job environment.
-_SQUEUE_ENV = {"SLURM_BITSTR_LEN": "0"}
+# the user's job environment. SLURM_TIME_FORMAT=%s: the narrow read (`squeue_narrow.py`) gets times as epoch
+# seconds, not the local time of the host squeue runs on (`--json` writes numbers whatever it says).
+_SQUEUE_ENV = {"SLURM_BITSTR_LEN": "0", "SLURM_TIME_FORMAT": "%s"}
 
 
 def _client_env(argv: Sequence[str]) -> dict[str, str]:

@@ -266,7 +266,8 @@ def test_docker_and_ssh_pass_it_to_squeue_on_the_far_side(tmp_path: Path, monkey
     docker.chmod(0o755)
     transport = DockerExecTransport("login", "alice", docker=str(docker))
     assert transport.run(["squeue", "--json"]).stdout.split() == \
-        ["exec", "-i", "-u", "alice", "--env=SLURM_BITSTR_LEN=0", "login", "squeue", "--json"]
+        ["exec", "-i", "-u", "alice", "--env=SLURM_BITSTR_LEN=0", "--env=SLURM_TIME_FORMAT=%s", "login", "squeue",
+         "--json"]
     assert "--env" not in transport.run(["scancel", "80_4"]).stdout
     sent: list[str] = []
     client = _Client()
@@ -274,7 +275,7 @@ def test_docker_and_ssh_pass_it_to_squeue_on_the_far_side(tmp_path: Path, monkey
     ssh = SshTransport("login.example")
     monkeypatch.setattr(ssh, "_connect", lambda shown: client)
     ssh.run(["squeue", "--json"])
-    assert sent == ["env SLURM_BITSTR_LEN=0 squeue --json"]
+    assert sent == ["env SLURM_BITSTR_LEN=0 SLURM_TIME_FORMAT=%s squeue --json"]
 
 
 # --- %N across kinds: never more than N indices of the array group running, whatever their kind -------------------
