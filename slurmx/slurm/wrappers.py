@@ -1,4 +1,5 @@
-"""Adapters that wrap another adapter: a base that forwards every call, and the counting one slurmxd uses.
+"""Adapters that wrap another adapter: a base that forwards every call, and the counting one slurmxd uses (a dry
+run's recording one is `recording.RecordingSlurm`).
 
 They sit here, below everything that calls an adapter (the enforcer, the profiler, the lease layer), so a wrapper
 is an adapter like any other and the layers above it only ever see `SlurmAdapter`. A wrapper overrides what it
