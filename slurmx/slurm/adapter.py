@@ -209,14 +209,12 @@ class CliSlurm:
     # Every read parses Slurm's answer anew: the records a call returns are its caller's alone, to mark in place
     # (`daemon/lease.py` marks 200,000 waiting leases a cycle at 100,000 groups without copying them).
     fresh_records: ClassVar[bool] = True
-    # With this on, a whole-queue read is narrow (`squeue_narrow.py`) on Slurm 24.11+, whose `--json` can be asked for
-    # the few jobs the narrow form cannot say in full; 22.05's `--json` ignores `--jobs`, so there it stays JSON.
-    # Off by default until the recorded tests and live suites read the narrow form too (bench/daemon_cycle.py: on).
-    narrow_queue: bool = False
-
     def __init__(self, transport: Transport, retry: RetryPolicy | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, *, narrow_queue: bool = False) -> None:
+        """`narrow_queue`: a whole-queue read is narrow (`squeue_narrow.py`) on Slurm 24.11+, whose `--json` can be
+        asked for the jobs the narrow form cannot say in full; 22.05's `--json` ignores `--jobs`: JSON there."""
         self.transport = transport
+        self.narrow_queue = narrow_queue
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._version: str | None = None
@@ -326,11 +324,12 @@ class CliSlurm:
             argv.append(f"--user={user}")
         if job_ids is not None and len(job_ids) <= _FEW_JOBS:
             argv.append("--jobs=" + ",".join(_ids(job_ids)))
-        if job_ids is None and self.narrow_queue and version_key(self.version()) >= (24, 11):
-            return self._jobs_narrow(user)
         try:
-            streamed = self._jobs_streamed(argv) if job_ids is None else None
-            jobs = parse_jobs(self._call(argv).data, argv) if streamed is None else streamed
+            if job_ids is None and self.narrow_queue and version_key(self.version()) >= (24, 11):
+                jobs = self._jobs_narrow(user)
+            else:
+                streamed = self._jobs_streamed(argv) if job_ids is None else None
+                jobs = parse_jobs(self._call(argv).data, argv) if streamed is None else streamed
         except InvalidJobError:
             if job_ids is None:
                 raise
@@ -365,7 +364,7 @@ class CliSlurm:
                 more = parse_jobs(self._call(full).data, full)
             except InvalidJobError:
                 continue  # 24.11: every one of them left the queue since ("Invalid job id specified")
-            jobs += [job for job in more if job.job_id not in have and (not user or job.user == user)]
+            jobs += [job for job in more if job.job_id not in have]
             have.update(job.job_id for job in more)
         return jobs
 

@@ -9,8 +9,11 @@ says. Where it does not, the record is named in `NarrowRead.full` and the caller
 - a job that is not plainly PENDING: a running or finished job's request (`tres_req_str`) has no `--Format` field
   (`tres-alloc` shows the allocation once it runs), and a state with a flag (`CANCELLED+COMPLETING`,
   `PENDING+REQUEUE_HOLD`) is shown by squeue as the flag alone;
-- an array task split off its pending record while no pending record of its array is in the read (its throttle
-  `%N` is shown only on that record);
+- a job array's record (pending, or a task split off it): squeue's text merges an array's pending tasks into one
+  line and drops its throttle (`%N`) there, so every record of an array that shows one is read from the JSON (one
+  record for the array's pending indices however many, and its split-off tasks);
+- a job named `(null)`: squeue prints an empty text field so (an empty comment, constraint or dependency is read
+  as empty: a comment that is literally `(null)` therefore reads as empty too, and is no slurmx tag either way);
 - a reason squeue replaced by the job's description, a time limit or a hold the text does not say plainly, and every
   job a malformed record names (below).
 
@@ -103,7 +106,7 @@ def parse_narrow(text: str | bytes, token: str, *, says_hold: bool, shows_exclus
         if len(fields) != _COUNT or first != last or not first.isascii() or not first.isdigit() or len(first) > 18:
             named = [t for t in (first, last) if t.isascii() and t.isdigit() and len(t) <= 18]
             suspect.update(dict.fromkeys(named))
-            _warn_once(("narrow", piece[:40]), "%s: a record does not split into its %d fields (a name, comment or "
+            _warn_once(("narrow", tuple(named)), "%s: a record does not split into its %d fields (a name, comment or "
                        "constraint holds the read's separator); job %s read from squeue --json instead",
                        " ".join(argv[:1]), _COUNT, " and ".join(named) or "(no id)")
             continue
@@ -117,20 +120,14 @@ def parse_narrow(text: str | bytes, token: str, *, says_hold: bool, shows_exclus
 def _convert(records: list[list[str]], suspect: dict[str, None], says_hold: bool, shows_exclusive: bool,
              raw: str, argv: Sequence[str]) -> NarrowRead:
     out = NarrowRead()
-    throttles = {}  # array job id -> its throttle, from its pending record's task string
-    for fields in records:
-        task = fields[2]
-        if "%" in task:
-            throttles[fields[1]] = int(task.rpartition("%")[2]) if task.rpartition("%")[2].isdigit() else -1
-        elif task != "N/A" and not task.isdigit():
-            throttles.setdefault(fields[1], 0)  # a pending record with no throttle
+    full: dict[str, None] = {}
     with collector_paused():
         for fields in records:
             job_id = fields[0]
             if job_id in suspect:
                 continue
             try:
-                record = _record(fields, says_hold, shows_exclusive, throttles)
+                record = _record(fields, says_hold, shows_exclusive)
                 jobs = None if record is None else _jobs_of(record)
             except _BAD_RECORD as exc:
                 reason = " ".join(str(exc).split())[:300] or type(exc).__name__
@@ -138,28 +135,27 @@ def _convert(records: list[list[str]], suspect: dict[str, None], says_hold: bool
                            job_id, reason)
                 jobs = None
             if jobs is None:
-                out.full.append(_slurm_name(fields))
+                full[_slurm_name(fields)] = None
             else:
                 out.jobs += jobs
-    out.full += [job_id for job_id in suspect]
+    full.update(suspect)
+    out.full = list(full)
     if out.jobs:
         _note_replaced(out.jobs, raw, argv)
     return out
 
 
 def _slurm_name(fields: list[str]) -> str:
-    """How Slurm's commands name this record: `A_i` for an array task, the job id otherwise."""
-    task = fields[2]
-    return f"{fields[1]}_{task}" if task.isdigit() and fields[1] != fields[0] else fields[0]
+    """What to name to `squeue --json --jobs` for this record: an array's job id (the whole array), else the job's."""
+    return fields[0] if fields[2] == "N/A" else fields[1]
 
 
-def _record(fields: list[str], says_hold: bool, shows_exclusive: bool,
-            throttles: dict[str, int]) -> _SqueueJob | None:
+def _record(fields: list[str], says_hold: bool, shows_exclusive: bool) -> _SqueueJob | None:
     """The `_SqueueJob` the JSON read would decode this record into; None when the text cannot say it all."""
-    (job_id, array_job_id, task, user, uid, state, reason, partition, qos, nodes, tres, priority, nice, restarts,
+    (job_id, _array_job_id, task, user, uid, state, reason, partition, qos, nodes, tres, priority, nice, restarts,
      limit, submit, eligible, required, excluded, exit_code, dependency, node_count, shared, name, comment,
      features, _) = fields
-    if state != "PENDING" or not _REASON.fullmatch(reason):
+    if state != "PENDING" or task != "N/A" or name == _UNSET or not _REASON.fullmatch(reason):
         return None
     prio = int(priority)
     if says_hold:
@@ -169,37 +165,17 @@ def _record(fields: list[str], says_hold: bool, shows_exclusive: bool,
     else:
         hold = None  # 22.05: `parse._job` reads the reason and the priority, as for its JSON
     limit_min = _minutes(limit)
-    if limit_min == -1:
-        return None
     code = _EXIT.fullmatch(exit_code)
-    if code is None:
+    if limit_min == -1 or code is None:
         return None
-    is_array = array_job_id != job_id or task != "N/A"
-    throttle = 0
-    task_id: int | None = None
-    task_string = ""
-    if is_array:
-        if task.isdigit():
-            task_id = int(task)
-            got = throttles.get(array_job_id)
-            if got is None or got < 0:
-                return None  # the throttle is on its array's pending record alone, and that is not in this read
-            throttle = got
-        else:
-            task_string = task
-            throttle = throttles.get(array_job_id, 0)
-            if throttle < 0:
-                return None
     return _SqueueJob(
-        job_id=int(job_id), name=_text(name), user_name=user, user_id=int(uid), job_state=state,
-        state_reason=reason, partition=partition, qos=qos, comment=_text(comment), nodes=_text(nodes),
-        tres_req_str=_text(tres), tres_alloc_str="", priority=prio, nice=int(nice), hold=hold,
-        restart_cnt=int(restarts), time_limit=limit_min, submit_time=_epoch(submit),
-        eligible_time=_epoch(eligible), required_nodes=_text(required), excluded_nodes=_text(excluded),
-        exit_code=(int(code[1]) << 8) | int(code[2]), dependency=_text(dependency), features=_text(features),
-        node_count=int(node_count), shared="none" if shows_exclusive and shared == "NO" else None,
-        array_job_id=int(array_job_id) if is_array else None, array_task_id=task_id,
-        array_max_tasks=throttle, array_task_string=task_string)
+        job_id=int(job_id), name=name, user_name=user, user_id=int(uid), job_state=state, state_reason=reason,
+        partition=partition, qos=qos, comment=_text(comment), nodes=nodes, tres_req_str=_text(tres),
+        tres_alloc_str="", priority=prio, nice=int(nice), hold=hold, restart_cnt=int(restarts), time_limit=limit_min,
+        submit_time=_epoch(submit), eligible_time=_epoch(eligible), required_nodes=required,
+        excluded_nodes=excluded, exit_code=(int(code[1]) << 8) | int(code[2]), dependency=_text(dependency),
+        features=_text(features), node_count=int(node_count),
+        shared="none" if shows_exclusive and shared == "NO" else None)
 
 
 def _text(value: str) -> str:
