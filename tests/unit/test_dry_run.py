@@ -8,12 +8,16 @@ no intent file is written, and the store's file keeps every byte.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from slurmx.core.actions import Cancel, Plan, Preempt, SetPriority, Start
 from slurmx.core.model import ClusterView, VariantState
+from slurmx.daemon import main
 from slurmx.daemon.loop import Daemon
 from slurmx.daemon.store import Store
 from slurmx.slurm.recording import (
@@ -125,3 +129,21 @@ def test_each_dry_run_cycle_starts_from_the_store_as_it_is(tmp_path: Path) -> No
     first, second = daemon.cycle(), daemon.cycle()
     assert first.would == second.would == (Released((1,)),)
     assert store.intents() == [] and fake.calls == []
+
+
+def test_once_dry_run_prints_the_plan_the_changes_it_would_make_and_the_audit_it_would_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakeSlurm([job(1, "a"), job(2, "b")])
+    monkeypatch.setattr(main, "adapter_from_config", lambda transport: fake)
+    site = SITE.model_copy(update={"daemon": SITE.daemon.model_copy(update={"state_dir": tmp_path / "state"})})
+    try:
+        main.run_daemon(site, once=True, dry_run=True, check=False)
+    finally:
+        logging.getLogger("slurmxd").handlers.clear()  # the handler writes to this test's captured stderr
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cycle 1: 2 pending") and [line.split()[:2] for line in lines[1:3]] == [
+        ["Start", "a"], ["Start", "b"]]
+    assert lines[3:6] == ["  would update job 1: ReqNodeList=c1; job 2: ReqNodeList=c1", "  would release jobs 1,2",
+                          "  the audit it would write (nothing of it was done):"]
+    assert "  release a: released job 1 steered to c1" in lines[6:]
+    assert fake.calls == [] and not (tmp_path / "state").exists()  # no lock, no store: not even the folder
