@@ -2,9 +2,11 @@
 """Benchmark: one slurmxd cycle (observe -> reconcile -> decide -> enforce -> record) with N pending groups (10,000
 unless `--groups` says), reading Slurm through the real subprocess path.
 
-The Slurm side is fixture JSON: `squeue --json` built from the record captured on a real Slurm 24.11 cluster
+The Slurm side is fixtures: `squeue --json` built from the record captured on a real Slurm 24.11 cluster
 (tests/fixtures/slurm/24.11), N groups with a held cpu and a held gpu variant each (2N jobs, ~100 MB of JSON
-per 10,000 groups), and a 200-node cluster from the recorded node listing. They are written to files once; a
+per 10,000 groups), the same queue as the narrow read's `squeue --Format` prints it (~6 MB per 10,000 groups; the
+fake squeue writes each read's token into it), and a 200-node cluster from the recorded node listing. They are
+written to files once; a
 folder of tiny `squeue` / `scontrol` scripts that `cat` them is put first on PATH, and the adapter (`CliSlurm`
 over the real `LocalTransport`) runs them as it runs Slurm's own clients: a real process writes the answer to a
 pipe and the adapter reads and parses it, inside the timed cycle. Writes (hold, release, update, cancel) are
@@ -17,14 +19,16 @@ of the cycle's process (time.process_time), CPU of the fake Slurm clients (RUSAG
 and the RSS before the cycle (imports done).
 Modes, all the same cycle (FIFO, a real SQLite store in a temp folder):
 
-- `ours`: slurmx as shipped: squeue's stdout decoded as it arrives, a run of records at a time
+- `ours`: the daemon's read: the queue read narrow (`slurm/squeue_narrow.py`: `squeue --Format` of only the
+  fields a job holds, 24.11+), each record converted by the JSON read's own code; nothing here needs the JSON.
+- `json`: the whole queue as `squeue --json`, decoded as it arrives, a run of records at a time
   (`slurm/stream_jobs.py`), by msgspec straight into structs naming only the fields read; never held whole.
 - `text`: slurmx before this change: `subprocess.run(capture_output=True)`, stdout decoded to str, then the same
   typed decode (the path measured at 404-412 MB peak RSS).
 - `stdlib`: the plain baseline: `subprocess.run(capture_output=True)` bytes into `json.loads`, the fields needed
   read from the dicts (the best plain-stdlib path: no text copy, nothing but the standard library).
 
-Beside them, the floor of any read of this answer as JSON (`floor`, a child of its own, median of `--runs`): the
+Beside them, the floor of any read of the queue as JSON (`floor`, a child of its own, median of `--runs`): the
 same pipe read into one buffer, then decoded twice by msgspec, once into structs holding only `job_id` (every byte
 still scanned: what no JSON reader of this answer can go below) and once into the structs `ours` decodes (the
 fields read); what the cycle spends beyond those is slurmx's own work.
@@ -35,7 +39,7 @@ between and kept at the 10,000-group figures below; on the shared 2-core machine
 other processes (the load average is printed). A second case times the squeue parse alone, in this process,
 against the stdlib parse (`--no-parse` leaves it out: at 100,000 groups the stdlib parse alone holds gigabytes).
 
-Usage: python3 bench/daemon_cycle.py [--groups N] [--runs R] [--modes ours,text,stdlib] [--no-parse]
+Usage: python3 bench/daemon_cycle.py [--groups N] [--runs R] [--modes ours,json,text,stdlib] [--no-parse]
 (prints one JSON object on stdout)
 """
 
@@ -78,7 +82,7 @@ N_GROUPS = 10_000  # unless --groups
 N_NODES = 200
 RUNS = 3  # children per mode, unless --runs
 PARSE_RUNS = 5
-MODES = ("ours", "text", "stdlib")
+MODES = ("ours", "json", "text", "stdlib")
 
 
 def targets(groups: int) -> tuple[float, float]:
@@ -119,6 +123,28 @@ def squeue_text(groups: int) -> str:
     return json.dumps(data)
 
 
+TOKEN = "@TOKEN@"  # the fake squeue puts the read's own token here
+
+
+def narrow_text(groups: int) -> str:
+    """The same queue as `squeue_text`, as the narrow read's `squeue --Format` prints it (`slurm/squeue_narrow.py`),
+    with `TOKEN` where each read's token goes."""
+    begin = str(int(time.time()) + 3600)
+    sep, end = TOKEN + "f", TOKEN + "e\n"
+    user, uid = "alice", str(os.getuid())
+    lines = []
+    for i in range(groups):
+        for k, (kind, tres) in enumerate((("cpu", "cpu=1,mem=500M,node=1,billing=1"),
+                                           ("gpu", "cpu=1,mem=500M,node=1,billing=1,gres/gpu=1"))):
+            job_id = str(1_000_000 + 2 * i + k)
+            comment = f"slurmx:1:g=b{i:05d},v={kind},c=be,e={600 if kind == 'cpu' else 120},l=3600"
+            lines.append(sep.join((
+                job_id, job_id, "N/A", str(1_795_000_000 + i), begin, user, uid, "PENDING", "BeginTime", kind, "be",
+                "", tres, "100", "0", "0", "UNLIMITED", "", "", "0:0", "(null)", "1", "OK", f"b{i:05d}@{kind}",
+                comment, "(null)", job_id)) + end)
+    return "".join(lines)
+
+
 def nodes_text(count: int) -> str:
     data = json.loads((FIXTURES / "nodes.json").read_text())
     by_part = {p: next(n for n in data["nodes"] if p in n.get("partitions", [])) for p in ("cpu", "gpu")}
@@ -139,6 +165,12 @@ def partitions_text(count: int) -> str:
 
 
 FAKE_SQUEUE = """#!/bin/sh
+for arg in "$@"; do
+  case "$arg" in
+    --Format=*) token=${arg#--Format=JobId:0}; token=${token%%,*}; token=${token%f}
+                exec sed "s/@TOKEN@/$token/g" "$SLURMX_BENCH/squeue-narrow.txt" ;;
+  esac
+done
 exec cat "$SLURMX_BENCH/squeue.json"
 """
 FAKE_SCONTROL = """#!/bin/sh
@@ -154,6 +186,7 @@ esac
 def write_fixtures(folder: Path, groups: int) -> None:
     """The answers as files and the fake clients that print them."""
     (folder / "squeue.json").write_text(squeue_text(groups))
+    (folder / "squeue-narrow.txt").write_text(narrow_text(groups))
     (folder / "nodes.json").write_text(nodes_text(N_NODES))
     (folder / "partitions.txt").write_text(partitions_text(N_NODES))
     spool = folder / "spool"  # each group's folder, as `slurmx submit` makes it: its owner owns the group
@@ -199,8 +232,8 @@ def _epoch(value: Any) -> int | None:
 class RecordedWrites(CliSlurm):
     """Reads through the real transport; every write recorded (one entry per Slurm command it would run)."""
 
-    def __init__(self) -> None:
-        super().__init__(LocalTransport(), RetryPolicy(retries=0))
+    def __init__(self, narrow: bool = False) -> None:
+        super().__init__(LocalTransport(), RetryPolicy(retries=0), narrow_queue=narrow)
         self.writes: list[str] = []
 
     def _write(self, verb: str, job_ids: Iterable[int]) -> None:
@@ -270,7 +303,8 @@ def peak_rss_mb() -> float:
 
 def child(mode: str, folder: Path, groups: int) -> dict[str, Any]:
     """One cycle in this (fresh) process, as `mode` reads Slurm; what it cost."""
-    adapter = {"ours": RecordedWrites, "text": TextPath, "stdlib": StdlibPath}[mode]()
+    adapter = {"ours": lambda: RecordedWrites(narrow=True), "json": RecordedWrites, "text": TextPath,
+               "stdlib": StdlibPath}[mode]()
     with tempfile.TemporaryDirectory() as state:
         store = Store(Path(state) / "s.sqlite")
         site = SITE.model_copy(update={"submit": SITE.submit.model_copy(update={"spool_dir": str(folder / "spool")})})
@@ -398,7 +432,7 @@ def main(argv: Sequence[str]) -> None:
     ask = argparse.ArgumentParser(description="one slurmxd cycle through the real squeue subprocess path")
     ask.add_argument("--groups", type=int, default=N_GROUPS, help="pending groups (two jobs each); default 10000")
     ask.add_argument("--runs", type=int, default=RUNS, help="fresh processes per mode (median reported)")
-    ask.add_argument("--modes", default=",".join(MODES), help="comma-separated, of ours,text,stdlib")
+    ask.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {','.join(MODES)}")
     ask.add_argument("--no-parse", action="store_true", help="leave out the parse-alone case")
     args = ask.parse_args(argv)
     chosen = [m for m in args.modes.split(",") if m]
@@ -410,16 +444,19 @@ def main(argv: Sequence[str]) -> None:
         folder = Path(name)
         subprocess.run([sys.executable, __file__, "--fixtures", name, str(groups)], check=True)
         size = (folder / "squeue.json").stat().st_size
+        narrow_size = (folder / "squeue-narrow.txt").stat().st_size
         modes = {mode: measure(mode, folder, groups, args.runs) for mode in chosen}
         floor = measure_floor(folder, args.runs)
         parse = None if args.no_parse else parse_case((folder / "squeue.json").read_bytes())
     ours = modes["ours"]
-    named = {"text": ("previous", "same cycle, stdout decoded to str before the typed decode"),
+    named = {"json": ("json_streamed", "same cycle, squeue --json decoded as it arrives (msgspec typed runs)"),
+             "text": ("previous", "same cycle, stdout decoded to str before the typed decode"),
              "stdlib": ("baseline", "same cycle, squeue bytes through json.loads, fields read from dicts")}
     cycle = {
         "case": f"one cycle, {groups:,} pending groups (2 leased variants each), {N_NODES} nodes, FIFO, "
-                f"squeue answer {size / 1e6:.0f} MB through a real subprocess pipe",
-        "ours": {"name": "slurmxd cycle: squeue's answer decoded as it arrives (msgspec typed runs)", **ours},
+                f"squeue answer {narrow_size / 1e6:.0f} MB narrow ({size / 1e6:.0f} MB as JSON) through a real "
+                f"subprocess pipe",
+        "ours": {"name": "slurmxd cycle: the queue read narrow (squeue --Format of a SlurmJob's fields)", **ours},
         **{named[m][0]: {"name": named[m][1], **modes[m]} for m in chosen if m != "ours"},
         "floor": floor,
         "how": f"each cycle in a fresh process; fake squeue/scontrol scripts on PATH cat the fixture files; "

@@ -31,7 +31,7 @@ from slurmx.slurm.errors import (
 )
 from slurmx.slurm.parse import parse_accounting, parse_jobs, parse_nodes, parse_partitions, parse_version
 from slurmx.slurm.records import AccountingRecord, SlurmJob
-from slurmx.slurm.squeue_narrow import narrow_argv, new_token, parse_narrow
+from slurmx.slurm.squeue_narrow import NarrowRead, NarrowStream, narrow_argv, new_token, parse_narrow
 from slurmx.slurm.stream_jobs import JobStream, NotStreamable
 from slurmx.slurm.transport import CommandResult, Transport
 from slurmx.slurm.versions import SlurmShape, shape_for, version_key
@@ -295,6 +295,18 @@ class CliSlurm:
         except NotStreamable:
             return None
 
+    def _narrow_streamed(self, argv: Sequence[str], reader: NarrowStream) -> NarrowRead | None:
+        """The narrow read's records read as they arrive (`_jobs_streamed`'s way); None when it cannot be."""
+        stream = getattr(self.transport, "stream", None)
+        if stream is None:
+            return None
+        self._counts[argv[0]] += 1
+        try:
+            result: CommandResult = stream(argv, reader.feed, timeout=self.retry.timeout_s)
+            return reader.finish() if result.returncode == 0 else None
+        except SlurmError:
+            return None
+
     def version(self) -> str:
         """Slurm's major.minor on the far side of the transport ('22.05'); cached. UnsupportedSlurm below 22.05."""
         if self._version is None:
@@ -350,7 +362,9 @@ class CliSlurm:
         token = new_token()
         argv = narrow_argv(token, user)
         shown = version_key(self.version()) < (26, 5)  # 26.05's --json never says --exclusive (parse._whole_nodes)
-        read = parse_narrow(self._call(argv).data, token, says_hold=True, shows_exclusive=shown, argv=argv)
+        read = self._narrow_streamed(argv, NarrowStream(token, says_hold=True, shows_exclusive=shown, argv=argv))
+        if read is None:
+            read = parse_narrow(self._call(argv).data, token, says_hold=True, shows_exclusive=shown, argv=argv)
         if len(read.full) > _FULL_MAX:
             whole = ["squeue", "--json", "--states=all", *([f"--user={user}"] if user else [])]
             streamed = self._jobs_streamed(whole)

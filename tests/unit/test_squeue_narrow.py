@@ -17,7 +17,7 @@ from slurmx.slurm.adapter import CliSlurm, RetryPolicy
 from slurmx.slurm.errors import SlurmParseError
 from slurmx.slurm.parse import parse_jobs
 from slurmx.slurm.records import SlurmJob
-from slurmx.slurm.squeue_narrow import FIELDS, NarrowRead, narrow_argv, new_token, parse_narrow
+from slurmx.slurm.squeue_narrow import FIELDS, NarrowRead, NarrowStream, narrow_argv, new_token, parse_narrow
 from slurmx.slurm.transport import CommandResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
@@ -128,10 +128,10 @@ def test_output_that_is_not_the_listing_is_one_line_naming_it() -> None:
 # --- hostile names, comments and constraints ------------------------------------------------------------------------
 
 def _template() -> tuple[list[str], dict[str, Any]]:
-    """A plain held job as 24.11 printed it both ways (job 9 of the recording)."""
+    """A plain held job as 24.11 printed it both ways (`held@cpu` of the recording)."""
     text, answer = _recorded("24.11")
-    line = next(p for p in text.decode().split(TOKEN + "e\n") if p.startswith("9" + TOKEN))
-    record = next(j for j in json.loads(answer)["jobs"] if j["job_id"] == 9)
+    record = next(j for j in json.loads(answer)["jobs"] if j["name"] == "held@cpu")
+    line = next(p for p in text.decode().split(TOKEN + "e\n") if p.startswith(f"{record['job_id']}{TOKEN}"))
     return line.split(TOKEN + "f"), record
 
 
@@ -184,3 +184,14 @@ def test_no_text_forges_a_field_or_a_job(data: st.DataObject) -> None:
     assert {str(i) for i in truth if i not in set(ids)} <= set(read.full)
     if not any(token in t for texts in truth.values() for t in texts):  # no separator: nothing to read again
         assert {i for i, (name, _, _) in truth.items() if name and name != "(null)"} <= set(ids)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4000), st.sampled_from(RECORDED))
+def test_the_stream_reads_what_the_whole_answer_holds(chunk: int, version: str) -> None:
+    """Fed as the pipe cuts it (a run of records once enough waits: here every chunk), the same read."""
+    text, _ = _recorded(version)
+    reader = NarrowStream(TOKEN, **_shape(version), run_bytes=1)
+    for at in range(0, len(text), chunk):
+        reader.feed(text[at:at + chunk])
+    assert reader.finish() == parse_narrow(text, TOKEN, **_shape(version))
