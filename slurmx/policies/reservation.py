@@ -118,6 +118,8 @@ def _earliest_nodes(view: ClusterView, kind: KindName, variant: Variant, taken: 
             continue
         found.append((now, name, free))
         settled.add(name)
+    if anywhere and not request.gres:
+        return _walk_counts(view, kind, names, variant, taken, started, now, before, found, settled)
     rooms: dict[str, Resources] = {}
     last = now
     for end, nodes, freed in _returns(view, kind, names, started, now):
@@ -147,6 +149,65 @@ def _earliest_nodes(view: ClusterView, kind: KindName, variant: Variant, taken: 
         return None
     found.sort()  # by time, then name (names are unique: rooms are never compared)
     return found[:count]
+
+
+def _walk_counts(view: ClusterView, kind: KindName, names: frozenset[str], variant: Variant,
+                 taken: dict[str, Resources], started: list[Started], now: float, before: float,
+                 found: list[tuple[float, str, Resources]], settled: set[str],
+                 ) -> list[tuple[float, str, Resources]] | None:
+    """`_earliest_nodes`' walk for a request of CPUs and memory alone that may run anywhere (the common case):
+    the same steps on two integers per node instead of a `Resources` built per node and job (a wide head
+    walks thousands of nodes at every pass). Each node keeps what came back to it, so the room of a node found
+    is summed once, GRES included, exactly as the general walk adds it up."""
+    request, count = variant.request, variant.node_count
+    cpus, mem = request.cpus, request.mem_mb
+    node_map = view.nodes
+    rooms: dict[str, list[Resources]] = {}  # a node not yet found: its room now, then each request freed on it
+    sums: dict[str, tuple[int, int]] = {}  # and the CPUs and memory those add up to
+    late: list[tuple[float, str]] = []  # nodes found by the walk, at the time they have room
+    last = now
+    for end, nodes, freed in _returns(view, kind, names, started, now):
+        at = max(end, now)
+        if at != last and len(found) + len(late) >= count:
+            break
+        if at >= before or math.isinf(at):
+            return None
+        last = at
+        freed_cpus, freed_mem = freed.cpus, freed.mem_mb
+        for name in nodes:
+            if name in settled or name not in names:
+                continue
+            held = sums.get(name)
+            if held is None:
+                node = node_map[name]
+                if not node.is_usable or not request.fits_in(node.capacity):
+                    settled.add(name)
+                    continue
+                room = _room_now(view, name, taken)
+                rooms[name] = [room]
+                held = (room.cpus, room.mem_mb)
+            room_cpus, room_mem = held[0] + freed_cpus, held[1] + freed_mem
+            rooms[name].append(freed)
+            if cpus <= room_cpus and mem <= room_mem:
+                late.append((at, name))
+                settled.add(name)
+            else:
+                sums[name] = (room_cpus, room_mem)
+    if len(found) + len(late) < count:
+        return None
+    now_rooms = {name: room for _, name, room in found}
+    late.extend((at, name) for at, name, _ in found)
+    late.sort()  # by time, then name, as the general walk sorts
+    chosen: list[tuple[float, str, Resources]] = []
+    for at, name in late[:count]:
+        then = now_rooms.get(name)
+        if then is None:
+            parts = rooms[name]
+            then = parts[0]
+            for part in parts[1:]:
+                then = then + part
+        chosen.append((at, name, then))
+    return chosen
 
 
 def _need(view: ClusterView, name: str, variant: Variant) -> Resources:
