@@ -21,7 +21,7 @@ from slurmx.policies.reservation import Reservation, Started, reserve
 
 __all__ = ["Fifo", "FifoArgs"]
 
-_Shape = tuple[str, Resources, int, Placement]  # (kind, request per node, node count, where it may run)
+_Shape = tuple[str, Resources, Placement]  # (kind, request per node, where it may run): whatever the node count
 
 
 class FifoArgs(PolicyArgs):
@@ -110,9 +110,11 @@ class Fifo:
         at = math.inf  # the reservation's time: a group ending by then cannot delay it
         blocked = False
         looked = 0
-        # Shapes (kind, request, node count) that found no room in this plan: unconstrained, or past the
-        # reservation. Room only shrinks as the plan starts jobs, so a later group of the same shape fails alike.
-        misses: tuple[set[int], set[int]] = (set(), set())
+        # Shapes (kind, request per node, placement) that found too few nodes in this plan, unconstrained or past
+        # the reservation, with how many they found: room only shrinks as the plan starts jobs, so a later group
+        # of the same shape needing more nodes than that fails alike, whatever its own node count (Curie's wide
+        # jobs all ask whole nodes and differ only in how many: one scan per plan answers them all).
+        misses: tuple[dict[int, int], dict[int, int]] = ({}, {})
         missed, missed_late = misses
         kinds = view.kinds
         depth = self.args.backfill_depth
@@ -125,9 +127,11 @@ class Fifo:
                 if known is None or known[0] is not group or known[1] is not kinds:
                     known = _know(group, kinds)
                 shapes = known[2]
-                for _, _, shape, estimate in shapes:
-                    if shape not in missed and (shape not in missed_late or now + estimate <= at):
-                        break  # a shape not yet refused: placed below
+                for _, variant, shape, estimate in shapes:
+                    count = variant.node_count
+                    if count <= missed.get(shape, count) and (count <= missed_late.get(shape, count)
+                                                              or now + estimate <= at):
+                        break  # a shape not yet refused for this many nodes: placed below
                 else:
                     notes.append(known[3])  # as _place would find, without reading a node
                     continue
@@ -167,7 +171,7 @@ class Fifo:
 
     @staticmethod
     def _place(view: ClusterView, shapes: Shapes, taken: dict[str, Resources], allowed: Reservation | None,
-               now: float, misses: tuple[set[int], set[int]],
+               now: float, misses: tuple[dict[int, int], dict[int, int]],
                ) -> tuple[str, tuple[str, ...], Resources, Variant] | None:
         """The first kind (site order) whose first fitting nodes (by name) are enough for the variant's node
         count, all at once (a multi-node job starts on all its nodes or waits)."""
@@ -176,8 +180,8 @@ class Fifo:
             count = variant.node_count
             end = now + estimate
             free = allowed is None or end <= allowed.at  # the reservation cannot refuse it anywhere
-            if shape in misses[0] or (not free and shape in misses[1]):
-                continue
+            if count > misses[0].get(shape, count) or (not free and count > misses[1].get(shape, count)):
+                continue  # as many nodes or more than this shape found when it last failed: fails again
             chosen: list[str] = []
             placement = variant.placement
             anywhere = placement is ANYWHERE
@@ -197,7 +201,10 @@ class Fifo:
                     chosen.append(name)
                     if len(chosen) == count:
                         return kind, tuple(chosen), request, variant
-            misses[0 if free else 1].add(shape)
+            missed = misses[0 if free else 1]
+            found = len(chosen)  # every node this shape may take, which only the plan's later starts can shrink
+            if found < missed.get(shape, count):
+                missed[shape] = found
         return None
 
 
@@ -241,7 +248,7 @@ def _shapes_of(group: Group, kinds: Mapping[KindName, str]) -> Shapes:
     for kind in kinds:
         variant = group.variant(kind)
         if variant is not None:
-            shape = (kind, variant.request, variant.node_count, variant.placement)
+            shape = (kind, variant.request, variant.placement)
             number = _SHAPE_NUMBERS.get(shape)
             if number is None:
                 if len(_SHAPE_NUMBERS) >= _MEMO_MAX:
