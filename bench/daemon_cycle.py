@@ -328,6 +328,33 @@ def child(mode: str, folder: Path, groups: int) -> dict[str, Any]:
             "reads": dict(adapter.command_counts()), "writes": writes}
 
 
+def read_child(mode: str) -> dict[str, Any]:
+    """The queue read alone in this (fresh) process, as `mode` reads it: what the read itself costs."""
+    adapter = {"ours": lambda: RecordedWrites(narrow=True), "json": RecordedWrites}[mode]()
+    adapter.version()  # asked once per daemon, not per cycle
+    gc.collect()
+    rss_before = peak_rss_mb()
+    cpu_began = time.process_time()
+    jobs = adapter.jobs()
+    cpu = time.process_time() - cpu_began
+    return {"cpu_seconds": cpu, "peak_rss_mb": peak_rss_mb(), "rss_before_read_mb": rss_before, "jobs": len(jobs),
+            "reads": dict(adapter.command_counts())}
+
+
+def measure_read(mode: str, folder: Path, runs_wanted: int) -> dict[str, Any]:
+    env = {**os.environ, "SLURMX_BENCH": str(folder), "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    runs = []
+    for _ in range(runs_wanted):
+        done = subprocess.run([sys.executable, __file__, "--read", mode], env=env, capture_output=True, text=True,
+                              check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"read child failed: {done.stderr.strip()[-500:]}")
+        runs.append(json.loads(done.stdout))
+    return {key: round(statistics.median(r[key] for r in runs), 3)
+            for key in ("cpu_seconds", "peak_rss_mb", "rss_before_read_mb")} | \
+        {"jobs": runs[0]["jobs"], "slurm_reads": runs[0]["reads"]}
+
+
 class _JobIdOnly(msgspec.Struct, gc=False):
     job_id: int = 0
 
@@ -447,6 +474,7 @@ def main(argv: Sequence[str]) -> None:
         narrow_size = (folder / "squeue-narrow.txt").stat().st_size
         modes = {mode: measure(mode, folder, groups, args.runs) for mode in chosen}
         floor = measure_floor(folder, args.runs)
+        reads = {mode: measure_read(mode, folder, args.runs) for mode in ("ours", "json")}
         parse = None if args.no_parse else parse_case((folder / "squeue.json").read_bytes())
     ours = modes["ours"]
     named = {"json": ("json_streamed", "same cycle, squeue --json decoded as it arrives (msgspec typed runs)"),
@@ -459,6 +487,8 @@ def main(argv: Sequence[str]) -> None:
         "ours": {"name": "slurmxd cycle: the queue read narrow (squeue --Format of a SlurmJob's fields)", **ours},
         **{named[m][0]: {"name": named[m][1], **modes[m]} for m in chosen if m != "ours"},
         "floor": floor,
+        "read_alone": {"name": "the squeue read alone (adapter.jobs(), fresh process, medians): ours narrow, json "
+                               "streamed", **reads},
         "how": f"each cycle in a fresh process; fake squeue/scontrol scripts on PATH cat the fixture files; "
                f"writes recorded by the adapter; medians of {args.runs}",
         "ratio": round(ours["cpu_seconds"] / modes["stdlib"]["cpu_seconds"], 3) if "stdlib" in modes else None,
@@ -478,6 +508,8 @@ def main(argv: Sequence[str]) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+    elif sys.argv[1:2] == ["--read"]:
+        print(json.dumps(read_child(sys.argv[2])))
     elif sys.argv[1:2] == ["--floor"]:
         print(json.dumps(floor_child()))
     elif sys.argv[1:2] == ["--fixtures"]:
