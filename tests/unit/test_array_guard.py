@@ -23,7 +23,9 @@ from tests.unit.test_submit_properties import site as spool_site
 BASH = shutil.which("bash")
 _RECORDER = '#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
 # scancel as Slurm acts on it: a job cancelling itself is ended a moment later (slurmctld's cancel is asynchronous).
-_SCANCEL = _RECORDER + ('for id in "$@"; do [ "$id" = "$SLURM_JOB_ID" ] && (sleep 0.5; kill -TERM "$PPID") & done\n'
+# The task names itself A_i: its SLURM_JOB_ID may be the array's job id, which names every task of the array.
+_SCANCEL = _RECORDER + ('for id in "$@"; do case $id in "$SLURM_JOB_ID"|"${{SLURM_ARRAY_JOB_ID}}_$SLURM_ARRAY_TASK_ID")'
+                        ' (sleep 0.5; kill -TERM "$PPID") & ;; esac; done\n'
                         'exit 0\n')
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 
@@ -32,7 +34,7 @@ def _run_task(tmp_path: Path, mode: str, squeue_out: str, *, array: str = "80", 
               my_start: str = "2026-01-01T00:00:05", spool: Path | None = None,
               as_array: bool = True, codes: list[int] | None = None) -> tuple[list[str], str]:
     """Run the cpu variant's script as task `array`_`index` (job id 91 since Slurm split it off): what the fakes
-    were asked, and the payload's mark ("" when the task left without work)."""
+    were asked, and the payload's mark ("" when the task left without work). A task leaving names itself `A_i`."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     spec = parse_spec({"name": "m", "command": f"echo ran > {tmp_path}/ran", "variants": ["cpu"]})
     script = render_variant(spec, spool_site(str(spool or tmp_path / "spool")), "cpu", GID, mode, "job.yaml",
@@ -77,7 +79,7 @@ def test_a_managed_task_cancels_only_its_own_index_of_the_other_kinds(tmp_path: 
 def test_a_managed_task_leaves_when_its_index_started_first_on_another_kind(tmp_path: Path) -> None:
     out = MANAGED.replace("95_3 PENDING N/A", "95_3 RUNNING 2026-01-01T00:00:02")
     calls, ran = _run_task(tmp_path, "managed", out)
-    assert calls == ["scontrol update JobId=91 MailType=NONE", "scancel 91"] and ran == ""
+    assert calls == ["scontrol update JobId=80_3 MailType=NONE", "scancel 80_3"] and ran == ""
 
 
 def test_a_tie_goes_to_the_lower_array_job_id(tmp_path: Path) -> None:
@@ -85,7 +87,7 @@ def test_a_tie_goes_to_the_lower_array_job_id(tmp_path: Path) -> None:
     calls, ran = _run_task(tmp_path / "low", "managed", out)
     assert ran == "ran\n" and calls == []  # array 80 < 95: this task works, the running sibling loses on its side
     calls, ran = _run_task(tmp_path / "high", "managed", out.replace(" 95 3\n", " 60 3\n"))
-    assert ran == "" and calls == ["scontrol update JobId=91 MailType=NONE", "scancel 91"]
+    assert ran == "" and calls == ["scontrol update JobId=80_3 MailType=NONE", "scancel 80_3"]
 
 
 def test_a_completed_index_never_runs_again_but_another_completed_index_does_not_count(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ def test_a_race_task_loses_to_its_index_won_by_another_kinds_array(tmp_path: Pat
     race.mkdir(parents=True)
     (race / "winner").write_text("95\n")
     calls, ran = _run_task(tmp_path, "race", "")
-    assert ran == "" and calls == ["scontrol update JobId=91 MailType=NONE", "scancel 91"]
+    assert ran == "" and calls == ["scontrol update JobId=80_3 MailType=NONE", "scancel 80_3"]
 
 
 def test_a_plain_job_that_inherited_an_array_tasks_variables_keeps_the_plain_guard(tmp_path: Path) -> None:
@@ -146,4 +148,4 @@ def test_a_task_that_leaves_without_work_is_ended_by_its_cancel_not_by_its_own_e
     codes: list[int] = []
     out = MANAGED.replace("95_3 PENDING N/A", "95_3 RUNNING 2026-01-01T00:00:02")
     calls, ran = _run_task(tmp_path, "managed", out, codes=codes)
-    assert ran == "" and calls[-1] == "scancel 91" and codes == [-signal.SIGTERM]
+    assert ran == "" and calls[-1] == "scancel 80_3" and codes == [-signal.SIGTERM]
