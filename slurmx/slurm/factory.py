@@ -33,4 +33,4 @@ def adapter_from_config(cfg: TransportConfig) -> SlurmAdapter:
         if cfg.kind != "local":
             raise TransportError(["pyslurm"], None, "implementation 'pyslurm' needs transport kind 'local'")
         return PyslurmAdapter(fallback=CliSlurm(LocalTransport(), retry))
-    return CliSlurm(transport_from_config(cfg), retry)
+    return CliSlurm(transport_from_config(cfg), retry, narrow_queue=True)  # squeue_narrow.py: 24.11+
