@@ -33,4 +33,6 @@ def adapter_from_config(cfg: TransportConfig) -> SlurmAdapter:
         if cfg.kind != "local":
             raise TransportError(["pyslurm"], None, "implementation 'pyslurm' needs transport kind 'local'")
         return PyslurmAdapter(fallback=CliSlurm(LocalTransport(), retry))
-    return CliSlurm(transport_from_config(cfg), retry, narrow_queue=True)  # squeue_narrow.py: 24.11+
+    # The narrow read (squeue_narrow.py) stays off: measured on 2026-11-29 it was no faster than the streamed JSON
+    # at 10,000 groups (1.23 s against 1.17 s of cycle CPU), and not yet run under the daemon's live suite on 24.11.
+    return CliSlurm(transport_from_config(cfg), retry)
