@@ -131,11 +131,25 @@ def _decode(decode: Callable[[str | bytes], _T], text: str | bytes, argv: Sequen
     try:
         try:
             return decode(text)
-        except UnicodeError:
+        except (UnicodeError, msgspec.DecodeError):
+            if is_utf8(text):  # msgspec says bad UTF-8 as a UnicodeError up to 0.22, a DecodeError from 0.23
+                raise
             raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
             return decode(raw.decode("utf-8", errors="replace"))
     except RecursionError:
         raise SlurmParseError(argv, 0, "JSON nested too deeply to read") from None
+
+
+def is_utf8(text: str | bytes | memoryview) -> bool:
+    """Whether `text` encodes (or is) valid UTF-8: asked only once a decode has failed, never on the common path."""
+    try:
+        if isinstance(text, str):
+            text.encode("utf-8")
+        else:
+            str(text, "utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _in_range(value: int) -> int:

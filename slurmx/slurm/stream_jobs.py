@@ -33,6 +33,7 @@ from slurmx.slurm.parse import (
     _note_replaced,
     _raise_reported_errors,
     _SqueueJob,
+    is_utf8,
     parse_jobs,
 )
 from slurmx.slurm.records import SlurmJob
@@ -130,10 +131,13 @@ class JobStream:
         with collector_paused(), memoryview(buf) as whole, whole[:end + 1] as run:
             try:
                 records = _LIST_DECODER.decode(run)
-            except UnicodeError:  # not UTF-8: read as the transports read text
-                records = _decode(_LIST_DECODER.decode, bytes(run), self.argv)
-            except msgspec.MsgspecError:
-                raise NotStreamable from None
+            except (UnicodeError, msgspec.MsgspecError):
+                if is_utf8(run):
+                    raise NotStreamable from None
+                try:  # not UTF-8: read as the transports read text
+                    records = _decode(_LIST_DECODER.decode, bytes(run), self.argv)
+                except msgspec.MsgspecError:
+                    raise NotStreamable from None
             self._add(records, run)
         buf[start - 1] = ord("[")
         del buf[:start - 1]
